@@ -1,0 +1,69 @@
+// A persistent pool of worker threads. A job is a function every participant runs with its
+// worker index (for per-worker scratch); the caller is worker 0 and background threads are
+// 1..size()-1. Jobs split their work by claiming tiles from a shared counter, so they finish
+// together whatever the number of participants.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <thread>
+#include <vector>
+
+namespace tandem {
+
+class ThreadPool {
+public:
+    // n_threads <= 0 means one per physical core. `pin` binds thread i to logical cpu i.
+    explicit ThreadPool(int n_threads = 0, bool pin = false);
+    ~ThreadPool();
+    ThreadPool(const ThreadPool&) = delete;
+    ThreadPool& operator=(const ThreadPool&) = delete;
+
+    int size() const { return n_threads_; }
+
+    // Runs job(worker) on every worker and returns when all are done.
+    void run(const std::function<void(int worker)>& job);
+
+    // Starts job on the background workers and returns at once; wait() runs it as worker 0 on
+    // the calling thread too and returns when every worker is done. One job at a time.
+    void start(std::function<void(int worker)> job);
+    void wait();
+    bool busy() const { return job_active_; }
+
+    // Calls body(begin, end, worker) over [0, n) in chunks of `grain` claimed dynamically.
+    void parallel_for(int64_t n, int64_t grain,
+                      const std::function<void(int64_t begin, int64_t end, int worker)>& body);
+
+    // A reusable barrier across all size() workers of the current job.
+    void barrier();
+
+private:
+    void worker_loop(int worker);
+    void run_job_as(int worker);
+
+    int n_threads_;
+    std::vector<std::thread> threads_;
+    std::function<void(int)> job_;
+    std::atomic<uint64_t> generation_{0};
+    std::atomic<int> pending_{0};
+    std::atomic<bool> stop_{false};
+    bool job_active_ = false;
+    // barrier state
+    std::atomic<int> barrier_count_{0};
+    std::atomic<uint64_t> barrier_phase_{0};
+};
+
+// Spins briefly, then blocks in the kernel, until `value` differs from `old`.
+template <typename T>
+void spin_then_wait(const std::atomic<T>& value, T old) {
+    for (int i = 0; i < 20000; ++i) {
+        if (value.load(std::memory_order_acquire) != old) return;
+#if defined(__x86_64__)
+        __builtin_ia32_pause();
+#endif
+    }
+    while (value.load(std::memory_order_acquire) == old) value.wait(old, std::memory_order_acquire);
+}
+
+}  // namespace tandem

@@ -1,0 +1,78 @@
+// Scalar conversions between f32 and the small float encodings of GGUF files: IEEE half (f16),
+// bfloat16, E8M0 (MXFP4 block exponents) and UE4M3 (NVFP4 block scales). Bit-exact with ggml.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+namespace tandem {
+
+inline uint32_t f32_bits(float f) {
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    return u;
+}
+inline float f32_from_bits(uint32_t u) {
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+}
+
+// IEEE binary16 -> binary32, exact for every input (subnormals, infinities, NaNs).
+inline float fp16_to_f32(uint16_t h) {
+    uint32_t sign = static_cast<uint32_t>(h & 0x8000) << 16;
+    uint32_t exp = (h >> 10) & 0x1f;
+    uint32_t mant = h & 0x3ff;
+    if (exp == 0x1f) return f32_from_bits(sign | 0x7f800000u | (mant << 13));
+    if (exp == 0) {
+        if (mant == 0) return f32_from_bits(sign);
+        // subnormal: mant * 2^-24
+        float v = static_cast<float>(mant) * 5.9604644775390625e-8f;
+        return sign ? -v : v;
+    }
+    return f32_from_bits(sign | ((exp + 112) << 23) | (mant << 13));
+}
+
+// binary32 -> binary16 with round-to-nearest-even (what F16C's vcvtps2ph and ggml's scalar
+// path do); overflow goes to infinity, NaN stays NaN.
+inline uint16_t f32_to_fp16(float f) {
+    uint32_t x = f32_bits(f);
+    uint32_t sign = (x >> 16) & 0x8000;
+    uint32_t abs = x & 0x7fffffff;
+    if (abs > 0x7f800000) return static_cast<uint16_t>(sign | 0x7e00 | ((abs >> 13) & 0x3ff));
+    if (abs >= 0x477ff000) return static_cast<uint16_t>(sign | 0x7c00);  // rounds to >= 65520
+    if (abs < 0x38800000) {
+        // result is subnormal or zero: round abs * 2^24 to an integer, ties to even
+        float v = f32_from_bits(abs) * 16777216.0f;
+        uint32_t q = static_cast<uint32_t>(v);
+        float frac = v - static_cast<float>(q);
+        if (frac > 0.5f || (frac == 0.5f && (q & 1))) ++q;
+        return static_cast<uint16_t>(sign | q);
+    }
+    uint32_t mant_shift = abs + 0xfff + ((abs >> 13) & 1);  // round to nearest even at bit 13
+    return static_cast<uint16_t>(sign | ((mant_shift - 0x38000000) >> 13));
+}
+
+// bfloat16: the top half of a binary32.
+inline float bf16_to_f32(uint16_t h) { return f32_from_bits(static_cast<uint32_t>(h) << 16); }
+
+// binary32 -> bfloat16, round-to-nearest-even; NaNs are kept quiet (as ggml_compute_fp32_to_bf16).
+inline uint16_t f32_to_bf16(float f) {
+    uint32_t u = f32_bits(f);
+    if ((u & 0x7fffffff) > 0x7f800000) return static_cast<uint16_t>((u >> 16) | 64);
+    return static_cast<uint16_t>((u + (0x7fff + ((u >> 16) & 1))) >> 16);
+}
+
+// E8M0: 2^(e - 127); e = 0 gives 2^-127 (a subnormal float), e = 255 is NaN in OCP MX but ggml
+// decodes it as 2^128 = inf; we follow ggml.
+inline float e8m0_to_f32(uint8_t e) {
+    uint32_t bits = e == 0 ? 0x00400000u : static_cast<uint32_t>(e) << 23;
+    return f32_from_bits(bits);
+}
+// Half of the E8M0 value (ggml's GGML_E8M0_TO_FP32_HALF, used with the doubled E2M1 table).
+inline float e8m0_to_f32_half(uint8_t e) {
+    uint32_t bits = e < 2 ? (0x00200000u << e) : static_cast<uint32_t>(e - 1) << 23;
+    return f32_from_bits(bits);
+}
+
+}  // namespace tandem

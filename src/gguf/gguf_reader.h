@@ -1,0 +1,158 @@
+// A validating GGUF reader: the whole file is checked when opened, then metadata and tensors
+// are views into the memory mapping. Nothing is read outside the mapping, and every problem is
+// an Error naming the file, the field or tensor, and the byte offset.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "base/error.h"
+#include "base/mapped_file.h"
+#include "formats/format_table.h"
+#include "gguf/gguf_types.h"
+
+namespace tandem {
+
+// One metadata value. Scalars and arrays of scalars point at their little-endian bytes in the
+// mapping; strings are views. Arrays of strings keep one view per element.
+struct GgufValue {
+    GgufValueType type = GgufValueType::kU8;
+    GgufValueType elem_type = GgufValueType::kU8;  // for arrays
+    uint64_t count = 1;                             // elements, for arrays
+    const uint8_t* data = nullptr;                  // scalar or array payload
+    std::string_view string;                        // for strings
+    std::vector<std::string_view> strings;          // for arrays of strings
+
+    // Reads scalar element i (0 for a scalar) as T; T must match the stored type.
+    template <typename T>
+    T scalar_at(uint64_t i) const {
+        T v;
+        std::memcpy(&v, data + i * sizeof(T), sizeof(T));
+        return v;
+    }
+    bool is_integer() const;
+    // Any integer or bool scalar as int64 (u64 above INT64_MAX is refused by the caller).
+    std::optional<int64_t> as_int64() const;
+    // Element i of an integer array as int64.
+    int64_t int_at(uint64_t i) const;
+    // f32 or f64 scalar as double.
+    std::optional<double> as_double() const;
+    // Element i of a float array as double.
+    double double_at(uint64_t i) const;
+};
+
+struct GgufKeyValue {
+    std::string_view key;
+    GgufValue value;
+    uint64_t offset;  // where the key starts in the file
+};
+
+struct GgufTensor {
+    std::string_view name;
+    GgmlType type;
+    const FormatTraits* format;
+    int n_dims;
+    std::array<int64_t, kGgufMaxDims> ne;  // ne[0] is the row length; unused dims are 1
+    uint64_t offset;                       // absolute offset of the data in the file
+    uint64_t n_bytes;
+    const uint8_t* data;                   // view into the mapping
+
+    int64_t n_elements() const { return ne[0] * ne[1] * ne[2] * ne[3]; }
+    int64_t n_rows() const { return ne[1] * ne[2] * ne[3]; }
+    size_t row_bytes() const { return tandem::row_bytes(*format, ne[0]); }
+    // "[2048, 768, 128]"
+    std::string shape_string() const;
+};
+
+class GgufFile {
+public:
+    // Maps and validates the file; throws Error on the first problem.
+    static std::unique_ptr<GgufFile> open(const std::string& path);
+    // Validates a buffer (kept alive by the caller); `name` stands for the path in messages.
+    static std::unique_ptr<GgufFile> parse(const std::string& name, const uint8_t* data,
+                                           size_t size);
+
+    const std::string& path() const { return name_; }
+    uint32_t version() const { return version_; }
+    uint32_t alignment() const { return alignment_; }
+    uint64_t data_offset() const { return data_offset_; }
+    uint64_t file_size() const { return size_; }
+
+    const std::vector<GgufKeyValue>& metadata() const { return kvs_; }
+    const GgufValue* find(std::string_view key) const;
+    bool has(std::string_view key) const { return find(key) != nullptr; }
+
+    // Typed access: the stored type must be exactly T's GGUF type.
+    template <typename T>
+    T get(std::string_view key) const {
+        const GgufValue& v = require(key, GgufTypeOf<T>::value);
+        if constexpr (std::is_same_v<T, std::string_view>) {
+            return v.string;
+        } else {
+            return v.template scalar_at<T>(0);
+        }
+    }
+    std::string get_string(std::string_view key) const { return std::string(get<std::string_view>(key)); }
+    template <typename T>
+    T get_or(std::string_view key, T fallback) const {
+        return has(key) ? get<T>(key) : fallback;
+    }
+    // Any integer type whose value fits in [lo, hi] (hyperparameters are stored as u32 or i32
+    // depending on the converter).
+    int64_t get_int(std::string_view key, int64_t lo = INT64_MIN, int64_t hi = INT64_MAX) const;
+    std::optional<int64_t> find_int(std::string_view key, int64_t lo = INT64_MIN,
+                                    int64_t hi = INT64_MAX) const;
+    // f32 or f64.
+    double get_float(std::string_view key) const;
+    std::optional<double> find_float(std::string_view key) const;
+    // Arrays: the element type must be exactly T's.
+    template <typename T>
+    std::vector<T> get_array(std::string_view key) const {
+        const GgufValue& v = require_array(key, GgufTypeOf<T>::value);
+        std::vector<T> out(v.count);
+        for (uint64_t i = 0; i < v.count; ++i) out[i] = v.template scalar_at<T>(i);
+        return out;
+    }
+    const std::vector<std::string_view>& get_string_array(std::string_view key) const;
+    // An array of integers of any integer element type.
+    std::vector<int64_t> get_int_array(std::string_view key) const;
+    // An array of f32 or f64.
+    std::vector<double> get_float_array(std::string_view key) const;
+
+    const std::vector<GgufTensor>& tensors() const { return tensors_; }
+    const GgufTensor* find_tensor(std::string_view name) const;
+
+    // The architecture name (general.architecture), or "" when missing.
+    std::string_view architecture() const;
+
+private:
+    GgufFile() = default;
+    void parse_all();
+    const GgufValue& require(std::string_view key, GgufValueType type) const;
+    const GgufValue& require_array(std::string_view key, GgufValueType elem_type) const;
+
+    std::string name_;
+    std::unique_ptr<MappedFile> mapping_;
+    const uint8_t* base_ = nullptr;
+    uint64_t size_ = 0;
+    uint32_t version_ = 0;
+    uint32_t alignment_ = kGgufDefaultAlignment;
+    uint64_t data_offset_ = 0;
+    std::vector<GgufKeyValue> kvs_;
+    std::unordered_map<std::string_view, size_t> kv_index_;
+    std::vector<GgufTensor> tensors_;
+    std::unordered_map<std::string_view, size_t> tensor_index_;
+};
+
+// A value rendered for people: numbers, quoted strings, arrays with at most `max_items`
+// elements shown and the rest summarised ("[1, 2, 3, ... 151936 items]").
+std::string gguf_value_to_string(const GgufValue& value, size_t max_items = 8);
+
+}  // namespace tandem
