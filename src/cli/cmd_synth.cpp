@@ -1,0 +1,89 @@
+// `tandem synth`: writes a random-weight model (qwen3moe, qwen3 or llama) that llama.cpp loads.
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/error.h"
+#include "base/timer.h"
+#include "cli/commands.h"
+#include "cli/type_option.h"
+#include "model/synthetic_model.h"
+
+namespace tandem::cli {
+namespace {
+
+struct SynthOptions {
+    SynthSpec spec;
+    std::string out = "synthetic.gguf";
+    std::string wtype, embd_type, attn_type, ffn_type, exp_type, exp_gate_type, exp_up_type,
+        exp_down_type, router_type = "f32", out_type, layer_exp_types;
+};
+
+void resolve_types(SynthOptions& o) {
+    SynthSpec& s = o.spec;
+    const std::string w = o.wtype.empty() ? "f32" : o.wtype;
+    auto pick = [](const std::string& specific, const std::string& fallback) {
+        return specific.empty() ? fallback : specific;
+    };
+    s.embd_type = parse_type(pick(o.embd_type, w), "--embd-type");
+    s.attn_type = parse_type(pick(o.attn_type, w), "--attn-type");
+    s.ffn_type = parse_type(pick(o.ffn_type, w), "--ffn-type");
+    const std::string exp = pick(o.exp_type, w);
+    s.exp_gate_type = parse_type(pick(o.exp_gate_type, exp), "--exp-gate-type");
+    s.exp_up_type = parse_type(pick(o.exp_up_type, exp), "--exp-up-type");
+    s.exp_down_type = parse_type(pick(o.exp_down_type, exp), "--exp-down-type");
+    s.router_type = parse_type(o.router_type, "--router-type");
+    s.out_type = parse_type(pick(o.out_type, w), "--out-type");
+    s.layer_exp_types.clear();
+    if (!o.layer_exp_types.empty()) s.layer_exp_types = parse_type_list(o.layer_exp_types, "--layer-exp-types");
+}
+
+}  // namespace
+
+void add_synth_command(CLI::App& app) {
+    auto o = std::make_shared<SynthOptions>();
+    SynthSpec& s = o->spec;
+    CLI::App* cmd = app.add_subcommand("synth", "Write a random-weight model for tests, demos and benchmarks");
+    cmd->add_option("-o,--out", o->out, "Output GGUF path")->capture_default_str();
+    cmd->add_option("--arch", s.arch, "Architecture: qwen3moe, qwen3 or llama")->capture_default_str();
+    cmd->add_option("--name", s.name, "general.name");
+    cmd->add_option("--layers", s.n_layer, "Number of layers")->capture_default_str();
+    cmd->add_option("--embd", s.n_embd, "Embedding width")->capture_default_str();
+    cmd->add_option("--heads", s.n_head, "Attention heads")->capture_default_str();
+    cmd->add_option("--kv-heads", s.n_head_kv, "Key/value heads")->capture_default_str();
+    cmd->add_option("--head-dim", s.head_dim, "Head dimension")->capture_default_str();
+    cmd->add_option("--experts", s.n_expert, "Experts per layer (MoE)")->capture_default_str();
+    cmd->add_option("--experts-used", s.n_expert_used, "Experts used per token (MoE)")->capture_default_str();
+    cmd->add_option("--expert-ffn", s.n_ff_exp, "Expert FFN width (MoE)")->capture_default_str();
+    cmd->add_option("--ffn", s.n_ff, "Dense FFN width (qwen3, llama)")->capture_default_str();
+    cmd->add_option("--vocab", s.n_vocab, "Vocabulary size (>= 259)")->capture_default_str();
+    cmd->add_option("--ctx", s.n_ctx, "context_length")->capture_default_str();
+    cmd->add_option("--seed", s.seed, "Random seed")->capture_default_str();
+    cmd->add_flag("--tied", s.tied_output, "No output.weight: the head reuses token_embd");
+    cmd->add_flag("--fast-random", s.fast_random,
+                  "Quantized tensors as random valid blocks (fast, for big models)");
+    cmd->add_option("--threads", s.threads, "Threads (default: one per physical core)");
+    cmd->add_option("--wtype", o->wtype, "Default type of every weight (f32)");
+    cmd->add_option("--embd-type", o->embd_type, "token_embd type");
+    cmd->add_option("--attn-type", o->attn_type, "Attention weights type");
+    cmd->add_option("--ffn-type", o->ffn_type, "Dense FFN weights type");
+    cmd->add_option("--exp-type", o->exp_type, "Expert gate/up/down type");
+    cmd->add_option("--exp-gate-type", o->exp_gate_type, "Expert gate type");
+    cmd->add_option("--exp-up-type", o->exp_up_type, "Expert up type");
+    cmd->add_option("--exp-down-type", o->exp_down_type, "Expert down type");
+    cmd->add_option("--router-type", o->router_type, "Router type")->capture_default_str();
+    cmd->add_option("--out-type", o->out_type, "output.weight type");
+    cmd->add_option("--layer-exp-types", o->layer_exp_types,
+                    "Comma-separated expert types; layer L uses entry L % n for all its experts");
+    cmd->callback([o] {
+        resolve_types(*o);
+        Stopwatch watch;
+        std::fprintf(stderr, "synth: writing %s (%s, %d layers, embd %d)\n", o->out.c_str(),
+                     o->spec.arch.c_str(), o->spec.n_layer, o->spec.n_embd);
+        write_synthetic_model(o->spec, o->out);
+        std::fprintf(stderr, "synth: wrote %s in %.1f s\n", o->out.c_str(), watch.seconds());
+    });
+}
+
+}  // namespace tandem::cli

@@ -1,0 +1,37 @@
+// The `tandem` command: dispatches to its subcommands; every error ends as one line on stderr.
+#include <cstdio>
+#include <exception>
+
+#include "base/error.h"
+#include "cli/commands.h"
+
+int main(int argc, char** argv) {
+    CLI::App app{"tandem: serves Mixture-of-Experts GGUF models on the CPU and GPU together"};
+    app.require_subcommand(1);
+    app.set_help_all_flag("--help-all", "Show help for every subcommand");
+    tandem::cli::add_inspect_command(app);
+    tandem::cli::add_synth_command(app);
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::CallForHelp& e) {
+        return app.exit(e);
+    } catch (const CLI::CallForAllHelp& e) {
+        return app.exit(e);
+    } catch (const CLI::ParseError& e) {
+        std::fprintf(stderr, "error: %s (see 'tandem %s--help')\n", e.what(),
+                     app.get_subcommands().empty()
+                         ? ""
+                         : (app.get_subcommands()[0]->get_name() + " ").c_str());
+        return 2;
+    } catch (const tandem::Error& e) {
+        std::fprintf(stderr, "error: %s\n", e.what());
+        return 1;
+    } catch (const std::bad_alloc&) {
+        std::fprintf(stderr, "error: out of memory\n");
+        return 1;
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "error: %s\n", e.what());
+        return 1;
+    }
+    return 0;
+}

@@ -1,0 +1,45 @@
+// The key/value cache.
+#include "cpu/kv_cache.h"
+
+#include <cstring>
+
+#include "base/error.h"
+#include "formats/float16.h"
+
+namespace tandem {
+
+KvCache::KvCache(const KvShape& shape, KvType type) : shape_(shape), type_(type) {
+    if (shape.n_layer <= 0 || shape.n_seq <= 0 || shape.n_ctx <= 0 || shape.n_kv_head <= 0 ||
+        shape.head_dim_k <= 0 || shape.head_dim_v <= 0) {
+        fail("kv cache: invalid shape");
+    }
+    const size_t positions = static_cast<size_t>(shape.n_layer) * shape.n_seq * shape.n_ctx;
+    try {
+        k_.resize(positions * k_position_bytes());
+        v_.resize(positions * v_position_bytes());
+    } catch (const std::bad_alloc&) {
+        fail("kv cache: cannot allocate {} MiB for {} positions x {} sequences (lower --ctx)",
+             (positions * (k_position_bytes() + v_position_bytes())) >> 20, shape.n_ctx, shape.n_seq);
+    }
+}
+
+namespace {
+void store(uint8_t* dst, const float* values, size_t n, KvType type) {
+    if (type == KvType::kF32) {
+        std::memcpy(dst, values, n * 4);
+        return;
+    }
+    uint16_t* h = reinterpret_cast<uint16_t*>(dst);
+    for (size_t i = 0; i < n; ++i) h[i] = f32_to_fp16(values[i]);
+}
+}  // namespace
+
+void KvCache::store_k(int layer, int seq, int pos, const float* values) {
+    store(k(layer, seq, pos), values, static_cast<size_t>(shape_.n_kv_head) * shape_.head_dim_k, type_);
+}
+
+void KvCache::store_v(int layer, int seq, int pos, const float* values) {
+    store(v(layer, seq, pos), values, static_cast<size_t>(shape_.n_kv_head) * shape_.head_dim_v, type_);
+}
+
+}  // namespace tandem

@@ -1,0 +1,28 @@
+// Matrix times activation rows over any weight format, through the chosen kernel variant:
+// y[t][r] = scale · Σ_k W[r][k] · x[t][k]. Threads split the weight rows; each thread reads its
+// rows once for all the tokens (small-matmul tiles of up to kMaxTileCols tokens).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "base/thread_pool.h"
+#include "cpu/activation_rows.h"
+#include "cpu/weight_matrix.h"
+
+namespace tandem {
+
+// All rows, split over the pool. y has a.n_rows rows of y_stride floats.
+void matmul(const WeightMatrix& w, const ActivationRows& a, float* y, size_t y_stride,
+            ThreadPool& pool);
+
+// Rows [r0, r1) on the calling thread only: the building block of executors that schedule
+// their own work.
+void matmul_rows(const WeightMatrix& w, const ActivationRows& a, int64_t r0, int64_t r1, float* y,
+                 size_t y_stride);
+
+// Rows per work item so that every thread gets several items (balance) while each item still
+// streams a useful amount of weights.
+int64_t matmul_chunk_rows(int64_t rows, int n_threads);
+
+}  // namespace tandem

@@ -1,0 +1,40 @@
+// GGUF tensor names of the architectures (llama.cpp's LLM_TENSOR_NAMES), kept apart from logic.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace tandem::tensor_names {
+
+inline constexpr std::string_view kTokenEmbd = "token_embd";
+inline constexpr std::string_view kOutputNorm = "output_norm";
+inline constexpr std::string_view kOutput = "output";
+
+// Per-layer tensors: blk.N.<suffix>.weight
+inline constexpr std::string_view kAttnNorm = "attn_norm";
+inline constexpr std::string_view kAttnQ = "attn_q";
+inline constexpr std::string_view kAttnK = "attn_k";
+inline constexpr std::string_view kAttnV = "attn_v";
+inline constexpr std::string_view kAttnOutput = "attn_output";
+inline constexpr std::string_view kAttnQNorm = "attn_q_norm";
+inline constexpr std::string_view kAttnKNorm = "attn_k_norm";
+inline constexpr std::string_view kFfnNorm = "ffn_norm";
+inline constexpr std::string_view kFfnGate = "ffn_gate";
+inline constexpr std::string_view kFfnUp = "ffn_up";
+inline constexpr std::string_view kFfnDown = "ffn_down";
+inline constexpr std::string_view kFfnRouter = "ffn_gate_inp";
+inline constexpr std::string_view kFfnGateExps = "ffn_gate_exps";
+inline constexpr std::string_view kFfnUpExps = "ffn_up_exps";
+inline constexpr std::string_view kFfnGateUpExps = "ffn_gate_up_exps";
+inline constexpr std::string_view kFfnDownExps = "ffn_down_exps";
+
+// "token_embd.weight"
+inline std::string global(std::string_view base, std::string_view kind = "weight") {
+    return std::string(base) + "." + std::string(kind);
+}
+// "blk.3.attn_q.weight"
+inline std::string layer(int il, std::string_view base, std::string_view kind = "weight") {
+    return "blk." + std::to_string(il) + "." + std::string(base) + "." + std::string(kind);
+}
+
+}  // namespace tandem::tensor_names

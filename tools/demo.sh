@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The main job: installs what is missing, builds build/tandem, makes a small synthetic MoE
+# model when none is given (MODEL=path.gguf to use yours) and shows it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+tools/install-deps.sh
+cmake --preset release >/dev/null
+cmake --build build --target tandem -- -j"$(nproc)"
+
+model="${MODEL:-}"
+if [[ -z "$model" ]]; then
+  model=build/demo-qwen3moe.gguf
+  if [[ ! -f "$model" ]]; then
+    build/tandem synth --arch qwen3moe --layers 4 --embd 512 --heads 8 --kv-heads 4 --head-dim 64 \
+      --experts 16 --experts-used 4 --expert-ffn 256 --vocab 1024 \
+      --wtype q8_0 --exp-type q4_K --out "$model"
+  fi
+fi
+build/tandem inspect "$model"
