@@ -7,5 +7,8 @@ namespace tandem::cli {
 
 void add_inspect_command(CLI::App& app);
 void add_synth_command(CLI::App& app);
+void add_run_command(CLI::App& app);
+void add_logits_command(CLI::App& app);
+void add_tokenize_command(CLI::App& app);
 
 }  // namespace tandem::cli

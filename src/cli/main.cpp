@@ -11,6 +11,9 @@ int main(int argc, char** argv) {
     app.set_help_all_flag("--help-all", "Show help for every subcommand");
     tandem::cli::add_inspect_command(app);
     tandem::cli::add_synth_command(app);
+    tandem::cli::add_run_command(app);
+    tandem::cli::add_logits_command(app);
+    tandem::cli::add_tokenize_command(app);
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {

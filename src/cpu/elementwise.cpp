@@ -35,6 +35,14 @@ void gelu_glu(const float* gate, const float* up, int64_t n, float* out) {
     }
 }
 
+void glu(GluKind kind, const float* gate, const float* up, int64_t n, float* out) {
+    if (kind == GluKind::kSilu) {
+        silu_glu(gate, up, n, out);
+    } else {
+        gelu_glu(gate, up, n, out);
+    }
+}
+
 void softmax(float* x, int64_t n, float scale) {
     float max = -std::numeric_limits<float>::infinity();
     for (int64_t i = 0; i < n; ++i) {

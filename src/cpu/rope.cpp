@@ -34,12 +34,14 @@ void Rope::fill_cache(int64_t pos, float* cache) const {
     // theta_i = pos · base^(-2i/n_dims), built by repeated multiplication in float as ggml does.
     float theta_extrap = static_cast<float>(pos);
     for (int i0 = 0; i0 < p_.n_dims; i0 += 2) {
-        const float theta_interp = p_.freq_scale * theta_extrap;
+        const float ff = p_.freq_factors != nullptr ? p_.freq_factors[i0 / 2] : 1.0f;
+        const float theta_base = theta_extrap / ff;
+        const float theta_interp = p_.freq_scale * theta_base;
         float theta = theta_interp;
         float mscale = p_.attn_factor;
         if (p_.ext_factor != 0.0f) {
             const float ramp_mix = yarn_ramp(corr_dims_[0], corr_dims_[1], i0) * p_.ext_factor;
-            theta = theta_interp * (1 - ramp_mix) + theta_extrap * ramp_mix;
+            theta = theta_interp * (1 - ramp_mix) + theta_base * ramp_mix;
             mscale *= 1.0f + 0.1f * std::log(1.0f / p_.freq_scale);
         }
         cache[i0 + 0] = std::cos(theta) * mscale;

@@ -19,6 +19,8 @@ struct RopeParams {
     float beta_fast = 32.0f;
     float beta_slow = 1.0f;
     int n_ctx_orig = 0;       // rope.scaling.original_context_length (or the training context)
+    // Optional per-pair frequency divisors (llama-3's rope_freqs tensor), n_dims / 2 values.
+    const float* freq_factors = nullptr;
 };
 
 // Per-position cos/sin tables, filled once per position and reused for every head.

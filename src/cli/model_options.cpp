@@ -1,0 +1,73 @@
+// Flags shared by the commands that load a model, and the loading itself.
+#include "cli/model_options.h"
+
+#include <algorithm>
+#include <charconv>
+
+#include "base/error.h"
+#include "base/log.h"
+#include "base/timer.h"
+#include "kernels/kernel_table.h"
+
+namespace tandem::cli {
+
+void add_model_options(CLI::App* cmd, ModelOptions& o) {
+    cmd->add_option("-m,--model", o.model_path, "GGUF model file")->required();
+    cmd->add_option("-t,--threads", o.threads, "Threads (default: one per physical core)");
+    cmd->add_option("-c,--ctx", o.ctx, "Context size in tokens (default: min(4096, the model's))");
+    cmd->add_option("-b,--batch", o.batch, "Prompt tokens per forward pass")->capture_default_str();
+    cmd->add_option("--kv-type", o.kv_type, "KV cache type: f16 or f32")->capture_default_str();
+}
+
+KvType parse_kv_type(const std::string& name) {
+    if (name == "f16") return KvType::kF16;
+    if (name == "f32") return KvType::kF32;
+    fail("--kv-type: '{}' is not f16 or f32", name);
+}
+
+std::vector<int32_t> parse_token_list(const std::string& list, const std::string& flag) {
+    std::vector<int32_t> ids;
+    size_t pos = 0;
+    while (pos <= list.size()) {
+        size_t end = list.find(',', pos);
+        if (end == std::string::npos) end = list.size();
+        std::string item = list.substr(pos, end - pos);
+        item.erase(0, item.find_first_not_of(" \t"));
+        item.erase(item.find_last_not_of(" \t") + 1);
+        int32_t id = 0;
+        auto [ptr, ec] = std::from_chars(item.data(), item.data() + item.size(), id);
+        if (item.empty() || ec != std::errc() || ptr != item.data() + item.size() || id < 0) {
+            fail("{}: '{}' is not a token id (expected comma-separated non-negative integers)", flag, item);
+        }
+        ids.push_back(id);
+        pos = end + 1;
+    }
+    if (ids.empty()) fail("{}: no token ids", flag);
+    return ids;
+}
+
+LoadedModel load_model(const ModelOptions& o) {
+    if (o.threads < 0) fail("--threads {} must be >= 0", o.threads);
+    if (o.batch <= 0) fail("--batch {} must be positive", o.batch);
+    if (o.ctx < 0) fail("--ctx {} must be >= 0", o.ctx);
+    const KvType kv_type = parse_kv_type(o.kv_type);
+    Stopwatch watch;
+    LoadedModel m;
+    const KernelVariant& variant = chosen_kernel_variant();
+    m.model = Model::load(o.model_path);
+    const ModelConfig& c = m.model->config();
+    if (m.model->file().has("tokenizer.ggml.model")) {
+        m.tokenizer = std::make_unique<Tokenizer>(Tokenizer::from_gguf(m.model->file()));
+    }
+    m.pool = std::make_unique<ThreadPool>(o.threads);
+    m.session.n_ctx = o.ctx > 0 ? o.ctx : std::min(4096, c.n_ctx_train);
+    m.session.max_batch = std::min(o.batch, m.session.n_ctx);
+    m.session.kv_type = kv_type;
+    log_info("model: {} ({})", c.name, describe(c));
+    log_info("types: {}", m.model->describe_types());
+    log_info("cpu: variant {}, {} threads, backend cpu, experts on cpu", variant.name, m.pool->size());
+    log_info("loaded in {:.2f} s; context {} tokens, kv cache {}", watch.seconds(), m.session.n_ctx, o.kv_type);
+    return m;
+}
+
+}  // namespace tandem::cli

@@ -1,0 +1,45 @@
+// Flags shared by the commands that load a model (-m, --threads, --ctx, --kv-type, --batch),
+// and the loading itself with its start-up log: model, architecture, types, CPU variant.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "base/thread_pool.h"
+#include "cpu/kv_cache.h"
+#include "engine/session.h"
+#include "model/model.h"
+#include "text/tokenizer.h"
+
+namespace tandem::cli {
+
+struct ModelOptions {
+    std::string model_path;
+    int threads = 0;  // 0: one per physical core
+    int ctx = 0;      // 0: min(4096, the model's training context)
+    int batch = 512;
+    std::string kv_type = "f16";
+};
+
+void add_model_options(CLI::App* cmd, ModelOptions& options);
+
+struct LoadedModel {
+    std::unique_ptr<Model> model;
+    std::unique_ptr<Tokenizer> tokenizer;  // nullptr when the file has no vocabulary
+    std::unique_ptr<ThreadPool> pool;
+    SessionOptions session;
+};
+
+// Loads the model and its tokenizer and starts the thread pool; logs what was chosen.
+// Throws Error on a bad file or flag.
+LoadedModel load_model(const ModelOptions& options);
+
+// "1,2,3" -> ids; throws Error naming the flag and the bad item.
+std::vector<int32_t> parse_token_list(const std::string& list, const std::string& flag);
+
+KvType parse_kv_type(const std::string& name);
+
+}  // namespace tandem::cli

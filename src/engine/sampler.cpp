@@ -1,0 +1,108 @@
+// Token sampling.
+#include "engine/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <unordered_set>
+
+#include "base/error.h"
+
+namespace tandem {
+
+void validate(const SamplingParams& p) {
+    if (!std::isfinite(p.temperature) || p.temperature < 0.0f) fail("temperature {} must be >= 0", p.temperature);
+    if (!std::isfinite(p.top_p) || p.top_p <= 0.0f || p.top_p > 1.0f) fail("top_p {} must be in (0, 1]", p.top_p);
+    if (!std::isfinite(p.min_p) || p.min_p < 0.0f || p.min_p > 1.0f) fail("min_p {} must be in [0, 1]", p.min_p);
+    if (p.top_k < 0) fail("top_k {} must be >= 0", p.top_k);
+    if (!std::isfinite(p.repeat_penalty) || p.repeat_penalty <= 0.0f) {
+        fail("repeat_penalty {} must be > 0", p.repeat_penalty);
+    }
+    if (p.repeat_last_n < 0) fail("repeat_last_n {} must be >= 0", p.repeat_last_n);
+}
+
+int32_t argmax(std::span<const float> logits) {
+    int32_t best = 0;
+    for (size_t i = 1; i < logits.size(); ++i) {
+        if (logits[i] > logits[best]) best = static_cast<int32_t>(i);
+    }
+    return best;
+}
+
+Sampler::Sampler(const SamplingParams& params) : params_(params), rng_(params.seed) {
+    validate(params);
+}
+
+int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> history) {
+    const SamplingParams& p = params_;
+    candidates_.resize(logits.size());
+    for (size_t i = 0; i < logits.size(); ++i) candidates_[i] = {static_cast<int32_t>(i), logits[i], 0.0f};
+
+    // Repetition penalty on the recent tokens (llama.cpp: divide positive logits, multiply
+    // negative ones).
+    if (p.repeat_penalty != 1.0f && p.repeat_last_n > 0) {
+        std::unordered_set<int32_t> seen;
+        const size_t from = history.size() > static_cast<size_t>(p.repeat_last_n) ? history.size() - p.repeat_last_n : 0;
+        for (size_t i = from; i < history.size(); ++i) seen.insert(history[i]);
+        for (int32_t id : seen) {
+            if (id < 0 || static_cast<size_t>(id) >= candidates_.size()) continue;
+            float& l = candidates_[id].logit;
+            l = l > 0.0f ? l / p.repeat_penalty : l * p.repeat_penalty;
+        }
+    }
+    if (p.temperature <= 0.0f) {
+        int32_t best = 0;
+        for (size_t i = 1; i < candidates_.size(); ++i) {
+            if (candidates_[i].logit > candidates_[best].logit) best = static_cast<int32_t>(i);
+        }
+        return best;
+    }
+
+    auto by_logit = [](const Candidate& a, const Candidate& b) {
+        return a.logit != b.logit ? a.logit > b.logit : a.id < b.id;
+    };
+    size_t n = candidates_.size();
+    if (p.top_k > 0 && static_cast<size_t>(p.top_k) < n) {
+        std::partial_sort(candidates_.begin(), candidates_.begin() + p.top_k, candidates_.end(), by_logit);
+        n = static_cast<size_t>(p.top_k);
+    } else {
+        std::sort(candidates_.begin(), candidates_.end(), by_logit);
+    }
+    auto softmax_n = [&](size_t count, float temperature) {
+        const float max = candidates_[0].logit;
+        double sum = 0.0;
+        for (size_t i = 0; i < count; ++i) {
+            candidates_[i].p = std::exp((candidates_[i].logit - max) / temperature);
+            sum += candidates_[i].p;
+        }
+        for (size_t i = 0; i < count; ++i) candidates_[i].p = static_cast<float>(candidates_[i].p / sum);
+    };
+    // top-p: the smallest prefix whose probability reaches top_p.
+    softmax_n(n, 1.0f);
+    if (p.top_p < 1.0f) {
+        double cum = 0.0;
+        for (size_t i = 0; i < n; ++i) {
+            cum += candidates_[i].p;
+            if (cum >= p.top_p) {
+                n = i + 1;
+                break;
+            }
+        }
+    }
+    // min-p: drop tokens below min_p times the best probability.
+    if (p.min_p > 0.0f) {
+        const float threshold = candidates_[0].p * p.min_p;
+        size_t keep = 1;
+        while (keep < n && candidates_[keep].p >= threshold) ++keep;
+        n = keep;
+    }
+    softmax_n(n, p.temperature);
+    std::uniform_real_distribution<double> uniform(0.0, 1.0);
+    double r = uniform(rng_), cum = 0.0;
+    for (size_t i = 0; i < n; ++i) {
+        cum += candidates_[i].p;
+        if (r < cum) return candidates_[i].id;
+    }
+    return candidates_[n - 1].id;
+}
+
+}  // namespace tandem

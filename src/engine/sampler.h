@@ -1,0 +1,47 @@
+// Token sampling: greedy, or repetition penalty → top-k → top-p → min-p → temperature → a
+// seeded random draw (llama.cpp's default chain order). Same seed, same logits: same tokens.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <span>
+#include <vector>
+
+namespace tandem {
+
+struct SamplingParams {
+    float temperature = 0.8f;  // <= 0: greedy
+    int top_k = 40;            // <= 0: off
+    float top_p = 0.95f;       // >= 1: off
+    float min_p = 0.05f;       // <= 0: off
+    float repeat_penalty = 1.0f;  // 1: off
+    int repeat_last_n = 64;       // how many recent tokens the penalty looks at
+    uint64_t seed = 0xFFFFFFFF;   // llama.cpp's LLAMA_DEFAULT_SEED means "random"; we keep it fixed
+};
+
+// Throws Error naming the field when a value is out of range.
+void validate(const SamplingParams& params);
+
+class Sampler {
+public:
+    explicit Sampler(const SamplingParams& params);
+    // Picks the next token from n_vocab logits; `history` holds the tokens so far (prompt and
+    // generated) for the repetition penalty.
+    int32_t sample(std::span<const float> logits, std::span<const int32_t> history);
+    void reseed(uint64_t seed) { rng_.seed(seed); }
+
+private:
+    struct Candidate {
+        int32_t id;
+        float logit;
+        float p;
+    };
+    SamplingParams params_;
+    std::mt19937_64 rng_;
+    std::vector<Candidate> candidates_;
+};
+
+// The index of the largest logit (the lowest index among equals).
+int32_t argmax(std::span<const float> logits);
+
+}  // namespace tandem

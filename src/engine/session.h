@@ -1,0 +1,49 @@
+// One sequence on the CPU backend: prompt processing in batches, then one token at a time,
+// keeping its place in the KV cache. Used by `tandem run`, `tandem logits` and `tandem chat`.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "base/thread_pool.h"
+#include "model/cpu_backend.h"
+#include "model/decoder.h"
+#include "model/model.h"
+
+namespace tandem {
+
+struct SessionOptions {
+    int n_ctx = 4096;      // positions of the sequence (at most the model's training context)
+    int max_batch = 512;   // prompt tokens per forward call
+    KvType kv_type = KvType::kF16;
+};
+
+class Session {
+public:
+    Session(const Model& model, ThreadPool& pool, const SessionOptions& options);
+
+    // Evaluates tokens at the next positions; returns the logits of the last one.
+    std::span<const float> feed(std::span<const int32_t> tokens);
+    // Evaluates tokens at the next positions and returns the logits of every one of them
+    // (teacher forcing): tokens.size() × n_vocab.
+    std::span<const float> feed_all(std::span<const int32_t> tokens);
+
+    int position() const { return n_past_; }
+    int n_ctx() const { return options_.n_ctx; }
+    int n_vocab() const { return model_.config().n_vocab; }
+    // Forgets the sequence (the KV cache is overwritten from position 0).
+    void reset() { n_past_ = 0; }
+
+private:
+    const Model& model_;
+    SessionOptions options_;
+    CpuBackend backend_;
+    Decoder decoder_;
+    int n_past_ = 0;
+    std::vector<float> logits_;
+    std::vector<TokenPlace> places_;
+    std::vector<uint8_t> want_;
+};
+
+}  // namespace tandem
