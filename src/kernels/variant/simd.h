@@ -1,0 +1,384 @@
+// x86 SIMD building blocks of the kernel variants. The kernels work on V, 64 byte-values at a
+// time (two ymm with AVX2, one zmm with AVX-512), and this header alone picks the instructions
+// from the variant's flags: vpmaddubsw + vpmaddwd on AVX2, vpdpbusd / vpdpwssd with VNNI,
+// 512-bit forms with AVX-512. Everything here lives in the variant's namespace, so no inline
+// function is shared between variants built with different flags.
+#pragma once
+
+// GCC 12's AVX-512 headers self-initialize "undefined" vectors and then warn about them (GCC
+// bug 105593, fixed in 13); the warnings point into the header, so they are silenced there.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#include <immintrin.h>
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+
+#include <cstdint>
+#include <cstring>
+
+#if !defined(TANDEM_VARIANT_NS) || defined(TANDEM_VARIANT_BASELINE)
+#error "simd.h belongs to the x86 SIMD kernel variants"
+#endif
+
+namespace tandem::TANDEM_VARIANT_NS::simd {
+
+#if defined(TANDEM_SIMD_ZMM)
+inline constexpr bool kZmm = true;
+#else
+inline constexpr bool kZmm = false;
+#endif
+#if defined(__AVX512VNNI__) || defined(__AVXVNNI__)
+inline constexpr bool kVnni = true;
+#else
+inline constexpr bool kVnni = false;
+#endif
+// Vector registers the compiler can keep accumulators in.
+#if defined(__AVX512F__)
+inline constexpr int kRegisters = 32;
+#else
+inline constexpr int kRegisters = 16;
+#endif
+
+// ---------------------------------------------------------------- scalars
+
+inline uint16_t load_u16(const uint8_t* p) {
+    uint16_t v;
+    std::memcpy(&v, p, 2);
+    return v;
+}
+inline uint32_t load_u32(const uint8_t* p) {
+    uint32_t v;
+    std::memcpy(&v, p, 4);
+    return v;
+}
+inline float load_f32(const uint8_t* p) {
+    float v;
+    std::memcpy(&v, p, 4);
+    return v;
+}
+// IEEE half at p -> float (F16C; exact).
+inline float fp16(const uint8_t* p) { return _cvtsh_ss(load_u16(p)); }
+
+// ---------------------------------------------------------------- 64-value vectors
+
+#if defined(TANDEM_SIMD_ZMM)
+struct V {
+    __m512i x;
+};
+struct VF {
+    __m512 x;
+};
+using Acc = __m512i;  // one register of int32 sums
+using FAcc = __m512;  // one register of float sums
+
+inline V zero() { return {_mm512_setzero_si512()}; }
+inline V set1_8(uint8_t b) { return {_mm512_set1_epi8(static_cast<char>(b))}; }
+inline V load64(const void* p) { return {_mm512_loadu_si512(p)}; }
+inline V load32x2(const void* p0, const void* p1) {
+    const __m512i lo = _mm512_castsi256_si512(_mm256_loadu_si256(static_cast<const __m256i*>(p0)));
+    return {_mm512_inserti64x4(lo, _mm256_loadu_si256(static_cast<const __m256i*>(p1)), 1)};
+}
+inline V load32_lo(const void* p) {
+    return {_mm512_zextsi256_si512(_mm256_loadu_si256(static_cast<const __m256i*>(p)))};
+}
+inline V bcast32(const void* p) {
+    return {_mm512_broadcast_i64x4(_mm256_loadu_si256(static_cast<const __m256i*>(p)))};
+}
+inline V and_(V a, V b) { return {_mm512_and_si512(a.x, b.x)}; }
+inline V or_(V a, V b) { return {_mm512_or_si512(a.x, b.x)}; }
+inline V xor_(V a, V b) { return {_mm512_xor_si512(a.x, b.x)}; }
+inline V sub32(V a, V b) { return {_mm512_sub_epi32(a.x, b.x)}; }
+inline V add32(V a, V b) { return {_mm512_add_epi32(a.x, b.x)}; }
+template <int kBits>
+V sll16(V a) {
+    return {_mm512_slli_epi16(a.x, kBits)};
+}
+// 16-bit lanes of the first 32 bytes shifted right by s0, of the last 32 bytes by s1.
+inline V srl16_halves(V a, int s0, int s1) {
+    const __m512i counts = _mm512_inserti64x4(_mm512_set1_epi16(static_cast<short>(s0)),
+                                              _mm256_set1_epi16(static_cast<short>(s1)), 1);
+    return {_mm512_srlv_epi16(a.x, counts)};
+}
+// Byte i -> table[byte i & 15] (bytes must be 0..15).
+inline V lookup16(V idx, __m128i table) {
+    return {_mm512_shuffle_epi8(_mm512_broadcast_i32x4(table), idx.x)};
+}
+// [low nibbles of p0[0..15], high nibbles of p0, low of p1[0..15], high of p1]: two q4-packed
+// 32-value blocks in value order.
+inline V nibbles16x2(const uint8_t* p0, const uint8_t* p1) {
+    const __m256i y = _mm256_inserti128_si256(
+        _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p0))),
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(p1)), 1);
+    const __m512i z = _mm512_permutexvar_epi64(_mm512_setr_epi64(0, 1, 0, 1, 2, 3, 2, 3),
+                                               _mm512_castsi256_si512(y));
+    const __m512i counts = _mm512_setr_epi64(0, 0, 0x0004000400040004, 0x0004000400040004, 0, 0,
+                                             0x0004000400040004, 0x0004000400040004);
+    return {_mm512_and_si512(_mm512_srlv_epi16(z, counts), _mm512_set1_epi8(15))};
+}
+// [low nibbles of p[0..31], high nibbles of p[0..31]] (q4_K / q5_K order).
+inline V nibbles32(const uint8_t* p) {
+    return and_(srl16_halves(bcast32(p), 0, 4), set1_8(15));
+}
+// nvfp4 order: 8-byte groups g = 0..3 of p, each as [low nibbles, high nibbles].
+inline V nibbles8x4(const uint8_t* p) {
+    const __m512i z = _mm512_permutexvar_epi64(
+        _mm512_setr_epi64(0, 0, 1, 1, 2, 2, 3, 3),
+        _mm512_zextsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))));
+    const __m512i counts = _mm512_setr_epi64(0, 0x0004000400040004, 0, 0x0004000400040004, 0,
+                                             0x0004000400040004, 0, 0x0004000400040004);
+    return {_mm512_and_si512(_mm512_srlv_epi16(z, counts), _mm512_set1_epi8(15))};
+}
+// Byte j (of 64) = 0xff where bit j of (m1:m0) is set.
+inline V bits_to_bytes(uint32_t m0, uint32_t m1) {
+    return {_mm512_movm_epi8(static_cast<__mmask64>(m0) | static_cast<__mmask64>(m1) << 32)};
+}
+
+// acc + sums of 4 products u[i] * s[i] (u unsigned, s signed) per int32 lane.
+inline V dot4(V acc, V u, V s) {
+#if defined(__AVX512VNNI__)
+    return {_mm512_dpbusd_epi32(acc.x, u.x, s.x)};
+#else
+    return {_mm512_add_epi32(
+        acc.x, _mm512_madd_epi16(_mm512_maddubs_epi16(u.x, s.x), _mm512_set1_epi16(1)))};
+#endif
+}
+// |w| and s with the sign of w: vpmaddubsw needs an unsigned operand (AVX-512 has no vpsignb).
+inline void sign_split(V w, V s, V& abs_w, V& signed_s) {
+    abs_w.x = _mm512_abs_epi8(w.x);
+    signed_s.x = _mm512_mask_sub_epi8(s.x, _mm512_movepi8_mask(w.x), _mm512_setzero_si512(), s.x);
+}
+// acc + sum over pairs of (u * s products, as int16) * sc16 per int32 lane: sub-block scales
+// applied in integers (the k-quants).
+inline Acc dot_scaled(Acc acc, V u, V s, V sc16) {
+    const __m512i p = _mm512_maddubs_epi16(u.x, s.x);
+#if defined(__AVX512VNNI__)
+    return _mm512_dpwssd_epi32(acc, p, sc16.x);
+#else
+    return _mm512_add_epi32(acc, _mm512_madd_epi16(p, sc16.x));
+#endif
+}
+inline Acc acc_zero() { return _mm512_setzero_si512(); }
+inline Acc acc_of(V v) { return v.x; }
+// 16 int16 scales (one per 16 values of a super-block), ready for pick_scales.
+struct Scales16 {
+    __m512i v;
+};
+inline Scales16 scales16(__m256i values) { return {_mm512_castsi256_si512(values)}; }
+// The scales of step j (values 64j..64j+63) per int16 lane of a maddubs result.
+template <int kStep>
+V pick_scales(const Scales16& s);
+
+inline VF cvt(V v) { return {_mm512_cvtepi32_ps(v.x)}; }
+inline VF mul(VF a, VF b) { return {_mm512_mul_ps(a.x, b.x)}; }
+inline FAcc fma_acc(FAcc acc, VF a, VF b) { return _mm512_fmadd_ps(a.x, b.x, acc); }
+inline FAcc facc_zero() { return _mm512_setzero_ps(); }
+// Lanes 0..7 = a, lanes 8..15 = b.
+inline VF halves(float a, float b) {
+    return {_mm512_insertf32x8(_mm512_set1_ps(a), _mm256_set1_ps(b), 1)};
+}
+// Lane 0 = a, lane 8 = b, others 0.
+inline VF lane0s(float a, float b) {
+    return {_mm512_setr_ps(a, 0, 0, 0, 0, 0, 0, 0, b, 0, 0, 0, 0, 0, 0, 0)};
+}
+// Lanes 4i..4i+3 = s[i].
+inline VF quarters(__m128 s) {
+    return {_mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3),
+                                  _mm512_castps128_ps512(s))};
+}
+inline __m256 fold(FAcc a) {
+    return _mm256_add_ps(_mm512_castps512_ps256(a), _mm512_extractf32x8_ps(a, 1));
+}
+inline __m256i fold(Acc a) {
+    return _mm256_add_epi32(_mm512_castsi512_si256(a), _mm512_extracti64x4_epi64(a, 1));
+}
+
+#else  // AVX2: two ymm per V
+
+struct V {
+    __m256i lo, hi;
+};
+struct VF {
+    __m256 lo, hi;
+};
+using Acc = __m256i;
+using FAcc = __m256;
+
+inline __m256i loadu(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+inline V zero() { return {_mm256_setzero_si256(), _mm256_setzero_si256()}; }
+inline V set1_8(uint8_t b) {
+    const __m256i x = _mm256_set1_epi8(static_cast<char>(b));
+    return {x, x};
+}
+inline V load64(const void* p) {
+    return {loadu(p), loadu(static_cast<const uint8_t*>(p) + 32)};
+}
+inline V load32x2(const void* p0, const void* p1) { return {loadu(p0), loadu(p1)}; }
+inline V load32_lo(const void* p) { return {loadu(p), _mm256_setzero_si256()}; }
+inline V bcast32(const void* p) {
+    const __m256i x = loadu(p);
+    return {x, x};
+}
+inline V and_(V a, V b) { return {_mm256_and_si256(a.lo, b.lo), _mm256_and_si256(a.hi, b.hi)}; }
+inline V or_(V a, V b) { return {_mm256_or_si256(a.lo, b.lo), _mm256_or_si256(a.hi, b.hi)}; }
+inline V xor_(V a, V b) { return {_mm256_xor_si256(a.lo, b.lo), _mm256_xor_si256(a.hi, b.hi)}; }
+inline V sub32(V a, V b) { return {_mm256_sub_epi32(a.lo, b.lo), _mm256_sub_epi32(a.hi, b.hi)}; }
+inline V add32(V a, V b) { return {_mm256_add_epi32(a.lo, b.lo), _mm256_add_epi32(a.hi, b.hi)}; }
+template <int kBits>
+V sll16(V a) {
+    return {_mm256_slli_epi16(a.lo, kBits), _mm256_slli_epi16(a.hi, kBits)};
+}
+inline V srl16_halves(V a, int s0, int s1) {
+    return {_mm256_srli_epi16(a.lo, s0), _mm256_srli_epi16(a.hi, s1)};
+}
+inline V lookup16(V idx, __m128i table) {
+    const __m256i t = _mm256_broadcastsi128_si256(table);
+    return {_mm256_shuffle_epi8(t, idx.lo), _mm256_shuffle_epi8(t, idx.hi)};
+}
+// One q4-packed block (16 bytes) as 32 values in order.
+inline __m256i nibbles16(const uint8_t* p) {
+    const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    const __m256i y = _mm256_inserti128_si256(_mm256_castsi128_si256(x), _mm_srli_epi16(x, 4), 1);
+    return _mm256_and_si256(y, _mm256_set1_epi8(15));
+}
+inline V nibbles16x2(const uint8_t* p0, const uint8_t* p1) { return {nibbles16(p0), nibbles16(p1)}; }
+inline V nibbles32(const uint8_t* p) {
+    const __m256i x = loadu(p), m = _mm256_set1_epi8(15);
+    return {_mm256_and_si256(x, m), _mm256_and_si256(_mm256_srli_epi16(x, 4), m)};
+}
+inline V nibbles8x4(const uint8_t* p) {
+    const __m256i x = loadu(p), m = _mm256_set1_epi8(15);
+    const __m256i l = _mm256_and_si256(x, m), h = _mm256_and_si256(_mm256_srli_epi16(x, 4), m);
+    // per 128-bit lane: a = [l 0..7, h 0..7], b = [l 8..15, h 8..15]
+    const __m256i a = _mm256_unpacklo_epi64(l, h), b = _mm256_unpackhi_epi64(l, h);
+    return {_mm256_permute2x128_si256(a, b, 0x20), _mm256_permute2x128_si256(a, b, 0x31)};
+}
+inline __m256i bits_to_bytes32(uint32_t m) {
+    // Byte j gets byte j / 8 of m, then all other bits of its 8-byte group's pattern set:
+    // all ones exactly when bit j % 8 was set.
+    const __m256i spread = _mm256_shuffle_epi8(
+        _mm256_set1_epi32(static_cast<int>(m)),
+        _mm256_setr_epi64x(0, 0x0101010101010101, 0x0202020202020202, 0x0303030303030303));
+    const __m256i others = _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe);
+    return _mm256_cmpeq_epi8(_mm256_or_si256(spread, others), _mm256_set1_epi64x(-1));
+}
+inline V bits_to_bytes(uint32_t m0, uint32_t m1) { return {bits_to_bytes32(m0), bits_to_bytes32(m1)}; }
+
+inline __m256i dot4(__m256i acc, __m256i u, __m256i s) {
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+    return _mm256_dpbusd_epi32(acc, u, s);
+#elif defined(__AVXVNNI__)
+    return _mm256_dpbusd_avx_epi32(acc, u, s);
+#else
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
+#endif
+}
+inline V dot4(V acc, V u, V s) { return {dot4(acc.lo, u.lo, s.lo), dot4(acc.hi, u.hi, s.hi)}; }
+inline void sign_split(V w, V s, V& abs_w, V& signed_s) {
+    abs_w = {_mm256_sign_epi8(w.lo, w.lo), _mm256_sign_epi8(w.hi, w.hi)};
+    signed_s = {_mm256_sign_epi8(s.lo, w.lo), _mm256_sign_epi8(s.hi, w.hi)};
+}
+inline __m256i dpwssd(__m256i acc, __m256i p, __m256i sc) {
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+    return _mm256_dpwssd_epi32(acc, p, sc);
+#elif defined(__AVXVNNI__)
+    return _mm256_dpwssd_avx_epi32(acc, p, sc);
+#else
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(p, sc));
+#endif
+}
+inline Acc dot_scaled(Acc acc, V u, V s, V sc16) {
+    acc = dpwssd(acc, _mm256_maddubs_epi16(u.lo, s.lo), sc16.lo);
+    return dpwssd(acc, _mm256_maddubs_epi16(u.hi, s.hi), sc16.hi);
+}
+inline Acc acc_zero() { return _mm256_setzero_si256(); }
+inline Acc acc_of(V v) { return _mm256_add_epi32(v.lo, v.hi); }
+struct Scales16 {
+    __m256i v0, v1;  // scales 0..7 and 8..15, each broadcast to both 128-bit lanes
+};
+inline Scales16 scales16(__m256i values) {
+    return {_mm256_permute2x128_si256(values, values, 0x00),
+            _mm256_permute2x128_si256(values, values, 0x11)};
+}
+template <int kStep>
+V pick_scales(const Scales16& s);
+
+inline VF cvt(V v) { return {_mm256_cvtepi32_ps(v.lo), _mm256_cvtepi32_ps(v.hi)}; }
+inline VF mul(VF a, VF b) { return {_mm256_mul_ps(a.lo, b.lo), _mm256_mul_ps(a.hi, b.hi)}; }
+inline FAcc fma_acc(FAcc acc, VF a, VF b) {
+    return _mm256_fmadd_ps(a.hi, b.hi, _mm256_fmadd_ps(a.lo, b.lo, acc));
+}
+inline FAcc facc_zero() { return _mm256_setzero_ps(); }
+inline VF halves(float a, float b) { return {_mm256_set1_ps(a), _mm256_set1_ps(b)}; }
+inline VF lane0s(float a, float b) {
+    return {_mm256_setr_ps(a, 0, 0, 0, 0, 0, 0, 0), _mm256_setr_ps(b, 0, 0, 0, 0, 0, 0, 0)};
+}
+inline VF quarters(__m128 s) {
+    const __m256 x = _mm256_castps128_ps256(s);
+    return {_mm256_permutevar8x32_ps(x, _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1)),
+            _mm256_permutevar8x32_ps(x, _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3))};
+}
+inline __m256 fold(FAcc a) { return a; }
+inline __m256i fold(Acc a) { return a; }
+
+#endif
+
+// Step j of a super-block covers the 16-value sub-blocks 4j..4j+3, one per 16-byte quarter of
+// V; each int16 lane of the maddubs result takes its sub-block's scale.
+struct StepPatterns {
+    alignas(64) uint8_t bytes[4][64];
+};
+consteval StepPatterns make_step_patterns() {
+    StepPatterns p{};
+    for (int j = 0; j < 4; ++j) {
+        for (int i = 0; i < 64; ++i) {
+            const int sub = 4 * j + i / 16;
+#if defined(TANDEM_SIMD_ZMM)
+            // vpermw indices, little-endian int16
+            p.bytes[j][i] = static_cast<uint8_t>(i % 2 == 0 ? sub : 0);
+#else
+            // vpshufb within a broadcast 128-bit half holding 8 scales
+            p.bytes[j][i] = static_cast<uint8_t>(2 * (sub % 8) + i % 2);
+#endif
+        }
+    }
+    return p;
+}
+inline constexpr StepPatterns kStepPatterns = make_step_patterns();
+
+template <int kStep>
+V pick_scales(const Scales16& s) {
+#if defined(TANDEM_SIMD_ZMM)
+    return {_mm512_permutexvar_epi16(_mm512_load_si512(kStepPatterns.bytes[kStep]), s.v)};
+#else
+    const __m256i src = kStep < 2 ? s.v0 : s.v1;
+    return {_mm256_shuffle_epi8(src, _mm256_load_si256(reinterpret_cast<const __m256i*>(kStepPatterns.bytes[kStep]))),
+            _mm256_shuffle_epi8(src, _mm256_load_si256(reinterpret_cast<const __m256i*>(kStepPatterns.bytes[kStep] + 32)))};
+#endif
+}
+
+// Horizontal sum of a float accumulator.
+inline float hsum(FAcc a) {
+    const __m256 y = fold(a);
+    __m128 x = _mm_add_ps(_mm256_castps256_ps128(y), _mm256_extractf128_ps(y, 1));
+    x = _mm_add_ps(x, _mm_movehl_ps(x, x));
+    x = _mm_add_ss(x, _mm_movehdup_ps(x));
+    return _mm_cvtss_f32(x);
+}
+
+// Lane c of the result = sum of the 8 lanes of v[c], for c < n (n <= 8).
+template <int kN>
+__m256 transpose_sums(const __m256* v) {
+    __m256 x[8];
+    for (int i = 0; i < 8; ++i) x[i] = i < kN ? v[i] : _mm256_setzero_ps();
+    const __m256 h01 = _mm256_hadd_ps(x[0], x[1]), h23 = _mm256_hadd_ps(x[2], x[3]);
+    const __m256 h45 = _mm256_hadd_ps(x[4], x[5]), h67 = _mm256_hadd_ps(x[6], x[7]);
+    const __m256 q0 = _mm256_hadd_ps(h01, h23), q1 = _mm256_hadd_ps(h45, h67);
+    // q0 = [0 1 2 3 (low halves) | 0 1 2 3 (high halves)], q1 likewise for 4..7
+    return _mm256_add_ps(_mm256_permute2f128_ps(q0, q1, 0x20), _mm256_permute2f128_ps(q0, q1, 0x31));
+}
+
+}  // namespace tandem::TANDEM_VARIANT_NS::simd

@@ -1,0 +1,158 @@
+// SIMD dot-product tiles for float weights against activations in the same format (ggml's
+// vec_dot types): f32, f16 (F16C conversions) and bf16 (vdpbf16ps where AVX-512 BF16 exists,
+// else widened to f32). Float accumulation in R x C registers; a zero-padded copy handles
+// the last values when k is not a multiple of the step.
+#include <cstring>
+
+#include "kernels/variant/kernel_decls.h"
+#include "kernels/variant/simd.h"
+#include "kernels/variant/tile.h"
+
+namespace tandem::TANDEM_VARIANT_NS {
+namespace {
+
+#if defined(TANDEM_SIMD_ZMM)
+using F = __m512;
+constexpr int kLanes = 16;
+inline F fzero() { return _mm512_setzero_ps(); }
+inline F fma(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
+inline float fsum(F a) { return _mm512_reduce_add_ps(a); }
+struct LoadF32 {
+    static constexpr int kBytes = 4;
+    static F load(const uint8_t* p) { return _mm512_loadu_ps(p); }
+};
+struct LoadF16 {
+    static constexpr int kBytes = 2;
+    static F load(const uint8_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
+};
+struct LoadBf16 {
+    static constexpr int kBytes = 2;
+    static F load(const uint8_t* p) {
+        const __m512i x = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+        return _mm512_castsi512_ps(_mm512_slli_epi32(x, 16));
+    }
+};
+#else
+using F = __m256;
+constexpr int kLanes = 8;
+inline F fzero() { return _mm256_setzero_ps(); }
+inline F fma(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
+inline float fsum(F a) { return simd::hsum(a); }
+struct LoadF32 {
+    static constexpr int kBytes = 4;
+    static F load(const uint8_t* p) { return _mm256_loadu_ps(reinterpret_cast<const float*>(p)); }
+};
+struct LoadF16 {
+    static constexpr int kBytes = 2;
+    static F load(const uint8_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+};
+struct LoadBf16 {
+    static constexpr int kBytes = 2;
+    static F load(const uint8_t* p) {
+        const __m256i x = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+        return _mm256_castsi256_ps(_mm256_slli_epi32(x, 16));
+    }
+};
+#endif
+
+// One step: kLanes values of every row and column, both converted to f32.
+template <typename Load, int R, int C>
+struct Widen {
+    static constexpr int kStep = kLanes;
+    static constexpr int kBytes = Load::kBytes;
+    static void step(const uint8_t* const* w, const uint8_t* const* a, F (&acc)[R][C]) {
+        F x[R];
+        for (int r = 0; r < R; ++r) x[r] = Load::load(w[r]);
+        for (int c = 0; c < C; ++c) {
+            const F y = Load::load(a[c]);
+            for (int r = 0; r < R; ++r) acc[r][c] = fma(x[r], y, acc[r][c]);
+        }
+    }
+};
+
+#if defined(__AVX512BF16__)
+// vdpbf16ps: 32 bf16 products per instruction, summed in pairs into 16 f32 lanes.
+template <int R, int C>
+struct Bf16Pairs {
+    static constexpr int kStep = 32;
+    static constexpr int kBytes = 2;
+    static __m512bh load(const uint8_t* p) { return reinterpret_cast<__m512bh>(_mm512_loadu_si512(p)); }
+    static void step(const uint8_t* const* w, const uint8_t* const* a, F (&acc)[R][C]) {
+        __m512bh x[R];
+        for (int r = 0; r < R; ++r) x[r] = load(w[r]);
+        for (int c = 0; c < C; ++c) {
+            const __m512bh y = load(a[c]);
+            for (int r = 0; r < R; ++r) acc[r][c] = _mm512_dpbf16_ps(acc[r][c], x[r], y);
+        }
+    }
+};
+template <typename, int R, int C>
+using Bf16Step = Bf16Pairs<R, C>;
+#endif
+
+template <template <typename, int, int> class Step, typename Load>
+struct FloatTileOf {
+    template <typename, int R, int C>
+    struct Tile {
+        using S = Step<Load, R, C>;
+        static void run(int64_t k, const uint8_t* const* rows, int n_valid, const uint8_t* a,
+                        size_t a_stride, float* out, size_t out_stride) {
+            F acc[R][C];
+            for (auto& row : acc) {
+                for (auto& x : row) x = fzero();
+            }
+            const uint8_t* w[R];
+            const uint8_t* y[C];
+            for (int r = 0; r < R; ++r) w[r] = rows[r];
+            for (int c = 0; c < C; ++c) y[c] = a + c * a_stride;
+            const int64_t n_steps = k / S::kStep;
+            for (int64_t s = 0; s < n_steps; ++s) {
+                S::step(w, y, acc);
+                for (auto& p : w) p += S::kStep * S::kBytes;
+                for (auto& p : y) p += S::kStep * S::kBytes;
+            }
+            if (const int64_t tail = k - n_steps * S::kStep; tail > 0) {
+                // The last values through zero-padded copies (zeros add nothing).
+                alignas(64) uint8_t wbuf[R][S::kStep * S::kBytes];
+                alignas(64) uint8_t ybuf[C][S::kStep * S::kBytes];
+                std::memset(wbuf, 0, sizeof(wbuf));
+                std::memset(ybuf, 0, sizeof(ybuf));
+                for (int r = 0; r < R; ++r) {
+                    std::memcpy(wbuf[r], w[r], tail * S::kBytes);
+                    w[r] = wbuf[r];
+                }
+                for (int c = 0; c < C; ++c) {
+                    std::memcpy(ybuf[c], y[c], tail * S::kBytes);
+                    y[c] = ybuf[c];
+                }
+                S::step(w, y, acc);
+            }
+            for (int c = 0; c < C; ++c) {
+                for (int r = 0; r < n_valid; ++r) out[c * out_stride + r] = fsum(acc[r][c]);
+            }
+        }
+    };
+};
+
+constexpr int float_rows(int cols) {
+    if (simd::kRegisters >= 32) return cols <= 4 ? 4 : 2;
+    return cols <= 2 ? 4 : (cols <= 4 ? 2 : 1);
+}
+
+template <template <typename, int, int> class Step, typename Load>
+void dot_float(TANDEM_DOT_TILE_PARAMS) {
+    for_tiles<FloatTileOf<Step, Load>::template Tile, void, float_rows>(k, w, w_stride, n_rows, a, a_stride,
+                                                                         n_cols, out, out_stride);
+}
+
+}  // namespace
+
+void dot_f32(TANDEM_DOT_TILE_PARAMS) { dot_float<Widen, LoadF32>(k, w, w_stride, n_rows, a, a_stride, n_cols, out, out_stride); }
+void dot_f16(TANDEM_DOT_TILE_PARAMS) { dot_float<Widen, LoadF16>(k, w, w_stride, n_rows, a, a_stride, n_cols, out, out_stride); }
+#if defined(__AVX512BF16__)
+void dot_bf16(TANDEM_DOT_TILE_PARAMS) { dot_float<Bf16Step, LoadBf16>(k, w, w_stride, n_rows, a, a_stride, n_cols, out, out_stride); }
+#else
+void dot_bf16(TANDEM_DOT_TILE_PARAMS) { dot_float<Widen, LoadBf16>(k, w, w_stride, n_rows, a, a_stride, n_cols, out, out_stride); }
+#endif
+
+}  // namespace tandem::TANDEM_VARIANT_NS
