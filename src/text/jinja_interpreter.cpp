@@ -41,6 +41,21 @@ Interpreter::DepthGuard::DepthGuard(Interpreter& in) : in(in) {
     }
 }
 
+Interpreter::~Interpreter() {
+    for (Value& v : mutated_) {
+        if (v.is_array()) {
+            ValueList().swap(v.list());
+        } else if (v.is_mapping_like()) {
+            v.map() = ValueMap();
+        }
+    }
+}
+
+void Interpreter::note_mutation(const Value& container, const Value& item) {
+    if (!(item.is_array() || item.is_mapping_like() || item.is_function())) return;
+    if (mutated_ids_.insert(container.identity()).second) mutated_.push_back(container);
+}
+
 void Interpreter::charge(uint64_t steps) {
     steps_ += steps;
     if (steps_ > limits_.max_steps) {
@@ -221,6 +236,7 @@ void Interpreter::exec_set(const Node& node, const ScopePtr& scope) {
         throw JinjaError("cannot assign attribute '" + node.text + "' on a " + kind_name(target.kind()) +
                          " (only on a namespace)");
     }
+    note_mutation(target, value);
     target.map().set(node.text, std::move(value));
 }
 

@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -41,6 +42,10 @@ using ScopePtr = std::shared_ptr<Scope>;
 class Interpreter {
 public:
     explicit Interpreter(const Limits& limits) : limits_(limits) {}
+    // Empties the containers that may sit in reference cycles (see note_mutation).
+    ~Interpreter();
+    Interpreter(const Interpreter&) = delete;
+    Interpreter& operator=(const Interpreter&) = delete;
 
     // Renders `program` with `globals` as the outermost scope. Throws JinjaError.
     std::string render(const std::vector<NodePtr>& program, const ScopePtr& globals);
@@ -58,6 +63,10 @@ public:
     void check_size(size_t bytes) const;
     void check_items(size_t count) const;
     const Limits& limits() const { return limits_; }
+    // Records that `container` (a namespace or list) now holds `item`. A template can build a
+    // cycle that way (`set ns.me = ns`, `xs.append(xs)`); emptying such containers when the
+    // render ends frees the cycle, which shared ownership alone would leak.
+    void note_mutation(const Value& container, const Value& item);
 
 private:
     enum class Flow { kNormal, kBreak, kContinue };
@@ -85,6 +94,8 @@ private:
     void bind_targets(const Node& node, const Value& item, Scope& scope);
 
     Limits limits_;
+    std::vector<Value> mutated_;
+    std::unordered_set<const void*> mutated_ids_;
     uint64_t steps_ = 0;
     int depth_ = 0;
 };

@@ -310,6 +310,7 @@ Value list_method(Interpreter& in, const Value& self, const std::string& name, C
     if (name == "append") {
         if (args.positional.size() != 1) throw JinjaError("append() takes one argument");
         in.check_items(list.size() + 1);
+        in.note_mutation(self, args.positional[0]);
         list.push_back(args.positional[0]);
         return Value::none();
     }
@@ -317,6 +318,7 @@ Value list_method(Interpreter& in, const Value& self, const std::string& name, C
         if (args.positional.size() != 1 || !args.positional[0].is_array()) throw JinjaError("extend() needs a list");
         ValueList extra = args.positional[0].list();
         in.check_items(list.size() + extra.size());
+        for (const auto& item : extra) in.note_mutation(self, item);
         list.insert(list.end(), extra.begin(), extra.end());
         return Value::none();
     }
@@ -336,6 +338,7 @@ Value list_method(Interpreter& in, const Value& self, const std::string& name, C
         int64_t i = args.positional[0].as_int();
         if (i < 0) i = std::max<int64_t>(i + n, 0);
         i = std::min(i, n);
+        in.note_mutation(self, args.positional[1]);
         list.insert(list.begin() + i, args.positional[1]);
         return Value::none();
     }
