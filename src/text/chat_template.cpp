@@ -21,7 +21,8 @@ struct ChatTemplate::Impl {
     ChatTemplateOptions options;
 
     [[noreturn]] void fail_at(const jinja::JinjaError& e) const {
-        std::string what = e.raised ? std::string("raise_exception: ") + e.what() : std::string(e.what());
+        std::string what =
+            e.raised ? std::string("raise_exception: ") + e.what() : std::string(e.what());
         if (e.pos == jinja::kNoPos) fail("chat template: {}", what);
         auto [line, col] = source.line_col(e.pos);
         fail("chat template: line {} col {}: {}", line, col, what);
@@ -45,8 +46,9 @@ ChatTemplate::~ChatTemplate() = default;
 ChatTemplate::ChatTemplate(ChatTemplate&&) noexcept = default;
 ChatTemplate& ChatTemplate::operator=(ChatTemplate&&) noexcept = default;
 
-std::string ChatTemplate::render(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
-                                 bool add_generation_prompt, const nlohmann::ordered_json& extra_context) const {
+std::string ChatTemplate::render(const nlohmann::ordered_json& messages,
+                                 const nlohmann::ordered_json& tools, bool add_generation_prompt,
+                                 const nlohmann::ordered_json& extra_context) const {
     using jinja::Value;
     try {
         auto globals = std::make_shared<jinja::Scope>();
@@ -59,7 +61,8 @@ std::string ChatTemplate::render(const nlohmann::ordered_json& messages, const n
         globals->set("bos_token", Value::string(impl_->bos_token));
         globals->set("eos_token", Value::string(impl_->eos_token));
         if (extra_context.is_object()) {
-            for (const auto& [key, value] : extra_context.items()) globals->set(key, jinja::from_json(value));
+            for (const auto& [key, value] : extra_context.items())
+                globals->set(key, jinja::from_json(value));
         } else if (!extra_context.is_null()) {
             fail("chat template: extra context must be a JSON object");
         }

@@ -22,11 +22,11 @@ struct ChatTemplateOptions {
 };
 
 class ChatTemplate {
-public:
+  public:
     // Parses the template; a syntax error throws tandem::Error
     // "chat template: line L col C: ...".
-    explicit ChatTemplate(const std::string& source, std::string bos_token = "", std::string eos_token = "",
-                          ChatTemplateOptions options = {});
+    explicit ChatTemplate(const std::string& source, std::string bos_token = "",
+                          std::string eos_token = "", ChatTemplateOptions options = {});
     ~ChatTemplate();
     ChatTemplate(ChatTemplate&&) noexcept;
     ChatTemplate& operator=(ChatTemplate&&) noexcept;
@@ -36,9 +36,10 @@ public:
     // (e.g. enable_thinking, reasoning_effort). Throws tandem::Error on a render-time error;
     // a template's own raise_exception("...") shows as "... raise_exception: ...".
     std::string render(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
-                       bool add_generation_prompt, const nlohmann::ordered_json& extra_context) const;
+                       bool add_generation_prompt,
+                       const nlohmann::ordered_json& extra_context) const;
 
-private:
+  private:
     struct Impl;
     std::unique_ptr<Impl> impl_;
 };

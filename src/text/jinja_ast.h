@@ -13,39 +13,54 @@ namespace tandem::jinja {
 
 enum class NodeKind : uint8_t {
     // Statements (appear in bodies).
-    kText,         // text: literal output
-    kIf,           // kids[0] condition; body; else_body (an elif is a nested kIf)
-    kFor,          // names (targets); kids[0] iterable; kids[1] filter condition or null; body; else_body
-    kSet,          // names, or kids[1] namespace object + text attribute; kids[0] value or null (block: body)
-    kMacro,        // text name; params; body
+    kText,   // text: literal output
+    kIf,     // kids[0] condition; body; else_body (an elif is a nested kIf)
+    kFor,    // names (targets); kids[0] iterable; kids[1] filter condition or null; body; else_body
+    kSet,    // names, or kids[1] namespace object + text attribute; kids[0] value or null (block:
+             // body)
+    kMacro,  // text name; params; body
     kCallBlock,    // kids[0] a kCall node; params (caller's); body
     kFilterBlock,  // kids[0] a kFilter node whose operand is null; body
     kBreak,
     kContinue,
     kComment,
     // Expressions (a bare expression in a body is printed).
-    kLiteral,      // literal
-    kName,         // text
-    kList,         // kids: items
-    kTuple,        // kids: items
-    kDict,         // kids: key0, value0, key1, value1, ...
-    kAttribute,    // kids[0] object; text attribute (obj.name / obj.0)
-    kIndex,        // kids[0] object; kids[1] key
-    kSlice,        // kids[0] object; kids[1..3] start, stop, step (null when omitted)
-    kCall,         // kids[0] callee; args
-    kFilter,       // kids[0] operand; text filter name; args
-    kTest,         // kids[0] operand; text test name; args; negate
-    kUnary,        // kids[0]; op: '-', '+', or 'n' (not)
-    kBinary,       // kids[0], kids[1]; op
+    kLiteral,    // literal
+    kName,       // text
+    kList,       // kids: items
+    kTuple,      // kids: items
+    kDict,       // kids: key0, value0, key1, value1, ...
+    kAttribute,  // kids[0] object; text attribute (obj.name / obj.0)
+    kIndex,      // kids[0] object; kids[1] key
+    kSlice,      // kids[0] object; kids[1..3] start, stop, step (null when omitted)
+    kCall,       // kids[0] callee; args
+    kFilter,     // kids[0] operand; text filter name; args
+    kTest,       // kids[0] operand; text test name; args; negate
+    kUnary,      // kids[0]; op: '-', '+', or 'n' (not)
+    kBinary,     // kids[0], kids[1]; op
     kAnd,
     kOr,
-    kTernary,      // kids[0] condition, kids[1] if-true, kids[2] if-false
-    kSelect,       // kids[0] value, kids[1] condition: `a if c` without else
+    kTernary,  // kids[0] condition, kids[1] if-true, kids[2] if-false
+    kSelect,   // kids[0] value, kids[1] condition: `a if c` without else
 };
 
 enum class BinaryOp : uint8_t {
-    kAdd, kSub, kConcat, kMul, kDiv, kFloorDiv, kMod, kPow,
-    kEq, kNe, kLt, kGt, kLe, kGe, kIn, kNotIn,
+    kAdd,
+    kSub,
+    kConcat,
+    kMul,
+    kDiv,
+    kFloorDiv,
+    kMod,
+    kPow,
+    kEq,
+    kNe,
+    kLt,
+    kGt,
+    kLe,
+    kGe,
+    kIn,
+    kNotIn,
 };
 
 struct Node;
@@ -78,6 +93,8 @@ struct Node {
     std::vector<NodePtr> else_body;
 };
 
-inline bool is_statement(NodeKind kind) { return kind <= NodeKind::kComment; }
+inline bool is_statement(NodeKind kind) {
+    return kind <= NodeKind::kComment;
+}
 
 }  // namespace tandem::jinja

@@ -15,7 +15,8 @@ namespace tandem::jinja {
 Value apply_filter(Interpreter& in, const std::string& name, const Value& operand, CallArgs& args,
                    const ScopePtr& scope);
 // `operand is name(args)`.
-bool apply_test(Interpreter& in, const std::string& name, const Value& operand, const CallArgs& args);
+bool apply_test(Interpreter& in, const std::string& name, const Value& operand,
+                const CallArgs& args);
 // `object.name` on a string, list or dict that has no such key: a bound method or a property
 // such as `length`; undefined if there is none.
 Value member_of(const Value& object, const std::string& name);

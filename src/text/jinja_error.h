@@ -11,7 +11,7 @@ namespace tandem::jinja {
 inline constexpr uint32_t kNoPos = UINT32_MAX;
 
 class JinjaError : public std::runtime_error {
-public:
+  public:
     explicit JinjaError(const std::string& message, uint32_t pos = kNoPos)
         : std::runtime_error(message), pos(pos) {}
     // Offset in the preprocessed template; kNoPos until a node on the way up claims it.

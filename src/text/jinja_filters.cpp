@@ -37,7 +37,8 @@ const Value* arg_opt(const CallArgs& args, size_t i, const char* name) {
     return v && !v->is_none() && !v->is_undefined() ? v : nullptr;
 }
 
-std::string arg_string(const CallArgs& args, size_t i, const char* name, const std::string& fallback) {
+std::string arg_string(const CallArgs& args, size_t i, const char* name,
+                       const std::string& fallback) {
     const Value* v = arg_opt(args, i, name);
     if (!v) return fallback;
     if (!v->is_string()) throw JinjaError(std::string("argument '") + name + "' must be a string");
@@ -45,7 +46,9 @@ std::string arg_string(const CallArgs& args, size_t i, const char* name, const s
 }
 
 // The text a string filter works on: Jinja converts any value with str(), undefined to "".
-std::string text_of(const Value& v) { return v.is_string() ? v.str() : to_display(v); }
+std::string text_of(const Value& v) {
+    return v.is_string() ? v.str() : to_display(v);
+}
 
 const ValueList& need_list(const std::string& filter, const Value& v) {
     if (!v.is_array()) bad_operand(filter, v);
@@ -97,7 +100,8 @@ std::string title_case(const std::string& s) {
     // The reference's /\b\w/g -> upper case: the first word character after a non-word one.
     std::string out = s;
     for (size_t i = 0; i < out.size(); ++i) {
-        if (is_word_char(out[i]) && (i == 0 || !is_word_char(out[i - 1])) && out[i] >= 'a' && out[i] <= 'z') {
+        if (is_word_char(out[i]) && (i == 0 || !is_word_char(out[i - 1])) && out[i] >= 'a' &&
+            out[i] <= 'z') {
             out[i] = static_cast<char>(out[i] - 'a' + 'A');
         }
     }
@@ -108,12 +112,23 @@ std::string html_escape(const std::string& s) {
     std::string out;
     for (char c : s) {
         switch (c) {
-            case '&': out += "&amp;"; break;
-            case '<': out += "&lt;"; break;
-            case '>': out += "&gt;"; break;
-            case '"': out += "&#34;"; break;
-            case '\'': out += "&#39;"; break;
-            default: out += c;
+            case '&':
+                out += "&amp;";
+                break;
+            case '<':
+                out += "&lt;";
+                break;
+            case '>':
+                out += "&gt;";
+                break;
+            case '"':
+                out += "&#34;";
+                break;
+            case '\'':
+                out += "&#39;";
+                break;
+            default:
+                out += c;
         }
     }
     return out;
@@ -130,7 +145,8 @@ std::string percent_format(const std::string& fmt, const CallArgs& args) {
         }
         size_t j = i + 1;
         std::string spec;
-        while (j < fmt.size() && std::string_view("-+ #0123456789.").find(fmt[j]) != std::string_view::npos) {
+        while (j < fmt.size() &&
+               std::string_view("-+ #0123456789.").find(fmt[j]) != std::string_view::npos) {
             spec += fmt[j++];
         }
         if (j >= fmt.size()) throw JinjaError("format: incomplete format");
@@ -147,7 +163,9 @@ std::string percent_format(const std::string& fmt, const CallArgs& args) {
             out += to_display(v);
         } else if (conv == 'd' || conv == 'i') {
             if (!v.is_number() && !v.is_bool()) throw JinjaError("format: %d needs a number");
-            long long n = v.is_bool() ? v.as_bool() : v.is_int() ? v.as_int() : static_cast<long long>(v.as_float());
+            long long n = v.is_bool()  ? v.as_bool()
+                          : v.is_int() ? v.as_int()
+                                       : static_cast<long long>(v.as_float());
             std::snprintf(buf, sizeof(buf), ("%" + spec + "lld").c_str(), n);
             out += buf;
         } else if (conv == 'f' || conv == 'F' || conv == 'e' || conv == 'g') {
@@ -165,13 +183,20 @@ std::string percent_format(const std::string& fmt, const CallArgs& args) {
 // A hashable key for `unique` (JavaScript Set semantics on the underlying values).
 std::string unique_key(const Value& v) {
     switch (v.kind()) {
-        case Kind::kString: return "s" + v.str();
-        case Kind::kInt: return "n" + js_number(static_cast<double>(v.as_int()));
-        case Kind::kFloat: return "n" + js_number(v.as_float());
-        case Kind::kBool: return v.as_bool() ? "t" : "f";
-        case Kind::kNone: return "z";
-        case Kind::kUndefined: return "u";
-        default: return "p" + std::to_string(reinterpret_cast<uintptr_t>(v.identity()));
+        case Kind::kString:
+            return "s" + v.str();
+        case Kind::kInt:
+            return "n" + js_number(static_cast<double>(v.as_int()));
+        case Kind::kFloat:
+            return "n" + js_number(v.as_float());
+        case Kind::kBool:
+            return v.as_bool() ? "t" : "f";
+        case Kind::kNone:
+            return "z";
+        case Kind::kUndefined:
+            return "u";
+        default:
+            return "p" + std::to_string(reinterpret_cast<uintptr_t>(v.identity()));
     }
 }
 
@@ -198,11 +223,14 @@ Value filter_sort(Interpreter& in, const Value& v, const CallArgs& args) {
     bool reverse = arg_bool(args, 0, "reverse", false);
     bool case_sensitive = arg_bool(args, 1, "case_sensitive", false);
     const Value* attr = arg_opt(args, 2, "attribute");
-    std::string path = !attr ? "" : attr->is_int() ? std::to_string(attr->as_int()) : text_of(*attr);
+    std::string path = !attr            ? ""
+                       : attr->is_int() ? std::to_string(attr->as_int())
+                                        : text_of(*attr);
     in.charge(items.size() * 4 + 1);
     std::stable_sort(items.begin(), items.end(), [&](const Value& a, const Value& b) {
-        int c = attr ? compare_values(attribute_path(a, path), attribute_path(b, path), case_sensitive)
-                     : compare_values(a, b, case_sensitive);
+        int c =
+            attr ? compare_values(attribute_path(a, path), attribute_path(b, path), case_sensitive)
+                 : compare_values(a, b, case_sensitive);
         return reverse ? c > 0 : c < 0;
     });
     return Value::array(std::move(items));
@@ -253,7 +281,8 @@ Value filter_indent(const Value& v, const CallArgs& args) {
     size_t start = 0, line = 0;
     while (true) {
         size_t end = text.find('\n', start);
-        std::string_view piece = std::string_view(text).substr(start, end == std::string::npos ? std::string::npos : end - start);
+        std::string_view piece = std::string_view(text).substr(
+            start, end == std::string::npos ? std::string::npos : end - start);
         if (!((!first && line == 0) || (!blank && piece.empty()))) out += pad;
         out += piece;
         if (end == std::string::npos) break;
@@ -264,17 +293,20 @@ Value filter_indent(const Value& v, const CallArgs& args) {
     return Value::string(std::move(out));
 }
 
-Value filter_select(Interpreter& in, const std::string& name, const Value& v, const CallArgs& args) {
+Value filter_select(Interpreter& in, const std::string& name, const Value& v,
+                    const CallArgs& args) {
     const ValueList& items = need_list(name, v);
     bool by_attr = name == "selectattr" || name == "rejectattr";
     bool keep_true = name == "select" || name == "selectattr";
     size_t first_test_arg = by_attr ? 1 : 0;
     std::string attr = by_attr ? arg_string(args, 0, "attribute", "") : "";
     if (by_attr && attr.empty()) throw JinjaError(name + " needs an attribute name");
-    const Value* test = args.positional.size() > first_test_arg ? &args.positional[first_test_arg] : nullptr;
+    const Value* test =
+        args.positional.size() > first_test_arg ? &args.positional[first_test_arg] : nullptr;
     if (test && !test->is_string()) throw JinjaError(name + ": the test name must be a string");
     CallArgs test_args;
-    for (size_t i = first_test_arg + 1; i < args.positional.size(); ++i) test_args.positional.push_back(args.positional[i]);
+    for (size_t i = first_test_arg + 1; i < args.positional.size(); ++i)
+        test_args.positional.push_back(args.positional[i]);
     ValueList out;
     in.charge(items.size());
     for (const auto& item : items) {
@@ -354,7 +386,8 @@ Value filter_sum(Interpreter& in, const Value& v, const CallArgs& args) {
     Value total = Value::integer(arg_int(args, 1, "start", 0));
     in.charge(items.size());
     for (const auto& item : items) {
-        total = binary_op(in, BinaryOp::kAdd, total, attr ? attribute_path(item, text_of(*attr)) : item);
+        total = binary_op(in, BinaryOp::kAdd, total,
+                          attr ? attribute_path(item, text_of(*attr)) : item);
     }
     return total;
 }
@@ -384,7 +417,8 @@ Value filter_batch(Interpreter& in, const Value& v, const CallArgs& args) {
 
 Value dict_items(const Value& v) {
     ValueList out;
-    for (const auto& [k, item] : v.map().items()) out.push_back(Value::array({Value::string(k), item}));
+    for (const auto& [k, item] : v.map().items())
+        out.push_back(Value::array({Value::string(k), item}));
     return Value::array(std::move(out));
 }
 
@@ -395,7 +429,8 @@ Value attribute_path(const Value& item, const std::string& path) {
     size_t start = 0;
     while (true) {
         size_t dot = path.find('.', start);
-        std::string part = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+        std::string part =
+            path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
         if (current.is_mapping_like()) {
             const Value* v = current.map().find(part);
             if (!v) return Value::undefined(part);
@@ -420,7 +455,8 @@ int compare_values(const Value& a, const Value& b, bool case_sensitive) {
     if (a.is_none() && b.is_none()) return 0;
     if (a.is_undefined() && b.is_undefined()) return 0;
     if (a.is_none() || b.is_none() || a.is_undefined() || b.is_undefined()) {
-        throw JinjaError(std::string("cannot compare ") + kind_name(a.kind()) + " with " + kind_name(b.kind()));
+        throw JinjaError(std::string("cannot compare ") + kind_name(a.kind()) + " with " +
+                         kind_name(b.kind()));
     }
     bool an = a.is_number() || a.is_bool(), bn = b.is_number() || b.is_bool();
     if (an && bn) {
@@ -429,22 +465,28 @@ int compare_values(const Value& a, const Value& b, bool case_sensitive) {
         return x < y ? -1 : x > y ? 1 : 0;
     }
     if (a.is_string() && b.is_string()) {
-        int c = case_sensitive ? a.str().compare(b.str()) : ascii_lower(a.str()).compare(ascii_lower(b.str()));
+        int c = case_sensitive ? a.str().compare(b.str())
+                               : ascii_lower(a.str()).compare(ascii_lower(b.str()));
         return c < 0 ? -1 : c > 0 ? 1 : 0;
     }
-    throw JinjaError(std::string("cannot compare ") + kind_name(a.kind()) + " with " + kind_name(b.kind()));
+    throw JinjaError(std::string("cannot compare ") + kind_name(a.kind()) + " with " +
+                     kind_name(b.kind()));
 }
 
 constexpr std::string_view kFilterNames[] = {
-    "safe", "tojson", "default", "d", "string", "length", "count", "list", "first", "last", "reverse", "sort",
-    "join", "unique", "select", "reject", "selectattr", "rejectattr", "map", "items", "dictsort", "min", "max",
-    "sum", "batch", "abs", "round", "int", "float", "bool", "attr", "trim", "upper", "lower", "title",
-    "capitalize", "indent", "replace", "wordcount", "escape", "e", "forceescape", "center", "format",
+    "safe",       "tojson", "default",    "d",          "string", "length", "count",
+    "list",       "first",  "last",       "reverse",    "sort",   "join",   "unique",
+    "select",     "reject", "selectattr", "rejectattr", "map",    "items",  "dictsort",
+    "min",        "max",    "sum",        "batch",      "abs",    "round",  "int",
+    "float",      "bool",   "attr",       "trim",       "upper",  "lower",  "title",
+    "capitalize", "indent", "replace",    "wordcount",  "escape", "e",      "forceescape",
+    "center",     "format",
 };
 
 Value apply_filter(Interpreter& in, const std::string& name, const Value& v, CallArgs& args,
                    const ScopePtr& scope) {
-    if (std::find(std::begin(kFilterNames), std::end(kFilterNames), name) == std::end(kFilterNames)) {
+    if (std::find(std::begin(kFilterNames), std::end(kFilterNames), name) ==
+        std::end(kFilterNames)) {
         throw JinjaError("unknown filter '" + name + "'");
     }
     if (name == "safe") return v;
@@ -452,7 +494,8 @@ Value apply_filter(Interpreter& in, const std::string& name, const Value& v, Cal
     if (name == "default" || name == "d") {
         const Value* fallback = args.get(0, "default_value");
         bool boolean = arg_bool(args, 1, "boolean", false);
-        if (v.is_undefined() || (boolean && !v.truthy())) return fallback ? *fallback : Value::string("");
+        if (v.is_undefined() || (boolean && !v.truthy()))
+            return fallback ? *fallback : Value::string("");
         return v;
     }
     if (name == "string") {
@@ -462,11 +505,16 @@ Value apply_filter(Interpreter& in, const std::string& name, const Value& v, Cal
     }
     if (name == "length" || name == "count") {
         switch (v.kind()) {
-            case Kind::kArray: return Value::integer(static_cast<int64_t>(v.list().size()));
-            case Kind::kObject: return Value::integer(static_cast<int64_t>(v.map().size()));
-            case Kind::kString: return Value::integer(static_cast<int64_t>(utf8_length(v.str())));
-            case Kind::kUndefined: return Value::integer(0);
-            default: bad_operand(name, v);
+            case Kind::kArray:
+                return Value::integer(static_cast<int64_t>(v.list().size()));
+            case Kind::kObject:
+                return Value::integer(static_cast<int64_t>(v.map().size()));
+            case Kind::kString:
+                return Value::integer(static_cast<int64_t>(utf8_length(v.str())));
+            case Kind::kUndefined:
+                return Value::integer(0);
+            default:
+                bad_operand(name, v);
         }
     }
     if (name == "list") {
@@ -616,14 +664,16 @@ Value apply_filter(Interpreter& in, const std::string& name, const Value& v, Cal
         }
         return Value::integer(words);
     }
-    if (name == "escape" || name == "e" || name == "forceescape") return Value::string(html_escape(text_of(v)));
+    if (name == "escape" || name == "e" || name == "forceescape")
+        return Value::string(html_escape(text_of(v)));
     if (name == "center") {
         std::string s = text_of(v);
         int64_t width = std::clamp<int64_t>(arg_int(args, 0, "width", 80), 0, 4096);
         int64_t len = static_cast<int64_t>(utf8_length(s));
         if (len >= width) return Value::string(std::move(s));
         int64_t left = (width - len) / 2, right = width - len - left;
-        return Value::string(std::string(static_cast<size_t>(left), ' ') + s + std::string(static_cast<size_t>(right), ' '));
+        return Value::string(std::string(static_cast<size_t>(left), ' ') + s +
+                             std::string(static_cast<size_t>(right), ' '));
     }
     std::string out = percent_format(text_of(v), args);  // format
     in.check_size(out.size());

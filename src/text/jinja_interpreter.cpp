@@ -37,7 +37,8 @@ std::string undefined_message(const Value& v) {
 Interpreter::DepthGuard::DepthGuard(Interpreter& in) : in(in) {
     if (++in.depth_ > in.limits_.max_depth) {
         --in.depth_;
-        throw JinjaError("template recursion too deep (limit " + std::to_string(in.limits_.max_depth) + ")");
+        throw JinjaError("template recursion too deep (limit " +
+                         std::to_string(in.limits_.max_depth) + ")");
     }
 }
 
@@ -66,7 +67,8 @@ void Interpreter::charge(uint64_t steps) {
 
 void Interpreter::check_size(size_t bytes) const {
     if (bytes > limits_.max_output_bytes) {
-        throw JinjaError("template output exceeds " + std::to_string(limits_.max_output_bytes) + " bytes");
+        throw JinjaError("template output exceeds " + std::to_string(limits_.max_output_bytes) +
+                         " bytes");
     }
 }
 
@@ -117,10 +119,12 @@ Interpreter::Flow Interpreter::exec(const Node& node, const ScopePtr& scope, std
             case NodeKind::kMacro:
                 if (node.kind == NodeKind::kMacro) {
                     const Node* macro = &node;
-                    scope->set(node.text, Value::function(node.text, [macro](Interpreter& in, const ScopePtr& caller,
+                    scope->set(node.text, Value::function(node.text, [macro](Interpreter& in,
+                                                                             const ScopePtr& caller,
                                                                              CallArgs& args) {
-                                   return in.invoke_body(macro->text, macro->args, macro->body, macro->uses_varargs,
-                                                         macro->uses_kwargs, caller, args);
+                                   return in.invoke_body(macro->text, macro->args, macro->body,
+                                                         macro->uses_varargs, macro->uses_kwargs,
+                                                         caller, args);
                                }));
                 }
                 return Flow::kNormal;
@@ -169,8 +173,8 @@ void Interpreter::bind_targets(const Node& node, const Value& item, Scope& scope
     const ValueList& parts = item.list();
     if (parts.size() != node.names.size()) {
         throw JinjaError(std::string("too ") + (parts.size() < node.names.size() ? "few" : "many") +
-                         " values to unpack (expected " + std::to_string(node.names.size()) + ", got " +
-                         std::to_string(parts.size()) + ")");
+                         " values to unpack (expected " + std::to_string(node.names.size()) +
+                         ", got " + std::to_string(parts.size()) + ")");
     }
     for (size_t i = 0; i < parts.size(); ++i) scope.set(node.names[i], parts[i]);
 }
@@ -187,7 +191,8 @@ Interpreter::Flow Interpreter::exec_for(const Node& node, const ScopePtr& scope,
             for (const auto& [k, v] : iterable.map().items()) items.push_back(Value::string(k));
             break;
         case Kind::kString:
-            for (auto ch : utf8_chars(iterable.str())) items.push_back(Value::string(std::string(ch)));
+            for (auto ch : utf8_chars(iterable.str()))
+                items.push_back(Value::string(std::string(ch)));
             break;
         case Kind::kUndefined:
             break;  // Jinja iterates an undefined value as empty
@@ -215,8 +220,10 @@ Interpreter::Flow Interpreter::exec_for(const Node& node, const ScopePtr& scope,
         loop.set("first", Value::boolean(i == 0));
         loop.set("last", Value::boolean(i == n - 1));
         loop.set("length", Value::integer(n));
-        loop.set("previtem", i > 0 ? items[static_cast<size_t>(i - 1)] : Value::undefined("previtem"));
-        loop.set("nextitem", i + 1 < n ? items[static_cast<size_t>(i + 1)] : Value::undefined("nextitem"));
+        loop.set("previtem",
+                 i > 0 ? items[static_cast<size_t>(i - 1)] : Value::undefined("previtem"));
+        loop.set("nextitem",
+                 i + 1 < n ? items[static_cast<size_t>(i + 1)] : Value::undefined("nextitem"));
         loop_scope->set("loop", Value::object(std::move(loop)));
         bind_targets(node, items[static_cast<size_t>(i)], *loop_scope);
         if (exec_block(node.body, loop_scope, out) == Flow::kBreak) break;
@@ -226,15 +233,16 @@ Interpreter::Flow Interpreter::exec_for(const Node& node, const ScopePtr& scope,
 }
 
 void Interpreter::exec_set(const Node& node, const ScopePtr& scope) {
-    Value value = node.kids[0] ? eval(*node.kids[0], scope) : Value::string(render_body(node.body, scope));
+    Value value =
+        node.kids[0] ? eval(*node.kids[0], scope) : Value::string(render_body(node.body, scope));
     if (!node.names.empty()) {
         bind_targets(node, value, *scope);
         return;
     }
     Value target = eval(*node.kids[1], scope);
     if (!target.is_namespace()) {
-        throw JinjaError("cannot assign attribute '" + node.text + "' on a " + kind_name(target.kind()) +
-                         " (only on a namespace)");
+        throw JinjaError("cannot assign attribute '" + node.text + "' on a " +
+                         kind_name(target.kind()) + " (only on a namespace)");
     }
     note_mutation(target, value);
     target.map().set(node.text, std::move(value));
@@ -243,10 +251,11 @@ void Interpreter::exec_set(const Node& node, const ScopePtr& scope) {
 void Interpreter::exec_call_block(const Node& node, const ScopePtr& scope, std::string& out) {
     const Node* block = &node;
     ScopePtr definition = scope;
-    Value caller = Value::function("caller", [block, definition](Interpreter& in, const ScopePtr&, CallArgs& args) {
-        return in.invoke_body("caller", block->args, block->body, block->uses_varargs, block->uses_kwargs,
-                              definition, args);
-    });
+    Value caller = Value::function(
+        "caller", [block, definition](Interpreter& in, const ScopePtr&, CallArgs& args) {
+            return in.invoke_body("caller", block->args, block->body, block->uses_varargs,
+                                  block->uses_kwargs, definition, args);
+        });
     const Node& call = *node.kids[0];
     CallArgs args = eval_args(call.args, scope);
     Value fn = eval(*call.kids[0], scope);
@@ -264,8 +273,8 @@ Value Interpreter::call(const Value& fn, CallArgs& args, const ScopePtr& scope) 
 }
 
 Value Interpreter::invoke_body(const std::string& name, const std::vector<Arg>& params,
-                               const std::vector<NodePtr>& body, bool uses_varargs, bool uses_kwargs,
-                               const ScopePtr& parent, CallArgs& args) {
+                               const std::vector<NodePtr>& body, bool uses_varargs,
+                               bool uses_kwargs, const ScopePtr& parent, CallArgs& args) {
     DepthGuard guard(*this);
     auto scope = std::make_shared<Scope>(parent);
     auto keyword = args.keyword;
@@ -295,14 +304,17 @@ Value Interpreter::invoke_body(const std::string& name, const std::vector<Arg>& 
         for (auto& [k, v] : keyword) rest.set(k, v);
         scope->set("kwargs", Value::object(std::move(rest)));
     } else if (!keyword.empty()) {
-        throw JinjaError("macro '" + name + "' takes no keyword argument '" + keyword.front().first + "'");
+        throw JinjaError("macro '" + name + "' takes no keyword argument '" +
+                         keyword.front().first + "'");
     }
     if (uses_varargs) {
         ValueList rest;
-        for (size_t i = params.size(); i < args.positional.size(); ++i) rest.push_back(args.positional[i]);
+        for (size_t i = params.size(); i < args.positional.size(); ++i)
+            rest.push_back(args.positional[i]);
         scope->set("varargs", Value::array(std::move(rest)));
     } else if (args.positional.size() > params.size()) {
-        throw JinjaError("macro '" + name + "' takes at most " + std::to_string(params.size()) + " argument(s)");
+        throw JinjaError("macro '" + name + "' takes at most " + std::to_string(params.size()) +
+                         " argument(s)");
     }
     for (const Arg* p : pending_defaults) scope->set(p->name, eval(*p->value, scope));
     return Value::string(render_body(body, scope));
@@ -315,12 +327,15 @@ CallArgs Interpreter::eval_args(const std::vector<Arg>& args, const ScopePtr& sc
             out.positional.push_back(eval(*a.value, scope));
         } else if (a.kind == ArgKind::kSpread) {
             Value v = eval(*a.value, scope);
-            if (!v.is_array()) throw JinjaError(std::string("cannot unpack a ") + kind_name(v.kind()) + " with '*'");
+            if (!v.is_array())
+                throw JinjaError(std::string("cannot unpack a ") + kind_name(v.kind()) +
+                                 " with '*'");
             for (const auto& item : v.list()) out.positional.push_back(item);
         }
     }
     auto add = [&](const std::string& key, Value v) {
-        if (out.kwarg(key)) throw JinjaError("got multiple values for keyword argument '" + key + "'");
+        if (out.kwarg(key))
+            throw JinjaError("got multiple values for keyword argument '" + key + "'");
         out.keyword.emplace_back(key, std::move(v));
     };
     for (const Arg& a : args) {
@@ -328,7 +343,9 @@ CallArgs Interpreter::eval_args(const std::vector<Arg>& args, const ScopePtr& sc
             add(a.name, eval(*a.value, scope));
         } else if (a.kind == ArgKind::kKeywordSpread) {
             Value v = eval(*a.value, scope);
-            if (!v.is_object()) throw JinjaError(std::string("argument after ** must be a dict, not ") + kind_name(v.kind()));
+            if (!v.is_object())
+                throw JinjaError(std::string("argument after ** must be a dict, not ") +
+                                 kind_name(v.kind()));
             for (const auto& [k, item] : v.map().items()) add(k, item);
         }
     }
@@ -366,7 +383,8 @@ Value Interpreter::eval_inner(const Node& node, const ScopePtr& scope) {
             for (size_t i = 0; i + 1 < node.kids.size(); i += 2) {
                 Value key = eval(*node.kids[i], scope);
                 if (!key.is_string()) {
-                    throw JinjaError(std::string("dict keys must be strings, not ") + kind_name(key.kind()));
+                    throw JinjaError(std::string("dict keys must be strings, not ") +
+                                     kind_name(key.kind()));
                 }
                 map.set(key.str(), eval(*node.kids[i + 1], scope));
             }
@@ -404,7 +422,8 @@ Value Interpreter::eval_inner(const Node& node, const ScopePtr& scope) {
             }
             if (v.is_bool()) return Value::integer(sign * (v.as_bool() ? 1 : 0));
             if (v.is_undefined()) throw JinjaError(undefined_message(v));
-            throw JinjaError(std::string("bad operand for unary '") + node.unary_op + "': " + kind_name(v.kind()));
+            throw JinjaError(std::string("bad operand for unary '") + node.unary_op +
+                             "': " + kind_name(v.kind()));
         }
         case NodeKind::kBinary:
             return eval_binary(node, scope);
@@ -417,9 +436,11 @@ Value Interpreter::eval_inner(const Node& node, const ScopePtr& scope) {
             return left.truthy() ? left : eval(*node.kids[1], scope);
         }
         case NodeKind::kTernary:
-            return eval(*node.kids[0], scope).truthy() ? eval(*node.kids[1], scope) : eval(*node.kids[2], scope);
+            return eval(*node.kids[0], scope).truthy() ? eval(*node.kids[1], scope)
+                                                       : eval(*node.kids[2], scope);
         case NodeKind::kSelect:
-            return eval(*node.kids[1], scope).truthy() ? eval(*node.kids[0], scope) : Value::undefined("");
+            return eval(*node.kids[1], scope).truthy() ? eval(*node.kids[0], scope)
+                                                       : Value::undefined("");
         default:
             throw JinjaError("statement used as an expression");
     }
@@ -464,12 +485,14 @@ Value Interpreter::eval_index(const Node& node, const ScopePtr& scope) {
         if (key.is_int()) {
             size_t i = 0;
             if (object.is_array()) {
-                if (!normalize_index(key.as_int(), object.list().size(), &i)) return Value::undefined("");
+                if (!normalize_index(key.as_int(), object.list().size(), &i))
+                    return Value::undefined("");
                 return object.list()[i];
             }
             if (object.str().size() < 256 && utf8_length(object.str()) == object.str().size()) {
                 // ASCII fast path.
-                if (!normalize_index(key.as_int(), object.str().size(), &i)) return Value::undefined("");
+                if (!normalize_index(key.as_int(), object.str().size(), &i))
+                    return Value::undefined("");
                 return Value::string(object.str().substr(i, 1));
             }
             charge_bytes(object.str().size());
@@ -478,7 +501,8 @@ Value Interpreter::eval_index(const Node& node, const ScopePtr& scope) {
             return Value::string(std::string(chars[i]));
         }
         if (key.is_string()) return member_of(object, key.str());
-        throw JinjaError(std::string("list indices must be integers, not ") + kind_name(key.kind()));
+        throw JinjaError(std::string("list indices must be integers, not ") +
+                         kind_name(key.kind()));
     }
     return Value::undefined("");
 }
@@ -486,7 +510,8 @@ Value Interpreter::eval_index(const Node& node, const ScopePtr& scope) {
 namespace {
 
 // Python slice semantics (the reference's `slice` helper).
-std::vector<size_t> slice_indices(size_t size, const Value& start_v, const Value& stop_v, const Value& step_v) {
+std::vector<size_t> slice_indices(size_t size, const Value& start_v, const Value& stop_v,
+                                  const Value& step_v) {
     auto get = [](const Value& v, const char* what, int64_t fallback, bool* given) -> int64_t {
         *given = false;
         if (v.is_undefined() || v.is_none()) return fallback;
@@ -511,7 +536,8 @@ std::vector<size_t> slice_indices(size_t size, const Value& start_v, const Value
         if (given) stop = stop < 0 ? std::max<int64_t>(n + stop, -1) : std::min(stop, n - 1);
     }
     std::vector<size_t> out;
-    for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) out.push_back(static_cast<size_t>(i));
+    for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step)
+        out.push_back(static_cast<size_t>(i));
     return out;
 }
 
@@ -521,13 +547,15 @@ Value Interpreter::eval_slice(const Node& node, const ScopePtr& scope) {
     Value object = eval(*node.kids[0], scope);
     Value parts[3];
     for (int i = 0; i < 3; ++i) {
-        if (node.kids[static_cast<size_t>(i) + 1]) parts[i] = eval(*node.kids[static_cast<size_t>(i) + 1], scope);
+        if (node.kids[static_cast<size_t>(i) + 1])
+            parts[i] = eval(*node.kids[static_cast<size_t>(i) + 1], scope);
     }
     if (object.is_array()) {
         const ValueList& list = object.list();
         charge(list.size());
         ValueList out;
-        for (size_t i : slice_indices(list.size(), parts[0], parts[1], parts[2])) out.push_back(list[i]);
+        for (size_t i : slice_indices(list.size(), parts[0], parts[1], parts[2]))
+            out.push_back(list[i]);
         return Value::array(std::move(out));
     }
     if (object.is_string()) {

@@ -18,29 +18,29 @@ namespace tandem::jinja {
 
 struct Limits {
     size_t max_output_bytes = 32u << 20;  // the rendered text, and any one string built on the way
-    uint64_t max_steps = 20'000'000;      // evaluated nodes, loop iterations, items and bytes processed
-    int max_depth = 400;                  // nested evaluation, macro recursion included
-    size_t max_items = 1u << 20;          // elements of any one list the template builds
+    uint64_t max_steps = 20'000'000;  // evaluated nodes, loop iterations, items and bytes processed
+    int max_depth = 400;              // nested evaluation, macro recursion included
+    size_t max_items = 1u << 20;      // elements of any one list the template builds
 };
 
 // A level of variables: the globals, a for loop, a macro call. Shared ownership because
 // callables (caller() of a call block) keep the scope they were made in.
 class Scope {
-public:
+  public:
     explicit Scope(std::shared_ptr<Scope> parent = nullptr) : parent_(std::move(parent)) {}
     // The innermost variable called `name`, or nullptr.
     const Value* lookup(std::string_view name) const;
     // Sets `name` in this scope (Jinja's `set` never writes to an outer scope).
     void set(std::string_view name, Value value);
 
-private:
+  private:
     std::shared_ptr<Scope> parent_;
     std::vector<std::pair<std::string, Value>> vars_;
 };
 using ScopePtr = std::shared_ptr<Scope>;
 
 class Interpreter {
-public:
+  public:
     explicit Interpreter(const Limits& limits) : limits_(limits) {}
     // Empties the containers that may sit in reference cycles (see note_mutation).
     ~Interpreter();
@@ -68,7 +68,7 @@ public:
     // render ends frees the cycle, which shared ownership alone would leak.
     void note_mutation(const Value& container, const Value& item);
 
-private:
+  private:
     enum class Flow { kNormal, kBreak, kContinue };
     struct DepthGuard {
         explicit DepthGuard(Interpreter& in);

@@ -34,7 +34,8 @@ struct Writer {
     void write(const Value& v, int depth) {
         if (depth > kMaxJsonDepth) throw JinjaError("tojson: nesting too deep (cyclic value?)");
         if (out.size() > options.max_bytes) {
-            throw JinjaError("tojson: output exceeds " + std::to_string(options.max_bytes) + " bytes");
+            throw JinjaError("tojson: output exceeds " + std::to_string(options.max_bytes) +
+                             " bytes");
         }
         switch (v.kind()) {
             case Kind::kUndefined:
@@ -105,13 +106,27 @@ void append_json_string(std::string& out, std::string_view s, bool ensure_ascii)
         unsigned char c = static_cast<unsigned char>(s[i]);
         if (c < 0x80) {
             switch (c) {
-                case '"': out += "\\\""; break;
-                case '\\': out += "\\\\"; break;
-                case '\b': out += "\\b"; break;
-                case '\f': out += "\\f"; break;
-                case '\n': out += "\\n"; break;
-                case '\r': out += "\\r"; break;
-                case '\t': out += "\\t"; break;
+                case '"':
+                    out += "\\\"";
+                    break;
+                case '\\':
+                    out += "\\\\";
+                    break;
+                case '\b':
+                    out += "\\b";
+                    break;
+                case '\f':
+                    out += "\\f";
+                    break;
+                case '\n':
+                    out += "\\n";
+                    break;
+                case '\r':
+                    out += "\\r";
+                    break;
+                case '\t':
+                    out += "\\t";
+                    break;
                 default:
                     if (c < 0x20 || (ensure_ascii && c == 0x7F)) {
                         append_hex4(out, c);
@@ -131,7 +146,8 @@ void append_json_string(std::string& out, std::string_view s, bool ensure_ascii)
         }
         // Escape as UTF-16 code units, like JSON with ensure_ascii in Python and the reference.
         uint32_t cp = n == 1 ? c : n == 2 ? (c & 0x1F) : n == 3 ? (c & 0x0F) : (c & 0x07);
-        for (size_t k = 1; k < n; ++k) cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3F);
+        for (size_t k = 1; k < n; ++k)
+            cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3F);
         if (cp >= 0x10000) {
             cp -= 0x10000;
             append_hex4(out, 0xD800 + (cp >> 10));

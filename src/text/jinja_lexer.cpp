@@ -43,7 +43,8 @@ Mapped lstrip_blocks(const Mapped& in) {
             at_line_start = false;
             size_t j = i;
             while (j < s.size() && (s[j] == ' ' || s[j] == '\t')) ++j;
-            if (j + 1 < s.size() && s[j] == '{' && (s[j + 1] == '#' || s[j + 1] == '%' || s[j + 1] == '-')) {
+            if (j + 1 < s.size() && s[j] == '{' &&
+                (s[j + 1] == '#' || s[j + 1] == '%' || s[j + 1] == '-')) {
                 i = j;
             }
         }
@@ -121,7 +122,9 @@ Mapped remove_generation_tags(const Mapped& in) {
     return out;
 }
 
-bool is_digit(char c) { return c >= '0' && c <= '9'; }
+bool is_digit(char c) {
+    return c >= '0' && c <= '9';
+}
 
 int hex_value(char c) {
     if (c >= '0' && c <= '9') return c - '0';
@@ -131,12 +134,12 @@ int hex_value(char c) {
 }
 
 class Lexer {
-public:
+  public:
     explicit Lexer(const std::string& src) : src_(src), n_(src.size()) {}
 
     std::vector<Token> run();
 
-private:
+  private:
     [[noreturn]] void fail(const std::string& message, size_t pos) const {
         throw JinjaError(message, static_cast<uint32_t>(pos));
     }
@@ -192,7 +195,8 @@ std::string Lexer::consume_string_literal(char quote) {
                 uint32_t unit = 0;
                 for (size_t k = 0; k < len; ++k) {
                     int h = cur_ + k < n_ ? hex_value(src_[cur_ + k]) : -1;
-                    if (h < 0) fail(std::string("invalid hexadecimal escape sequence \\") + e, cur_ - 2);
+                    if (h < 0)
+                        fail(std::string("invalid hexadecimal escape sequence \\") + e, cur_ - 2);
                     unit = unit * 16 + static_cast<uint32_t>(h);
                 }
                 cur_ += len;
@@ -214,16 +218,35 @@ std::string Lexer::consume_string_literal(char quote) {
                 continue;
             }
             switch (e) {
-                case 'n': out += '\n'; break;
-                case 't': out += '\t'; break;
-                case 'r': out += '\r'; break;
-                case 'b': out += '\b'; break;
-                case 'f': out += '\f'; break;
-                case 'v': out += '\v'; break;
-                case '\'': out += '\''; break;
-                case '"': out += '"'; break;
-                case '\\': out += '\\'; break;
-                default: fail(std::string("unexpected escaped character '") + e + "'", cur_ - 2);
+                case 'n':
+                    out += '\n';
+                    break;
+                case 't':
+                    out += '\t';
+                    break;
+                case 'r':
+                    out += '\r';
+                    break;
+                case 'b':
+                    out += '\b';
+                    break;
+                case 'f':
+                    out += '\f';
+                    break;
+                case 'v':
+                    out += '\v';
+                    break;
+                case '\'':
+                    out += '\'';
+                    break;
+                case '"':
+                    out += '"';
+                    break;
+                case '\\':
+                    out += '\\';
+                    break;
+                default:
+                    fail(std::string("unexpected escaped character '") + e + "'", cur_ - 2);
             }
             continue;
         }
@@ -241,20 +264,20 @@ struct Symbol {
 
 // Order matters: longer operators come before their prefixes.
 constexpr Symbol kSymbols[] = {
-    {"{%", TokenType::kOpenStatement}, {"%}", TokenType::kCloseStatement},
+    {"{%", TokenType::kOpenStatement},  {"%}", TokenType::kCloseStatement},
     {"{{", TokenType::kOpenExpression}, {"}}", TokenType::kCloseExpression},
-    {"(", TokenType::kOpenParen}, {")", TokenType::kCloseParen},
-    {"{", TokenType::kOpenBrace}, {"}", TokenType::kCloseBrace},
-    {"[", TokenType::kOpenBracket}, {"]", TokenType::kCloseBracket},
-    {",", TokenType::kComma}, {".", TokenType::kDot},
-    {":", TokenType::kColon}, {"|", TokenType::kPipe},
-    {"<=", TokenType::kComparison}, {">=", TokenType::kComparison},
-    {"==", TokenType::kComparison}, {"!=", TokenType::kComparison},
-    {"<", TokenType::kComparison}, {">", TokenType::kComparison},
-    {"+", TokenType::kAdditive}, {"-", TokenType::kAdditive},
-    {"~", TokenType::kAdditive}, {"**", TokenType::kPower},
-    {"*", TokenType::kMultiplicative}, {"//", TokenType::kMultiplicative},
-    {"/", TokenType::kMultiplicative}, {"%", TokenType::kMultiplicative},
+    {"(", TokenType::kOpenParen},       {")", TokenType::kCloseParen},
+    {"{", TokenType::kOpenBrace},       {"}", TokenType::kCloseBrace},
+    {"[", TokenType::kOpenBracket},     {"]", TokenType::kCloseBracket},
+    {",", TokenType::kComma},           {".", TokenType::kDot},
+    {":", TokenType::kColon},           {"|", TokenType::kPipe},
+    {"<=", TokenType::kComparison},     {">=", TokenType::kComparison},
+    {"==", TokenType::kComparison},     {"!=", TokenType::kComparison},
+    {"<", TokenType::kComparison},      {">", TokenType::kComparison},
+    {"+", TokenType::kAdditive},        {"-", TokenType::kAdditive},
+    {"~", TokenType::kAdditive},        {"**", TokenType::kPower},
+    {"*", TokenType::kMultiplicative},  {"//", TokenType::kMultiplicative},
+    {"/", TokenType::kMultiplicative},  {"%", TokenType::kMultiplicative},
     {"=", TokenType::kEquals},
 };
 
@@ -264,9 +287,9 @@ std::vector<Token> Lexer::run() {
         if (tokens_.empty() || last_is(TokenType::kCloseStatement) ||
             last_is(TokenType::kCloseExpression) || last_is(TokenType::kComment)) {
             size_t start = cur_;
-            while (cur_ < n_ && !(src_[cur_] == '{' && cur_ + 1 < n_ &&
-                                  (src_[cur_ + 1] == '%' || src_[cur_ + 1] == '{' ||
-                                   src_[cur_ + 1] == '#'))) {
+            while (cur_ < n_ &&
+                   !(src_[cur_] == '{' && cur_ + 1 < n_ &&
+                     (src_[cur_ + 1] == '%' || src_[cur_ + 1] == '{' || src_[cur_ + 1] == '#'))) {
                 ++cur_;
             }
             if (cur_ > start) {
@@ -335,7 +358,8 @@ std::vector<Token> Lexer::run() {
                 // A sign in prefix position: part of a number literal, or a unary operator.
                 ++cur_;
                 std::string num = consume_while(is_digit);
-                if (!num.empty() && cur_ + 1 < n_ && src_[cur_] == '.' && is_digit(src_[cur_ + 1])) {
+                if (!num.empty() && cur_ + 1 < n_ && src_[cur_] == '.' &&
+                    is_digit(src_[cur_ + 1])) {
                     ++cur_;
                     num += '.';
                     num += consume_while(is_digit);
@@ -427,6 +451,8 @@ std::pair<int, int> Source::line_col(uint32_t pos) const {
     return {line, col};
 }
 
-std::vector<Token> tokenize(const Source& source) { return Lexer(source.text()).run(); }
+std::vector<Token> tokenize(const Source& source) {
+    return Lexer(source.text()).run();
+}
 
 }  // namespace tandem::jinja

@@ -12,16 +12,16 @@ namespace tandem::jinja {
 
 enum class TokenType : uint8_t {
     kText,
-    kNumber,       // 12, 1.5, -3 (a sign right after an operator-like token is part of it)
-    kString,       // value holds the unescaped contents
-    kIdentifier,   // names and keywords
-    kEquals,       // =
+    kNumber,      // 12, 1.5, -3 (a sign right after an operator-like token is part of it)
+    kString,      // value holds the unescaped contents
+    kIdentifier,  // names and keywords
+    kEquals,      // =
     kOpenParen,
     kCloseParen,
-    kOpenStatement,   // {%
-    kCloseStatement,  // %}
-    kOpenExpression,  // {{
-    kCloseExpression, // }}
+    kOpenStatement,    // {%
+    kCloseStatement,   // %}
+    kOpenExpression,   // {{
+    kCloseExpression,  // }}
     kOpenBracket,
     kCloseBracket,
     kOpenBrace,
@@ -48,7 +48,7 @@ struct Token {
 // A template after preprocessing, with a map from each byte back to the original source so
 // that errors name the line and column the author sees.
 class Source {
-public:
+  public:
     // Applies what transformers configures (trim_blocks and lstrip_blocks), drops one trailing
     // newline, and removes {% generation %} tags, exactly as the reference does.
     explicit Source(std::string_view original);
@@ -56,7 +56,7 @@ public:
     // 1-based line and column (in code points) in the original template.
     std::pair<int, int> line_col(uint32_t pos) const;
 
-private:
+  private:
     std::string original_;
     std::string text_;
     std::vector<uint32_t> origin_;  // origin_[i]: offset in original_ of text_[i]

@@ -14,9 +14,10 @@ namespace tandem::jinja {
 namespace {
 
 constexpr std::string_view kStringMethods[] = {
-    "upper", "lower", "strip", "lstrip", "rstrip", "title", "capitalize", "startswith", "endswith",
-    "split", "rsplit", "replace", "find", "rfind", "index", "count", "join", "format", "splitlines",
-    "isdigit", "isalpha", "isalnum", "isspace", "islower", "isupper", "removeprefix", "removesuffix",
+    "upper",      "lower",    "strip",   "lstrip",  "rstrip",       "title",        "capitalize",
+    "startswith", "endswith", "split",   "rsplit",  "replace",      "find",         "rfind",
+    "index",      "count",    "join",    "format",  "splitlines",   "isdigit",      "isalpha",
+    "isalnum",    "isspace",  "islower", "isupper", "removeprefix", "removesuffix",
 };
 constexpr std::string_view kListMethods[] = {"append", "pop", "insert", "extend", "index", "count"};
 constexpr std::string_view kDictMethods[] = {"get", "items", "keys", "values", "dictsort"};
@@ -39,17 +40,21 @@ const Value* opt_arg(const CallArgs& args, size_t i, const char* name) {
 }
 
 // Byte offset to code point index (Python reports str positions in code points).
-int64_t cp_index(const std::string& s, size_t byte) { return static_cast<int64_t>(utf8_length(std::string_view(s).substr(0, byte))); }
+int64_t cp_index(const std::string& s, size_t byte) {
+    return static_cast<int64_t>(utf8_length(std::string_view(s).substr(0, byte)));
+}
 
 bool affix_matches(const std::string& s, const Value& pattern, bool prefix, const char* method) {
     auto one = [&](const std::string& p) {
         if (p.size() > s.size()) return false;
-        return prefix ? s.compare(0, p.size(), p) == 0 : s.compare(s.size() - p.size(), p.size(), p) == 0;
+        return prefix ? s.compare(0, p.size(), p) == 0
+                      : s.compare(s.size() - p.size(), p.size(), p) == 0;
     };
     if (pattern.is_string()) return one(pattern.str());
     if (pattern.is_array()) {
         for (const auto& p : pattern.list()) {
-            if (!p.is_string()) throw JinjaError(std::string(method) + "() tuple elements must be strings");
+            if (!p.is_string())
+                throw JinjaError(std::string(method) + "() tuple elements must be strings");
             if (one(p.str())) return true;
         }
         return false;
@@ -60,7 +65,9 @@ bool affix_matches(const std::string& s, const Value& pattern, bool prefix, cons
 Value split(Interpreter& in, const std::string& s, const CallArgs& args, bool from_right) {
     const Value* sep = opt_arg(args, 0, "sep");
     const Value* max_v = opt_arg(args, 1, "maxsplit");
-    int64_t maxsplit = max_v ? (max_v->is_int() ? max_v->as_int() : throw JinjaError("maxsplit must be an integer")) : -1;
+    int64_t maxsplit = max_v ? (max_v->is_int() ? max_v->as_int()
+                                                : throw JinjaError("maxsplit must be an integer"))
+                             : -1;
     std::vector<std::string> parts;
     if (!sep) {
         // Runs of whitespace separate; no empty strings at the ends.
@@ -77,12 +84,14 @@ Value split(Interpreter& in, const std::string& s, const CallArgs& args, bool fr
             // The remainder keeps its inner and outer whitespace, as in Python.
             size_t keep = static_cast<size_t>(maxsplit);
             if (!from_right) {
-                for (size_t k = 0; k < keep; ++k) parts.push_back(s.substr(words[k].first, words[k].second - words[k].first));
+                for (size_t k = 0; k < keep; ++k)
+                    parts.push_back(s.substr(words[k].first, words[k].second - words[k].first));
                 parts.push_back(s.substr(words[keep].first));
             } else {
                 size_t first_kept = words.size() - keep;
                 parts.push_back(s.substr(0, words[first_kept - 1].second));
-                for (size_t k = first_kept; k < words.size(); ++k) parts.push_back(s.substr(words[k].first, words[k].second - words[k].first));
+                for (size_t k = first_kept; k < words.size(); ++k)
+                    parts.push_back(s.substr(words[k].first, words[k].second - words[k].first));
             }
         } else {
             for (auto [a, b] : words) parts.push_back(s.substr(a, b - a));
@@ -114,7 +123,8 @@ Value split(Interpreter& in, const std::string& s, const CallArgs& args, bool fr
             std::string head;
             for (size_t k = 0; k < head_count; ++k) head += (k ? d : "") + all[k];
             parts.push_back(std::move(head));
-            parts.insert(parts.end(), all.begin() + static_cast<std::ptrdiff_t>(head_count), all.end());
+            parts.insert(parts.end(), all.begin() + static_cast<std::ptrdiff_t>(head_count),
+                         all.end());
         }
     }
     in.check_items(parts.size());
@@ -129,7 +139,10 @@ Value replace(Interpreter& in, const std::string& s, const CallArgs& args) {
     const std::string& from = string_arg(args, 0, "replace");
     const std::string& to = string_arg(args, 1, "replace");
     const Value* count_v = opt_arg(args, 2, "count");
-    int64_t count = count_v ? (count_v->is_int() ? count_v->as_int() : throw JinjaError("replace() count must be an integer")) : -1;
+    int64_t count =
+        count_v ? (count_v->is_int() ? count_v->as_int()
+                                     : throw JinjaError("replace() count must be an integer"))
+                : -1;
     std::string out;
     int64_t done = 0;
     if (from.empty()) {
@@ -180,11 +193,14 @@ Value str_format(Interpreter& in, const std::string& fmt, const CallArgs& args) 
             field = field.substr(0, field.find(':'));
             const Value* v = nullptr;
             if (field.empty()) {
-                if (auto_index >= args.positional.size()) throw JinjaError("format(): not enough arguments");
+                if (auto_index >= args.positional.size())
+                    throw JinjaError("format(): not enough arguments");
                 v = &args.positional[auto_index++];
-            } else if (std::all_of(field.begin(), field.end(), [](char d) { return d >= '0' && d <= '9'; })) {
+            } else if (std::all_of(field.begin(), field.end(),
+                                   [](char d) { return d >= '0' && d <= '9'; })) {
                 size_t k = std::stoul(field.substr(0, 6));
-                if (k >= args.positional.size()) throw JinjaError("format(): argument index out of range");
+                if (k >= args.positional.size())
+                    throw JinjaError("format(): argument index out of range");
                 v = &args.positional[k];
             } else {
                 v = args.kwarg(field);
@@ -209,7 +225,8 @@ Value all_chars(const std::string& s, Pred pred) {
     return Value::boolean(true);
 }
 
-Value string_method(Interpreter& in, const std::string& s, const std::string& name, CallArgs& args) {
+Value string_method(Interpreter& in, const std::string& s, const std::string& name,
+                    CallArgs& args) {
     in.charge_bytes(s.size());
     if (name == "upper") return Value::string(ascii_upper(s));
     if (name == "lower") return Value::string(ascii_lower(s));
@@ -228,7 +245,8 @@ Value string_method(Interpreter& in, const std::string& s, const std::string& na
     }
     if (name == "startswith" || name == "endswith") {
         if (args.positional.empty()) throw JinjaError(name + "() needs an argument");
-        return Value::boolean(affix_matches(s, args.positional[0], name == "startswith", name.c_str()));
+        return Value::boolean(
+            affix_matches(s, args.positional[0], name == "startswith", name.c_str()));
     }
     if (name == "split" || name == "rsplit") return split(in, s, args, name == "rsplit");
     if (name == "replace") return replace(in, s, args);
@@ -245,11 +263,14 @@ Value string_method(Interpreter& in, const std::string& s, const std::string& na
         const std::string& sub = string_arg(args, 0, "count");
         if (sub.empty()) return Value::integer(static_cast<int64_t>(utf8_length(s)) + 1);
         int64_t n = 0;
-        for (size_t pos = s.find(sub); pos != std::string::npos; pos = s.find(sub, pos + sub.size())) ++n;
+        for (size_t pos = s.find(sub); pos != std::string::npos;
+             pos = s.find(sub, pos + sub.size()))
+            ++n;
         return Value::integer(n);
     }
     if (name == "join") {
-        if (args.positional.empty() || !args.positional[0].is_array()) throw JinjaError("join() needs a list");
+        if (args.positional.empty() || !args.positional[0].is_array())
+            throw JinjaError("join() needs a list");
         std::string out;
         const ValueList& items = args.positional[0].list();
         for (size_t i = 0; i < items.size(); ++i) {
@@ -277,9 +298,11 @@ Value string_method(Interpreter& in, const std::string& s, const std::string& na
         return Value::array(std::move(out));
     }
     if (name == "isdigit") return all_chars(s, [](char c) { return c >= '0' && c <= '9'; });
-    if (name == "isalpha") return all_chars(s, [](char c) { return (c | 32) >= 'a' && (c | 32) <= 'z'; });
+    if (name == "isalpha")
+        return all_chars(s, [](char c) { return (c | 32) >= 'a' && (c | 32) <= 'z'; });
     if (name == "isalnum") return all_chars(s, [](char c) { return is_word_char(c) && c != '_'; });
-    if (name == "isspace") return all_chars(s, [](char c) { return c == ' ' || (c >= 9 && c <= 13); });
+    if (name == "isspace")
+        return all_chars(s, [](char c) { return c == ' ' || (c >= 9 && c <= 13); });
     if (name == "islower" || name == "isupper") {
         bool lower = name == "islower", cased = false;
         for (char c : s) {
@@ -297,7 +320,8 @@ Value string_method(Interpreter& in, const std::string& s, const std::string& na
         const std::string& affix = string_arg(args, 0, name.c_str());
         bool prefix = name == "removeprefix";
         if (affix_matches(s, Value::string(affix), prefix, name.c_str())) {
-            return Value::string(prefix ? s.substr(affix.size()) : s.substr(0, s.size() - affix.size()));
+            return Value::string(prefix ? s.substr(affix.size())
+                                        : s.substr(0, s.size() - affix.size()));
         }
         return Value::string(s);
     }
@@ -315,7 +339,8 @@ Value list_method(Interpreter& in, const Value& self, const std::string& name, C
         return Value::none();
     }
     if (name == "extend") {
-        if (args.positional.size() != 1 || !args.positional[0].is_array()) throw JinjaError("extend() needs a list");
+        if (args.positional.size() != 1 || !args.positional[0].is_array())
+            throw JinjaError("extend() needs a list");
         ValueList extra = args.positional[0].list();
         in.check_items(list.size() + extra.size());
         for (const auto& item : extra) in.note_mutation(self, item);
@@ -324,15 +349,21 @@ Value list_method(Interpreter& in, const Value& self, const std::string& name, C
     }
     if (name == "pop") {
         if (list.empty()) throw JinjaError("pop from empty list");
-        int64_t i = args.positional.empty() ? -1 : (args.positional[0].is_int() ? args.positional[0].as_int() : throw JinjaError("pop() index must be an integer"));
+        int64_t i = args.positional.empty()
+                        ? -1
+                        : (args.positional[0].is_int()
+                               ? args.positional[0].as_int()
+                               : throw JinjaError("pop() index must be an integer"));
         if (i < 0) i += static_cast<int64_t>(list.size());
-        if (i < 0 || i >= static_cast<int64_t>(list.size())) throw JinjaError("pop index out of range");
+        if (i < 0 || i >= static_cast<int64_t>(list.size()))
+            throw JinjaError("pop index out of range");
         Value v = list[static_cast<size_t>(i)];
         list.erase(list.begin() + i);
         return v;
     }
     if (name == "insert") {
-        if (args.positional.size() != 2 || !args.positional[0].is_int()) throw JinjaError("insert() takes an index and a value");
+        if (args.positional.size() != 2 || !args.positional[0].is_int())
+            throw JinjaError("insert() takes an index and a value");
         in.check_items(list.size() + 1);
         int64_t n = static_cast<int64_t>(list.size());
         int64_t i = args.positional[0].as_int();
@@ -361,7 +392,8 @@ Value dict_method(Interpreter& in, const Value& self, const std::string& name, C
     const ValueMap& map = self.map();
     in.charge(map.size());
     if (name == "get") {
-        if (args.positional.empty() || !args.positional[0].is_string()) throw JinjaError("get() needs a string key");
+        if (args.positional.empty() || !args.positional[0].is_string())
+            throw JinjaError("get() needs a string key");
         if (const Value* v = map.find(args.positional[0].str())) return *v;
         return args.positional.size() > 1 ? args.positional[1] : Value::none();
     }
@@ -385,7 +417,8 @@ Value dict_method(Interpreter& in, const Value& self, const std::string& name, C
         if (by != "key" && by != "value") throw JinjaError("dictsort: by must be 'key' or 'value'");
         std::vector<std::pair<std::string, Value>> items = map.items();
         std::stable_sort(items.begin(), items.end(), [&](const auto& a, const auto& b) {
-            int c = by == "key" ? compare_values(Value::string(a.first), Value::string(b.first), case_sensitive)
+            int c = by == "key" ? compare_values(Value::string(a.first), Value::string(b.first),
+                                                 case_sensitive)
                                 : compare_values(a.second, b.second, case_sensitive);
             return reverse ? c > 0 : c < 0;
         });
@@ -397,7 +430,8 @@ Value dict_method(Interpreter& in, const Value& self, const std::string& name, C
 }
 
 Value make_namespace(const CallArgs& args) {
-    if (args.positional.size() > 1) throw JinjaError("namespace() takes at most one positional argument");
+    if (args.positional.size() > 1)
+        throw JinjaError("namespace() takes at most one positional argument");
     ValueMap entries;
     if (!args.positional.empty()) {
         const Value& source = args.positional[0];
@@ -430,11 +464,14 @@ Value make_range(Interpreter& in, const CallArgs& args) {
     int64_t step = n.size() == 3 ? n[2] : 1;
     if (step == 0) throw JinjaError("range() step must not be zero");
     // Count first (in floating point: no overflow), so a huge range fails before allocating.
-    double count = std::max(0.0, std::ceil((static_cast<double>(stop) - static_cast<double>(start)) / static_cast<double>(step)));
+    double count =
+        std::max(0.0, std::ceil((static_cast<double>(stop) - static_cast<double>(start)) /
+                                static_cast<double>(step)));
     in.check_items(static_cast<size_t>(std::min(count, 1e18)));
     in.charge(static_cast<uint64_t>(count));
     ValueList out;
-    for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) out.push_back(Value::integer(i));
+    for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step)
+        out.push_back(Value::integer(i));
     return Value::array(std::move(out));
 }
 
@@ -443,7 +480,8 @@ Value make_range(Interpreter& in, const CallArgs& args) {
 Value member_of(const Value& object, const std::string& name) {
     std::string_view kind;
     if (object.is_string()) {
-        if (name == "length") return Value::integer(static_cast<int64_t>(utf8_length(object.str())));
+        if (name == "length")
+            return Value::integer(static_cast<int64_t>(utf8_length(object.str())));
         if (!has(kStringMethods, name)) return Value::undefined(name);
     } else if (object.is_array()) {
         if (name == "length") return Value::integer(static_cast<int64_t>(object.list().size()));
@@ -462,10 +500,12 @@ Value member_of(const Value& object, const std::string& name) {
 }
 
 void install_globals(Scope& globals, const GlobalOptions& options) {
-    globals.set("range", Value::function("range", [](Interpreter& in, const ScopePtr&, CallArgs& args) {
+    globals.set("range",
+                Value::function("range", [](Interpreter& in, const ScopePtr&, CallArgs& args) {
                     return make_range(in, args);
                 }));
-    globals.set("namespace", Value::function("namespace", [](Interpreter&, const ScopePtr&, CallArgs& args) {
+    globals.set("namespace",
+                Value::function("namespace", [](Interpreter&, const ScopePtr&, CallArgs& args) {
                     return make_namespace(args);
                 }));
     globals.set("dict", Value::function("dict", [](Interpreter&, const ScopePtr&, CallArgs& args) {
@@ -473,28 +513,33 @@ void install_globals(Scope& globals, const GlobalOptions& options) {
                     for (const auto& [k, v] : args.keyword) map.set(k, v);
                     return Value::object(std::move(map));
                 }));
-    globals.set("raise_exception", Value::function("raise_exception", [](Interpreter&, const ScopePtr&, CallArgs& args) -> Value {
-                    JinjaError error(args.positional.empty() ? std::string("raise_exception() called")
-                                                             : to_display(args.positional[0], 4096));
-                    error.raised = true;
-                    throw error;
-                }));
+    globals.set("raise_exception",
+                Value::function("raise_exception",
+                                [](Interpreter&, const ScopePtr&, CallArgs& args) -> Value {
+                                    JinjaError error(args.positional.empty()
+                                                         ? std::string("raise_exception() called")
+                                                         : to_display(args.positional[0], 4096));
+                                    error.raised = true;
+                                    throw error;
+                                }));
     std::optional<std::time_t> now = options.now;
-    globals.set("strftime_now", Value::function("strftime_now", [now](Interpreter&, const ScopePtr&, CallArgs& args) {
-                    if (args.positional.empty() || !args.positional[0].is_string()) {
-                        throw JinjaError("strftime_now() needs a format string");
-                    }
-                    const std::string& fmt = args.positional[0].str();
-                    if (fmt.size() > 256) throw JinjaError("strftime_now(): format too long");
-                    std::time_t t = now ? *now : std::time(nullptr);
-                    std::tm tm{};
-                    localtime_r(&t, &tm);
-                    std::string buf(fmt.size() * 16 + 64, '\0');
-                    // strftime in the "C" locale gives English month and day names, as Python does.
-                    size_t n = fmt.empty() ? 0 : std::strftime(buf.data(), buf.size(), fmt.c_str(), &tm);
-                    buf.resize(n);
-                    return Value::string(std::move(buf));
-                }));
+    globals.set(
+        "strftime_now",
+        Value::function("strftime_now", [now](Interpreter&, const ScopePtr&, CallArgs& args) {
+            if (args.positional.empty() || !args.positional[0].is_string()) {
+                throw JinjaError("strftime_now() needs a format string");
+            }
+            const std::string& fmt = args.positional[0].str();
+            if (fmt.size() > 256) throw JinjaError("strftime_now(): format too long");
+            std::time_t t = now ? *now : std::time(nullptr);
+            std::tm tm{};
+            localtime_r(&t, &tm);
+            std::string buf(fmt.size() * 16 + 64, '\0');
+            // strftime in the "C" locale gives English month and day names, as Python does.
+            size_t n = fmt.empty() ? 0 : std::strftime(buf.data(), buf.size(), fmt.c_str(), &tm);
+            buf.resize(n);
+            return Value::string(std::move(buf));
+        }));
 }
 
 }  // namespace tandem::jinja

@@ -13,22 +13,38 @@ namespace {
 
 const char* op_name(BinaryOp op) {
     switch (op) {
-        case BinaryOp::kAdd: return "+";
-        case BinaryOp::kSub: return "-";
-        case BinaryOp::kConcat: return "~";
-        case BinaryOp::kMul: return "*";
-        case BinaryOp::kDiv: return "/";
-        case BinaryOp::kFloorDiv: return "//";
-        case BinaryOp::kMod: return "%";
-        case BinaryOp::kPow: return "**";
-        case BinaryOp::kEq: return "==";
-        case BinaryOp::kNe: return "!=";
-        case BinaryOp::kLt: return "<";
-        case BinaryOp::kGt: return ">";
-        case BinaryOp::kLe: return "<=";
-        case BinaryOp::kGe: return ">=";
-        case BinaryOp::kIn: return "in";
-        case BinaryOp::kNotIn: return "not in";
+        case BinaryOp::kAdd:
+            return "+";
+        case BinaryOp::kSub:
+            return "-";
+        case BinaryOp::kConcat:
+            return "~";
+        case BinaryOp::kMul:
+            return "*";
+        case BinaryOp::kDiv:
+            return "/";
+        case BinaryOp::kFloorDiv:
+            return "//";
+        case BinaryOp::kMod:
+            return "%";
+        case BinaryOp::kPow:
+            return "**";
+        case BinaryOp::kEq:
+            return "==";
+        case BinaryOp::kNe:
+            return "!=";
+        case BinaryOp::kLt:
+            return "<";
+        case BinaryOp::kGt:
+            return ">";
+        case BinaryOp::kLe:
+            return "<=";
+        case BinaryOp::kGe:
+            return ">=";
+        case BinaryOp::kIn:
+            return "in";
+        case BinaryOp::kNotIn:
+            return "not in";
     }
     return "?";
 }
@@ -36,13 +52,19 @@ const char* op_name(BinaryOp op) {
 [[noreturn]] void unsupported(BinaryOp op, const Value& a, const Value& b) {
     if (a.is_undefined()) throw JinjaError(undefined_message(a));
     if (b.is_undefined()) throw JinjaError(undefined_message(b));
-    throw JinjaError(std::string("unsupported operand types for '") + op_name(op) + "': " + kind_name(a.kind()) +
-                     " and " + kind_name(b.kind()));
+    throw JinjaError(std::string("unsupported operand types for '") + op_name(op) +
+                     "': " + kind_name(a.kind()) + " and " + kind_name(b.kind()));
 }
 
-bool numeric_like(const Value& v) { return v.is_number() || v.is_bool(); }
-double as_double(const Value& v) { return v.is_bool() ? (v.as_bool() ? 1.0 : 0.0) : v.number(); }
-int64_t as_int64(const Value& v) { return v.is_bool() ? (v.as_bool() ? 1 : 0) : v.as_int(); }
+bool numeric_like(const Value& v) {
+    return v.is_number() || v.is_bool();
+}
+double as_double(const Value& v) {
+    return v.is_bool() ? (v.as_bool() ? 1.0 : 0.0) : v.number();
+}
+int64_t as_int64(const Value& v) {
+    return v.is_bool() ? (v.as_bool() ? 1 : 0) : v.as_int();
+}
 
 Value make_float(double d) {
     if (!std::isfinite(d)) throw JinjaError("arithmetic result is not a finite number");
@@ -68,7 +90,8 @@ Value arithmetic(BinaryOp op, const Value& a, const Value& b) {
                 return make_float(static_cast<double>(x) / static_cast<double>(y));
             case BinaryOp::kFloorDiv:
             case BinaryOp::kMod: {
-                if (y == 0) throw JinjaError(op == BinaryOp::kMod ? "modulo by zero" : "division by zero");
+                if (y == 0)
+                    throw JinjaError(op == BinaryOp::kMod ? "modulo by zero" : "division by zero");
                 if (x == INT64_MIN && y == -1) throw JinjaError("integer overflow");
                 int64_t q = x / y, m = x % y;
                 if (m != 0 && ((m < 0) != (y < 0))) {  // Python floors toward negative infinity
@@ -85,9 +108,11 @@ Value arithmetic(BinaryOp op, const Value& a, const Value& b) {
                 int64_t result = 1, base = x;
                 for (int64_t e = y; e > 0; e >>= 1) {
                     if (e & 1) {
-                        if (__builtin_mul_overflow(result, base, &result)) throw JinjaError("integer overflow");
+                        if (__builtin_mul_overflow(result, base, &result))
+                            throw JinjaError("integer overflow");
                     }
-                    if (e > 1 && __builtin_mul_overflow(base, base, &base)) throw JinjaError("integer overflow");
+                    if (e > 1 && __builtin_mul_overflow(base, base, &base))
+                        throw JinjaError("integer overflow");
                 }
                 return Value::integer(result);
             }
@@ -97,9 +122,12 @@ Value arithmetic(BinaryOp op, const Value& a, const Value& b) {
     }
     double x = as_double(a), y = as_double(b);
     switch (op) {
-        case BinaryOp::kAdd: return make_float(x + y);
-        case BinaryOp::kSub: return make_float(x - y);
-        case BinaryOp::kMul: return make_float(x * y);
+        case BinaryOp::kAdd:
+            return make_float(x + y);
+        case BinaryOp::kSub:
+            return make_float(x - y);
+        case BinaryOp::kMul:
+            return make_float(x * y);
         case BinaryOp::kDiv:
             if (y == 0) throw JinjaError("division by zero");
             return make_float(x / y);
@@ -123,10 +151,14 @@ Value arithmetic(BinaryOp op, const Value& a, const Value& b) {
 
 bool compare(BinaryOp op, int c) {
     switch (op) {
-        case BinaryOp::kLt: return c < 0;
-        case BinaryOp::kGt: return c > 0;
-        case BinaryOp::kLe: return c <= 0;
-        default: return c >= 0;
+        case BinaryOp::kLt:
+            return c < 0;
+        case BinaryOp::kGt:
+            return c > 0;
+        case BinaryOp::kLe:
+            return c <= 0;
+        default:
+            return c >= 0;
     }
 }
 
@@ -142,7 +174,8 @@ bool contains(Interpreter& in, const Value& needle, const Value& haystack, Binar
         in.charge_bytes(haystack.str().size());
         return haystack.str().find(needle.str()) != std::string::npos;
     }
-    if (haystack.is_mapping_like() && needle.is_string()) return haystack.map().find(needle.str()) != nullptr;
+    if (haystack.is_mapping_like() && needle.is_string())
+        return haystack.map().find(needle.str()) != nullptr;
     if (haystack.is_undefined()) return false;  // `x in undefined` is false
     unsupported(op, needle, haystack);
 }
@@ -157,10 +190,14 @@ std::string concat_piece(const Value& v) {
 
 Value binary_op(Interpreter& in, BinaryOp op, const Value& a, const Value& b) {
     switch (op) {
-        case BinaryOp::kEq: return Value::boolean(loose_equals(a, b));
-        case BinaryOp::kNe: return Value::boolean(!loose_equals(a, b));
-        case BinaryOp::kIn: return Value::boolean(contains(in, a, b, op));
-        case BinaryOp::kNotIn: return Value::boolean(!contains(in, a, b, op));
+        case BinaryOp::kEq:
+            return Value::boolean(loose_equals(a, b));
+        case BinaryOp::kNe:
+            return Value::boolean(!loose_equals(a, b));
+        case BinaryOp::kIn:
+            return Value::boolean(contains(in, a, b, op));
+        case BinaryOp::kNotIn:
+            return Value::boolean(!contains(in, a, b, op));
         case BinaryOp::kConcat: {
             std::string s = concat_piece(a);
             std::string t = concat_piece(b);
@@ -173,7 +210,8 @@ Value binary_op(Interpreter& in, BinaryOp op, const Value& a, const Value& b) {
     }
     if (a.is_undefined() || b.is_undefined() || a.is_none() || b.is_none()) unsupported(op, a, b);
     if (numeric_like(a) && numeric_like(b)) {
-        if (op == BinaryOp::kLt || op == BinaryOp::kGt || op == BinaryOp::kLe || op == BinaryOp::kGe) {
+        if (op == BinaryOp::kLt || op == BinaryOp::kGt || op == BinaryOp::kLe ||
+            op == BinaryOp::kGe) {
             double x = as_double(a), y = as_double(b);
             return Value::boolean(compare(op, x < y ? -1 : x > y ? 1 : 0));
         }
@@ -200,7 +238,8 @@ Value binary_op(Interpreter& in, BinaryOp op, const Value& a, const Value& b) {
         const Value& s = a.is_string() ? a : b;
         int64_t n = a.is_int() ? a.as_int() : b.as_int();
         if (n <= 0) return Value::string("");
-        if (static_cast<uint64_t>(n) > in.limits().max_output_bytes / std::max<size_t>(s.str().size(), 1)) {
+        if (static_cast<uint64_t>(n) >
+            in.limits().max_output_bytes / std::max<size_t>(s.str().size(), 1)) {
             in.check_size(in.limits().max_output_bytes + 1);
         }
         std::string out;
@@ -209,7 +248,8 @@ Value binary_op(Interpreter& in, BinaryOp op, const Value& a, const Value& b) {
         return Value::string(std::move(out));
     }
     if (a.is_string() && b.is_string() &&
-        (op == BinaryOp::kLt || op == BinaryOp::kGt || op == BinaryOp::kLe || op == BinaryOp::kGe)) {
+        (op == BinaryOp::kLt || op == BinaryOp::kGt || op == BinaryOp::kLe ||
+         op == BinaryOp::kGe)) {
         int c = a.str().compare(b.str());
         return Value::boolean(compare(op, c));
     }

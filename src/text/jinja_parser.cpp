@@ -20,11 +20,16 @@ NodePtr make(NodeKind kind, uint32_t pos) {
 
 std::string describe(const Token& t) {
     switch (t.type) {
-        case TokenType::kEnd: return "end of template";
-        case TokenType::kText: return "text";
-        case TokenType::kString: return "string '" + t.value + "'";
-        case TokenType::kComment: return "comment";
-        default: return "'" + t.value + "'";
+        case TokenType::kEnd:
+            return "end of template";
+        case TokenType::kText:
+            return "text";
+        case TokenType::kString:
+            return "string '" + t.value + "'";
+        case TokenType::kComment:
+            return "comment";
+        default:
+            return "'" + t.value + "'";
     }
 }
 
@@ -45,7 +50,7 @@ void scan_special_names(const Node& node, bool* varargs, bool* kwargs) {
 }
 
 class Parser {
-public:
+  public:
     explicit Parser(const std::vector<Token>& tokens) : t_(tokens) {}
 
     std::vector<NodePtr> parse_program() {
@@ -54,7 +59,7 @@ public:
         return body;
     }
 
-private:
+  private:
     struct DepthGuard {
         explicit DepthGuard(Parser& p) : p(p) {
             if (++p.depth_ > kMaxParseDepth) {
@@ -89,7 +94,8 @@ private:
         throw JinjaError(message, pos);
     }
     const Token& expect(TokenType type, const char* what) {
-        if (!is(type)) fail(std::string("expected ") + what + ", found " + describe(peek()), peek().pos);
+        if (!is(type))
+            fail(std::string("expected ") + what + ", found " + describe(peek()), peek().pos);
         return next();
     }
     void expect_ident(std::string_view name) {
@@ -105,7 +111,8 @@ private:
         std::vector<NodePtr> body;
         while (!is_statement(names)) {
             if (is(TokenType::kEnd)) {
-                fail(std::string("unclosed '") + opener + "' block (missing {% end" + opener + " %})",
+                fail(std::string("unclosed '") + opener + "' block (missing {% end" + opener +
+                         " %})",
                      open_pos);
             }
             body.push_back(parse_any());
@@ -178,7 +185,8 @@ NodePtr Parser::parse_any() {
 NodePtr Parser::parse_statement() {
     DepthGuard guard(*this);
     uint32_t pos = next().pos;  // {%
-    if (!is(TokenType::kIdentifier)) fail("expected a statement name, found " + describe(peek()), peek().pos);
+    if (!is(TokenType::kIdentifier))
+        fail("expected a statement name, found " + describe(peek()), peek().pos);
     const std::string name = next().value;
     if (name == "set") return parse_set(pos);
     if (name == "if") {
@@ -205,7 +213,8 @@ NodePtr Parser::parse_set(uint32_t pos) {
         node->names.push_back(target->text);
     } else if (target->kind == NodeKind::kTuple) {
         for (auto& item : target->kids) {
-            if (item->kind != NodeKind::kName) fail("can only unpack into names in 'set'", item->pos);
+            if (item->kind != NodeKind::kName)
+                fail("can only unpack into names in 'set'", item->pos);
             node->names.push_back(item->text);
         }
         node->tuple_target = true;
@@ -256,7 +265,8 @@ NodePtr Parser::parse_for(uint32_t pos) {
         node->names.push_back(target->text);
     } else if (target->kind == NodeKind::kTuple) {
         for (auto& item : target->kids) {
-            if (item->kind != NodeKind::kName) fail("can only unpack into names in 'for'", item->pos);
+            if (item->kind != NodeKind::kName)
+                fail("can only unpack into names in 'for'", item->pos);
             node->names.push_back(item->text);
         }
         node->tuple_target = true;
@@ -288,7 +298,8 @@ NodePtr Parser::parse_for(uint32_t pos) {
 
 NodePtr Parser::parse_macro(uint32_t pos) {
     auto node = make(NodeKind::kMacro, pos);
-    if (!is(TokenType::kIdentifier)) fail("expected a macro name, found " + describe(peek()), peek().pos);
+    if (!is(TokenType::kIdentifier))
+        fail("expected a macro name, found " + describe(peek()), peek().pos);
     node->text = next().value;
     node->args = parse_args(true);
     expect_close();
@@ -297,7 +308,8 @@ NodePtr Parser::parse_macro(uint32_t pos) {
     node->body = parse_body({"endmacro"}, "macro", pos);
     loop_depth_ = saved_loops;
     expect_end("macro");
-    for (const auto& b : node->body) scan_special_names(*b, &node->uses_varargs, &node->uses_kwargs);
+    for (const auto& b : node->body)
+        scan_special_names(*b, &node->uses_varargs, &node->uses_kwargs);
     return node;
 }
 
@@ -317,7 +329,8 @@ NodePtr Parser::parse_call_block(uint32_t pos) {
     node->body = parse_body({"endcall"}, "call", pos);
     loop_depth_ = saved_loops;
     expect_end("call");
-    for (const auto& b : node->body) scan_special_names(*b, &node->uses_varargs, &node->uses_kwargs);
+    for (const auto& b : node->body)
+        scan_special_names(*b, &node->uses_varargs, &node->uses_kwargs);
     return node;
 }
 
@@ -415,12 +428,12 @@ NodePtr Parser::parse_comparison() {
             op = BinaryOp::kIn;
         } else if (is(TokenType::kComparison)) {
             const std::string& v = next().value;
-            op = v == "==" ? BinaryOp::kEq
-               : v == "!=" ? BinaryOp::kNe
-               : v == "<"  ? BinaryOp::kLt
-               : v == ">"  ? BinaryOp::kGt
-               : v == "<=" ? BinaryOp::kLe
-                           : BinaryOp::kGe;
+            op = v == "=="   ? BinaryOp::kEq
+                 : v == "!=" ? BinaryOp::kNe
+                 : v == "<"  ? BinaryOp::kLt
+                 : v == ">"  ? BinaryOp::kGt
+                 : v == "<=" ? BinaryOp::kLe
+                             : BinaryOp::kGe;
         } else {
             return left;
         }
@@ -437,7 +450,9 @@ NodePtr Parser::parse_additive() {
     while (is(TokenType::kAdditive)) {
         const Token& tok = next();
         auto node = make(NodeKind::kBinary, tok.pos);
-        node->op = tok.value == "+" ? BinaryOp::kAdd : tok.value == "-" ? BinaryOp::kSub : BinaryOp::kConcat;
+        node->op = tok.value == "+"   ? BinaryOp::kAdd
+                   : tok.value == "-" ? BinaryOp::kSub
+                                      : BinaryOp::kConcat;
         node->kids.push_back(std::move(left));
         node->kids.push_back(parse_multiplicative());
         left = std::move(node);
@@ -451,8 +466,8 @@ NodePtr Parser::parse_multiplicative() {
         const Token& tok = next();
         auto node = make(NodeKind::kBinary, tok.pos);
         node->op = tok.value == "*"    ? BinaryOp::kMul
-                 : tok.value == "/"    ? BinaryOp::kDiv
-                 : tok.value == "//"   ? BinaryOp::kFloorDiv
+                   : tok.value == "/"  ? BinaryOp::kDiv
+                   : tok.value == "//" ? BinaryOp::kFloorDiv
                                        : BinaryOp::kMod;
         node->kids.push_back(std::move(left));
         node->kids.push_back(parse_power());
@@ -482,7 +497,8 @@ NodePtr Parser::parse_test() {
             next();
             node->negate = true;
         }
-        if (!is(TokenType::kIdentifier)) fail("expected a test name after 'is', found " + describe(peek()), peek().pos);
+        if (!is(TokenType::kIdentifier))
+            fail("expected a test name after 'is', found " + describe(peek()), peek().pos);
         node->text = next().value;
         node->kids.push_back(std::move(operand));
         if (is(TokenType::kOpenParen)) {
@@ -503,7 +519,8 @@ NodePtr Parser::parse_filter() {
     NodePtr operand = parse_unary();
     while (is(TokenType::kPipe)) {
         next();
-        if (!is(TokenType::kIdentifier)) fail("expected a filter name after '|', found " + describe(peek()), peek().pos);
+        if (!is(TokenType::kIdentifier))
+            fail("expected a filter name after '|', found " + describe(peek()), peek().pos);
         auto node = make(NodeKind::kFilter, peek().pos);
         node->text = next().value;
         node->kids.push_back(std::move(operand));
@@ -689,7 +706,8 @@ std::vector<Arg> Parser::parse_args(bool parameters) {
         if (is(TokenType::kEnd)) fail("unclosed '('", open);
         bool kw_spread = is(TokenType::kPower);
         bool spread = is(TokenType::kMultiplicative) && peek().value == "*";
-        if (parameters && (kw_spread || spread)) fail("argument unpacking in a parameter list", peek().pos);
+        if (parameters && (kw_spread || spread))
+            fail("argument unpacking in a parameter list", peek().pos);
         if (kw_spread) {
             next();
             args.push_back(Arg{ArgKind::kKeywordSpread, "", parse_expression()});
@@ -712,7 +730,8 @@ std::vector<Arg> Parser::parse_args(bool parameters) {
                 args.push_back(Arg{ArgKind::kKeyword, std::move(name), parse_expression()});
                 saw_keyword = true;
             } else {
-                if (parameters && value->kind != NodeKind::kName) fail("expected a parameter name", pos);
+                if (parameters && value->kind != NodeKind::kName)
+                    fail("expected a parameter name", pos);
                 if (saw_keyword) {
                     fail(parameters ? "non-default parameter follows default parameter"
                                     : "positional argument follows keyword argument",
@@ -720,11 +739,13 @@ std::vector<Arg> Parser::parse_args(bool parameters) {
                 }
                 if (saw_spread) fail("positional argument follows '*' unpacking", pos);
                 std::string name = parameters ? value->text : std::string();
-                args.push_back(Arg{ArgKind::kPositional, std::move(name), parameters ? nullptr : std::move(value)});
+                args.push_back(Arg{ArgKind::kPositional, std::move(name),
+                                   parameters ? nullptr : std::move(value)});
             }
             if (parameters) {
                 for (size_t i = 0; i + 1 < args.size(); ++i) {
-                    if (args[i].name == args.back().name) fail("duplicate parameter '" + args.back().name + "'", pos);
+                    if (args[i].name == args.back().name)
+                        fail("duplicate parameter '" + args.back().name + "'", pos);
                 }
             }
         }
@@ -740,6 +761,8 @@ std::vector<Arg> Parser::parse_args(bool parameters) {
 
 }  // namespace
 
-std::vector<NodePtr> parse(const std::vector<Token>& tokens) { return Parser(tokens).parse_program(); }
+std::vector<NodePtr> parse(const std::vector<Token>& tokens) {
+    return Parser(tokens).parse_program();
+}
 
 }  // namespace tandem::jinja

@@ -36,7 +36,8 @@ bool apply_test(Interpreter& in, const std::string& name, const Value& v, const 
     if (name == "callable") return k == Kind::kFunction;
     if (name == "escaped") return false;
     if (name == "odd" || name == "even") {
-        if (k != Kind::kInt) throw JinjaError("test '" + name + "' needs an integer, not " + kind_name(k));
+        if (k != Kind::kInt)
+            throw JinjaError("test '" + name + "' needs an integer, not " + kind_name(k));
         bool odd = v.as_int() % 2 != 0;
         return name == "odd" ? odd : !odd;
     }
@@ -61,9 +62,11 @@ bool apply_test(Interpreter& in, const std::string& name, const Value& v, const 
         return strict_equals(v, arg0(name, args));
     }
     if (name == "ne" || name == "!=") return !loose_equals(v, arg0(name, args));
-    if (name == "lt" || name == "lessthan") return compare_test(in, BinaryOp::kLt, v, arg0(name, args));
+    if (name == "lt" || name == "lessthan")
+        return compare_test(in, BinaryOp::kLt, v, arg0(name, args));
     if (name == "le") return compare_test(in, BinaryOp::kLe, v, arg0(name, args));
-    if (name == "gt" || name == "greaterthan") return compare_test(in, BinaryOp::kGt, v, arg0(name, args));
+    if (name == "gt" || name == "greaterthan")
+        return compare_test(in, BinaryOp::kGt, v, arg0(name, args));
     if (name == "ge") return compare_test(in, BinaryOp::kGe, v, arg0(name, args));
     if (name == "in") return compare_test(in, BinaryOp::kIn, v, arg0(name, args));
     throw JinjaError("unknown test '" + name + "'");

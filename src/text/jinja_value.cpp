@@ -170,16 +170,26 @@ bool Value::truthy() const {
 
 const char* kind_name(Kind kind) {
     switch (kind) {
-        case Kind::kUndefined: return "undefined";
-        case Kind::kNone: return "none";
-        case Kind::kBool: return "boolean";
-        case Kind::kInt: return "integer";
-        case Kind::kFloat: return "float";
-        case Kind::kString: return "string";
-        case Kind::kArray: return "list";
-        case Kind::kObject: return "dict";
-        case Kind::kNamespace: return "namespace";
-        case Kind::kFunction: return "function";
+        case Kind::kUndefined:
+            return "undefined";
+        case Kind::kNone:
+            return "none";
+        case Kind::kBool:
+            return "boolean";
+        case Kind::kInt:
+            return "integer";
+        case Kind::kFloat:
+            return "float";
+        case Kind::kString:
+            return "string";
+        case Kind::kArray:
+            return "list";
+        case Kind::kObject:
+            return "dict";
+        case Kind::kNamespace:
+            return "namespace";
+        case Kind::kFunction:
+            return "function";
     }
     return "?";
 }
@@ -305,7 +315,8 @@ Value from_json(const nlohmann::ordered_json& json, int max_depth) {
             return Value::integer(json.get<int64_t>());
         case T::number_unsigned: {
             uint64_t u = json.get<uint64_t>();
-            if (u <= static_cast<uint64_t>(INT64_MAX)) return Value::integer(static_cast<int64_t>(u));
+            if (u <= static_cast<uint64_t>(INT64_MAX))
+                return Value::integer(static_cast<int64_t>(u));
             return Value::floating(static_cast<double>(u));
         }
         case T::number_float: {
@@ -326,7 +337,8 @@ Value from_json(const nlohmann::ordered_json& json, int max_depth) {
         }
         case T::object: {
             ValueMap map;
-            for (const auto& [key, item] : json.items()) map.set(key, from_json(item, max_depth - 1));
+            for (const auto& [key, item] : json.items())
+                map.set(key, from_json(item, max_depth - 1));
             return Value::object(std::move(map));
         }
         default:

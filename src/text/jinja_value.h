@@ -37,7 +37,7 @@ using ValueList = std::vector<Value>;
 // An insertion-ordered dict (Python dicts and JS Maps keep insertion order, and tojson output
 // depends on it). Small dicts are searched linearly; large ones (hostile input) get a hash index.
 class ValueMap {
-public:
+  public:
     ValueMap() = default;
     ValueMap(const ValueMap& other) : items_(other.items_) {}
     ValueMap(ValueMap&&) = default;
@@ -56,7 +56,7 @@ public:
     bool empty() const { return items_.empty(); }
     const std::vector<std::pair<std::string, Value>>& items() const { return items_; }
 
-private:
+  private:
     static constexpr size_t kIndexThreshold = 32;
     size_t position(std::string_view key) const;  // items_.size() when absent
     std::vector<std::pair<std::string, Value>> items_;
@@ -82,7 +82,7 @@ struct Callable {
 };
 
 class Value {
-public:
+  public:
     Value() = default;  // undefined
     static Value undefined(std::string name);
     static Value none();
@@ -126,7 +126,7 @@ public:
     // Python truthiness: empty containers and strings are false; namespaces are always true.
     bool truthy() const;
 
-private:
+  private:
     Kind kind_ = Kind::kUndefined;
     union {
         bool b_;

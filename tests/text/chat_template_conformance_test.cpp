@@ -34,8 +34,12 @@ std::string read_file(const fs::path& path) {
     return ss.str();
 }
 
-std::string node_dir() { return std::string(TANDEM_SOURCE_DIR) + "/tests/node"; }
-std::string data_dir() { return std::string(TANDEM_SOURCE_DIR) + "/tests/text/data/chat"; }
+std::string node_dir() {
+    return std::string(TANDEM_SOURCE_DIR) + "/tests/node";
+}
+std::string data_dir() {
+    return std::string(TANDEM_SOURCE_DIR) + "/tests/text/data/chat";
+}
 
 bool oracle_installed() {
     if (!fs::exists(node_dir() + "/node_modules/@huggingface/jinja/package.json")) return false;
@@ -48,11 +52,12 @@ std::string describe_difference(const std::string& want, const std::string& got)
     while (i < want.size() && i < got.size() && want[i] == got[i]) ++i;
     auto excerpt = [&](const std::string& s) {
         size_t from = i > 60 ? i - 60 : 0;
-        return ordered_json(s.substr(from, 120)).dump(-1, ' ', false, ordered_json::error_handler_t::replace);
+        return ordered_json(s.substr(from, 120))
+            .dump(-1, ' ', false, ordered_json::error_handler_t::replace);
     };
     std::ostringstream out;
-    out << "first difference at byte " << i << " (expected " << want.size() << " bytes, got " << got.size()
-        << ")\n  expected: " << excerpt(want) << "\n  actual:   " << excerpt(got);
+    out << "first difference at byte " << i << " (expected " << want.size() << " bytes, got "
+        << got.size() << ")\n  expected: " << excerpt(want) << "\n  actual:   " << excerpt(got);
     return out.str();
 }
 
@@ -64,12 +69,14 @@ bool reference_lacks_feature(const std::string& error) {
 
 TEST(ChatTemplateConformance, MatchesHuggingFaceJinjaOnRealTemplates) {
     if (!oracle_installed()) {
-        if (testing::oracle_required()) FAIL() << "chat-template oracle missing: run tests/node/setup.sh";
+        if (testing::oracle_required())
+            FAIL() << "chat-template oracle missing: run tests/node/setup.sh";
         GTEST_SKIP() << "chat-template oracle missing (run tests/node/setup.sh)";
     }
     testing::TempDir out;
     std::string log;
-    std::string command = "cd " + testing::shell_quote(node_dir()) + " && TZ=UTC node render_templates.mjs " +
+    std::string command = "cd " + testing::shell_quote(node_dir()) +
+                          " && TZ=UTC node render_templates.mjs " +
                           testing::shell_quote(data_dir()) + " " + testing::shell_quote(out.path());
     ASSERT_EQ(testing::run_command(command, &log), 0) << log;
 
@@ -88,8 +95,8 @@ TEST(ChatTemplateConformance, MatchesHuggingFaceJinjaOnRealTemplates) {
     for (const auto& [name, t] : manifest["templates"].items()) {
         try {
             templates.emplace(name, ChatTemplate(read_file(out.file(t["file"].get<std::string>())),
-                                                 t["bos_token"].get<std::string>(), t["eos_token"].get<std::string>(),
-                                                 options));
+                                                 t["bos_token"].get<std::string>(),
+                                                 t["eos_token"].get<std::string>(), options));
         } catch (const Error& e) {
             ADD_FAILURE() << name << ": " << e.what();
         }
@@ -100,7 +107,8 @@ TEST(ChatTemplateConformance, MatchesHuggingFaceJinjaOnRealTemplates) {
         const std::string name = c["template"].get<std::string>();
         const std::string conv_name = c["conversation"].get<std::string>();
         const bool agp = c["add_generation_prompt"].get<bool>();
-        const std::string label = name + " / " + conv_name + (agp ? " / add_generation_prompt" : "");
+        const std::string label =
+            name + " / " + conv_name + (agp ? " / add_generation_prompt" : "");
         auto& [passed, total] = tally[name];
         ++total;
         auto it = templates.find(name);
@@ -130,16 +138,20 @@ TEST(ChatTemplateConformance, MatchesHuggingFaceJinjaOnRealTemplates) {
             if (reference_lacks_feature(want_error)) {
                 ++passed;  // a Jinja feature the reference lacks: rendering is fine
             } else {
-                ADD_FAILURE() << label << ": expected an error like \"" << want_error << "\", rendered fine";
+                ADD_FAILURE() << label << ": expected an error like \"" << want_error
+                              << "\", rendered fine";
             }
-        } else if (error.find(want_error) != std::string::npos || reference_lacks_feature(want_error)) {
+        } else if (error.find(want_error) != std::string::npos ||
+                   reference_lacks_feature(want_error)) {
             ++passed;  // both fail (the reference's "Unknown filter" wording differs from ours)
         } else {
-            ADD_FAILURE() << label << ": error \"" << error << "\" does not contain \"" << want_error << "\"";
+            ADD_FAILURE() << label << ": error \"" << error << "\" does not contain \""
+                          << want_error << "\"";
         }
     }
     for (const auto& [name, counts] : tally) {
-        std::cout << "  " << name << ": " << counts.first << "/" << counts.second << " byte-identical\n";
+        std::cout << "  " << name << ": " << counts.first << "/" << counts.second
+                  << " byte-identical\n";
     }
 }
 
