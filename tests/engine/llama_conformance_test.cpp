@@ -61,6 +61,9 @@ TEST_P(LlamaConformance, TeacherForcedLogits) {
     std::printf("[ %s ] %d rows: max|d| %.3e, KL %.3e, argmax flips %d (decisive %d)\n", c.name.c_str(), cmp.rows,
                 cmp.worst_abs, cmp.worst_kl, cmp.argmax_flips, cmp.decisive_flips);
     ASSERT_EQ(cmp.rows, c.n_tokens);
+    for (int r = 0; r < cmp.rows; ++r) {
+        if (cmp.row_kl[r] > 1e-4) std::printf("    row %d: KL %.3e\n", r, cmp.row_kl[r]);
+    }
     if (c.exact) {
         EXPECT_LE(cmp.worst_abs, 1e-4);
     } else {
@@ -115,7 +118,8 @@ TEST_P(LlamaGreedy, SameTokensUpToFirstNearTie) {
     const int n_vocab = model->config().n_vocab;
     const std::vector<int32_t> prompt = testing::random_tokens(c.n_tokens, n_vocab, 77);
     const int n_gen = 32;
-    testing::GreedyRun ref = testing::llama_greedy(path, prompt, n_gen);
+    // The dump lists the prompt and the tokens it fed back: n - 1 of the n generated.
+    testing::GreedyRun ref = testing::llama_greedy(path, prompt, n_gen + 1);
     ASSERT_EQ(static_cast<int>(ref.tokens.size()), c.n_tokens + n_gen);
 
     SessionOptions o;
