@@ -1,6 +1,6 @@
 // Helpers shared by the format implementations of this folder (not used outside formats/):
-// block loads and stores, rounding, a small deterministic random generator, and the two ways
-// of making random blocks (through a quantizer, or random payload with calibrated scales).
+// block loads and stores, rounding, nearest-level search, a small deterministic random
+// generator, and random blocks with calibrated scales.
 #pragma once
 
 #include <cmath>
@@ -26,45 +26,49 @@ void store_block(void* dst, int64_t i, const Block& b) {
                 sizeof(Block));
 }
 
-// Round to nearest, ties to even (the default rounding mode), as ggml's nearest_int.
+// Round to nearest, ties to even, as ggml's nearest_int: adding 1.5 * 2^23 leaves the rounded
+// integer in the low mantissa bits (exact for |x| < 2^22; larger inputs are clamped first).
 inline int round_even(float x) {
-    return static_cast<int>(std::lrint(x));
-}
-// Round to nearest, ties away from zero (C's roundf).
-inline int round_away(float x) {
-    return static_cast<int>(std::lround(x));
+    const float v =
+        (x < -4194303.0f ? -4194303.0f : (x > 4194303.0f ? 4194303.0f : x)) + 12582912.0f;
+    int32_t bits;
+    std::memcpy(&bits, &v, 4);
+    return (bits & 0x007fffff) - 0x00400000;
 }
 inline int clamp_int(int v, int lo, int hi) {
     return v < lo ? lo : (v > hi ? hi : v);
 }
-
-// Index of the entry of `levels` (n of them) nearest to x; ties go to the lower index.
-template <typename T>
-int nearest_level(float x, const T* levels, int n) {
-    int best = 0;
-    float best_err = std::fabs(x - static_cast<float>(levels[0]));
-    for (int i = 1; i < n; ++i) {
-        const float err = std::fabs(x - static_cast<float>(levels[i]));
-        if (err < best_err) {
-            best = i;
-            best_err = err;
-        }
-    }
-    return best;
+// Plain comparisons (std::fmax / std::fmin are library calls on baseline x86-64).
+inline float max_f(float a, float b) {
+    return a > b ? a : b;
+}
+inline float min_f(float a, float b) {
+    return a < b ? a : b;
+}
+inline float max_abs(const float* x, int n) {
+    float amax = 0;
+    for (int j = 0; j < n; ++j) amax = max_f(amax, std::fabs(x[j]));
+    return amax;
 }
 
-// Squared error of x[0..n) quantized as scale * (nearest level).
-template <typename T>
-double level_sse(const float* x, int n, float scale, const T* levels, int n_levels) {
-    double sse = 0;
-    for (int j = 0; j < n; ++j) {
-        const float v =
-            scale * static_cast<float>(
-                        levels[nearest_level(scale != 0 ? x[j] / scale : 0.0f, levels, n_levels)]);
-        sse += static_cast<double>(x[j] - v) * (x[j] - v);
+// An ascending table of N levels with its midpoints. nearest(x) counts the midpoints below x:
+// the index of the nearest level, the lower one on a tie, without branches.
+template <int N>
+struct LevelSet {
+    float level[N];
+    float mid[N - 1];
+
+    template <typename T>
+    explicit LevelSet(const T* values) {
+        for (int i = 0; i < N; ++i) level[i] = static_cast<float>(values[i]);
+        for (int i = 0; i + 1 < N; ++i) mid[i] = 0.5f * (level[i] + level[i + 1]);
     }
-    return sse;
-}
+    int nearest(float x) const {
+        int k = 0;
+        for (int i = 0; i + 1 < N; ++i) k += x > mid[i];
+        return k;
+    }
+};
 
 // splitmix64 seeding an xorshift64* stream: deterministic on every platform.
 class Rng {
@@ -81,51 +85,50 @@ class Rng {
         state_ ^= state_ >> 27;
         return state_ * 2685821657736338717ull;
     }
-    // Uniform in [-1, 1).
-    float uniform() { return static_cast<float>(next() >> 40) * 0x1p-23f - 1.0f; }
-    // Roughly N(0, 1): the sum of four uniforms, rescaled to unit variance. Only + and *, so
-    // the stream is the same with every math library.
-    float normal() { return (uniform() + uniform() + uniform() + uniform()) * 0.8660254037844386f; }
+    // Uniform in 0..n-1 (n small).
+    int below(int n) { return static_cast<int>(((next() >> 32) * static_cast<uint64_t>(n)) >> 32); }
     float sign() { return (next() >> 63) ? -1.0f : 1.0f; }
     void fill(void* dst, size_t n) {
         auto* p = static_cast<uint8_t*>(dst);
-        for (size_t i = 0; i < n; ++i) p[i] = static_cast<uint8_t>(next() >> 56);
+        for (size_t i = 0; i < n; i += 8) {
+            const uint64_t r = next();
+            std::memcpy(p + i, &r, n - i < 8 ? n - i : 8);
+        }
     }
 
   private:
     uint64_t state_;
 };
 
-// Random blocks through a quantizer: each block holds `block_size` N(0, scale^2) values
-// quantized. Symmetric values give every format its natural mix of signs and no common mode.
-template <int kBlockSize, size_t kBlockBytes>
-void random_by_quantizing(void (*quantize)(const float*, void*, int64_t), void* dst,
-                          int64_t n_blocks, uint64_t seed, float scale) {
+// Random blocks for every format (what a model synthesizer uses when it does not quantize):
+// `fill` writes a random but valid payload at unit scale; the block is dequantized, and
+// `rescale(block, factor)` multiplies its scales by `factor`, chosen so that the block's RMS
+// becomes `scale`, with a random sign per block (so no tensor has a common-mode component).
+template <typename Block, int kBlockSize, typename Fill, typename Rescale>
+void random_calibrated(void* dst, int64_t n_blocks, uint64_t seed, float scale,
+                       void (*dequantize)(const void*, float*, int64_t), Fill fill,
+                       Rescale rescale) {
     Rng rng(seed);
     float values[kBlockSize];
-    for (int64_t b = 0; b < n_blocks; ++b) {
-        for (float& v : values) v = scale * rng.normal();
-        quantize(values, static_cast<uint8_t*>(dst) + b * static_cast<int64_t>(kBlockBytes),
-                 kBlockSize);
+    for (int64_t i = 0; i < n_blocks; ++i) {
+        Block b;
+        fill(rng, b);
+        dequantize(&b, values, kBlockSize);
+        double sum = 0;
+        for (float v : values) sum += static_cast<double>(v) * v;
+        const double rms = std::sqrt(sum / kBlockSize);
+        const double factor = rms > 0 ? scale / rms : scale;
+        rescale(b, rng.sign() * static_cast<float>(factor));
+        store_block(dst, i, b);
     }
 }
 
-// RMS of the values of one block, in double.
-template <int kBlockSize>
-double block_rms(void (*dequantize)(const void*, float*, int64_t), const void* block) {
-    float values[kBlockSize];
-    dequantize(block, values, kBlockSize);
-    double sum = 0;
-    for (float v : values) sum += static_cast<double>(v) * v;
-    return std::sqrt(sum / kBlockSize);
-}
+constexpr uint16_t kFp16One = 0x3c00;
 
-// The fp16 scale that turns a block of RMS `rms` at unit scale into one of RMS `target`, with
-// a random sign; always finite.
-inline uint16_t calibrated_fp16_scale(Rng& rng, double rms, float target) {
-    double d = rms > 0 ? target / rms : target;
-    if (d > 65504.0) d = 65504.0;
-    return f32_to_fp16(rng.sign() * static_cast<float>(d));
+// An fp16 scale field for `value`, kept finite.
+inline uint16_t finite_fp16(float value) {
+    if (!(value == value)) return 0;  // NaN
+    return f32_to_fp16(max_f(-65504.0f, min_f(65504.0f, value)));
 }
 
 }  // namespace tandem::formats_detail

@@ -341,20 +341,19 @@ double dot_rows(int64_t n, const void* weights, const void* act) {
     return sum;
 }
 
-// Random lattice blocks: random payload (every bit pattern is a valid index, sign or scale),
-// then the block scale set so that the block's RMS is `scale`, with a random sign.
-template <typename Block, void (*kDequantize)(const void*, float*, int64_t)>
+// Random lattice blocks: random payload (every bit pattern is a valid grid index, sign or
+// sub-block scale), with the block scale calibrated (quant_util.h).
+template <typename Block>
 void random_lattice(void* dst, int64_t n_blocks, uint64_t seed, float scale,
+                    void (*dequantize)(const void*, float*, int64_t),
                     void (*set_scale)(Block&, uint16_t)) {
-    Rng rng(seed);
-    for (int64_t i = 0; i < n_blocks; ++i) {
-        Block b;
-        rng.fill(&b, sizeof b);
-        set_scale(b, f32_to_fp16(1.0f));
-        const double rms = block_rms<kQK>(kDequantize, &b);
-        set_scale(b, calibrated_fp16_scale(rng, rms, scale));
-        store_block(dst, i, b);
-    }
+    random_calibrated<Block, kQK>(
+        dst, n_blocks, seed, scale, dequantize,
+        [set_scale](Rng& rng, Block& b) {
+            rng.fill(&b, sizeof b);
+            set_scale(b, kFp16One);
+        },
+        [set_scale](Block& b, float f) { set_scale(b, finite_fp16(f)); });
 }
 
 template <typename Block>
@@ -370,18 +369,37 @@ void set_iq1m_scale(BlockIq1m& b, uint16_t d) {
 
 // ---------------------------------------------------------------- iq4 helpers
 
-// The best scale for iq4 levels over n values: both signs and magnitudes around amax / 127.
-float best_iq4_scale(const float* x, int n) {
-    float amax = 0;
-    for (int j = 0; j < n; ++j) amax = std::fmax(amax, std::fabs(x[j]));
+using Iq4Levels = LevelSet<16>;
+
+// Squared error of x[0..n) quantized to the iq4 levels at scale d (not 0).
+double iq4_sse(const Iq4Levels& levels, const float* x, int n, float d) {
+    const float id = 1.0f / d;
+    double sse = 0;
+    for (int j = 0; j < n; ++j) {
+        const float v = d * levels.level[levels.nearest(x[j] * id)];
+        sse += static_cast<double>(x[j] - v) * (x[j] - v);
+    }
+    return sse;
+}
+
+// The best scale for iq4 levels over n values. The levels run from -127 to +113, so the
+// extreme value goes either to -127 or to +113; around each, a few magnitudes are tried.
+float best_iq4_scale(const Iq4Levels& levels, const float* x, int n) {
+    float amax = 0, max = 0;
+    for (int j = 0; j < n; ++j) {
+        if (std::fabs(x[j]) > amax) {
+            amax = std::fabs(x[j]);
+            max = x[j];
+        }
+    }
     if (amax == 0) return 0;
-    float best = amax / 127.0f;
-    double best_sse = level_sse(x, n, best, kIq4nlValues, 16);
-    for (int step = 0; step <= 12; ++step) {
-        for (float sign : {1.0f, -1.0f}) {
-            const float d = sign * amax / 127.0f * (0.85f + 0.025f * static_cast<float>(step));
-            const double sse = level_sse(x, n, d, kIq4nlValues, 16);
-            if (sse < best_sse) {
+    float best = 0;
+    double best_sse = -1;
+    for (float extreme : {levels.level[0], levels.level[15]}) {
+        for (int step = 0; step < 5; ++step) {
+            const float d = max / extreme * (0.9f + 0.05f * static_cast<float>(step));
+            const double sse = iq4_sse(levels, x, n, d);
+            if (best_sse < 0 || sse < best_sse) {
                 best_sse = sse;
                 best = d;
             }
@@ -392,9 +410,10 @@ float best_iq4_scale(const float* x, int n) {
 int iq4_code(const uint8_t* qs, int j) {
     return j < 16 ? qs[j] & 15 : qs[j - 16] >> 4;
 }
-void set_iq4_codes(uint8_t* qs, const float* x, float d) {
+void set_iq4_codes(const Iq4Levels& levels, uint8_t* qs, const float* x, float d) {
+    const float id = d != 0 ? 1.0f / d : 0.0f;
     for (int j = 0; j < 32; ++j) {
-        const int q = nearest_level(d != 0 ? x[j] / d : 0.0f, kIq4nlValues, 16);
+        const int q = levels.nearest(x[j] * id);
         if (j < 16) {
             qs[j] |= static_cast<uint8_t>(q);
         } else {
@@ -417,7 +436,7 @@ double ref_dot_iq2_xxs(int64_t n, const void* weights, const void* act) {
     return dot_rows<BlockIq2xxs, decode_iq2xxs>(n, weights, act);
 }
 void random_iq2_xxs(void* dst, int64_t n_blocks, uint64_t seed, float scale) {
-    random_lattice<BlockIq2xxs, dequantize_iq2_xxs>(dst, n_blocks, seed, scale, set_d);
+    random_lattice<BlockIq2xxs>(dst, n_blocks, seed, scale, dequantize_iq2_xxs, set_d);
 }
 
 void dequantize_iq2_xs(const void* src, float* dst, int64_t n) {
@@ -427,7 +446,7 @@ double ref_dot_iq2_xs(int64_t n, const void* weights, const void* act) {
     return dot_rows<BlockIq2xs, decode_iq2xs>(n, weights, act);
 }
 void random_iq2_xs(void* dst, int64_t n_blocks, uint64_t seed, float scale) {
-    random_lattice<BlockIq2xs, dequantize_iq2_xs>(dst, n_blocks, seed, scale, set_d);
+    random_lattice<BlockIq2xs>(dst, n_blocks, seed, scale, dequantize_iq2_xs, set_d);
 }
 
 void dequantize_iq2_s(const void* src, float* dst, int64_t n) {
@@ -437,7 +456,7 @@ double ref_dot_iq2_s(int64_t n, const void* weights, const void* act) {
     return dot_rows<BlockIq2s, decode_iq2s>(n, weights, act);
 }
 void random_iq2_s(void* dst, int64_t n_blocks, uint64_t seed, float scale) {
-    random_lattice<BlockIq2s, dequantize_iq2_s>(dst, n_blocks, seed, scale, set_d);
+    random_lattice<BlockIq2s>(dst, n_blocks, seed, scale, dequantize_iq2_s, set_d);
 }
 
 void dequantize_iq3_xxs(const void* src, float* dst, int64_t n) {
@@ -447,7 +466,7 @@ double ref_dot_iq3_xxs(int64_t n, const void* weights, const void* act) {
     return dot_rows<BlockIq3xxs, decode_iq3xxs>(n, weights, act);
 }
 void random_iq3_xxs(void* dst, int64_t n_blocks, uint64_t seed, float scale) {
-    random_lattice<BlockIq3xxs, dequantize_iq3_xxs>(dst, n_blocks, seed, scale, set_d);
+    random_lattice<BlockIq3xxs>(dst, n_blocks, seed, scale, dequantize_iq3_xxs, set_d);
 }
 
 void dequantize_iq3_s(const void* src, float* dst, int64_t n) {
@@ -457,7 +476,7 @@ double ref_dot_iq3_s(int64_t n, const void* weights, const void* act) {
     return dot_rows<BlockIq3s, decode_iq3s>(n, weights, act);
 }
 void random_iq3_s(void* dst, int64_t n_blocks, uint64_t seed, float scale) {
-    random_lattice<BlockIq3s, dequantize_iq3_s>(dst, n_blocks, seed, scale, set_d);
+    random_lattice<BlockIq3s>(dst, n_blocks, seed, scale, dequantize_iq3_s, set_d);
 }
 
 void dequantize_iq1_s(const void* src, float* dst, int64_t n) {
@@ -467,7 +486,7 @@ double ref_dot_iq1_s(int64_t n, const void* weights, const void* act) {
     return dot_rows<BlockIq1s, decode_iq1s>(n, weights, act);
 }
 void random_iq1_s(void* dst, int64_t n_blocks, uint64_t seed, float scale) {
-    random_lattice<BlockIq1s, dequantize_iq1_s>(dst, n_blocks, seed, scale, set_d);
+    random_lattice<BlockIq1s>(dst, n_blocks, seed, scale, dequantize_iq1_s, set_d);
 }
 
 void dequantize_iq1_m(const void* src, float* dst, int64_t n) {
@@ -477,7 +496,7 @@ double ref_dot_iq1_m(int64_t n, const void* weights, const void* act) {
     return dot_rows<BlockIq1m, decode_iq1m>(n, weights, act);
 }
 void random_iq1_m(void* dst, int64_t n_blocks, uint64_t seed, float scale) {
-    random_lattice<BlockIq1m, dequantize_iq1_m>(dst, n_blocks, seed, scale, set_iq1m_scale);
+    random_lattice<BlockIq1m>(dst, n_blocks, seed, scale, dequantize_iq1_m, set_iq1m_scale);
 }
 
 // ---------------------------------------------------------------- iq4_nl
@@ -492,10 +511,11 @@ void dequantize_iq4_nl(const void* src, float* dst, int64_t n) {
     }
 }
 void quantize_iq4_nl(const float* src, void* dst, int64_t n) {
+    const Iq4Levels levels(kIq4nlValues);
     for (int64_t i = 0; i < n / 32; ++i) {
         BlockIq4nl b{};
-        b.d = f32_to_fp16(best_iq4_scale(src + i * 32, 32));
-        set_iq4_codes(b.qs, src + i * 32, fp16_to_f32(b.d));
+        b.d = f32_to_fp16(best_iq4_scale(levels, src + i * 32, 32));
+        set_iq4_codes(levels, b.qs, src + i * 32, fp16_to_f32(b.d));
         store_block(dst, i, b);
     }
 }
@@ -511,7 +531,13 @@ double ref_dot_iq4_nl(int64_t n, const void* weights, const void* act) {
     return sum;
 }
 void random_iq4_nl(void* dst, int64_t n_blocks, uint64_t seed, float scale) {
-    random_by_quantizing<32, sizeof(BlockIq4nl)>(quantize_iq4_nl, dst, n_blocks, seed, scale);
+    random_calibrated<BlockIq4nl, 32>(
+        dst, n_blocks, seed, scale, dequantize_iq4_nl,
+        [](Rng& rng, BlockIq4nl& b) {
+            rng.fill(b.qs, sizeof b.qs);
+            b.d = kFp16One;
+        },
+        [](BlockIq4nl& b, float f) { b.d = finite_fp16(f); });
 }
 
 // ---------------------------------------------------------------- iq4_xs
@@ -532,11 +558,12 @@ void dequantize_iq4_xs(const void* src, float* dst, int64_t n) {
 // Each sub-block gets its best iq4 scale; the one of largest magnitude sets d so that it is
 // ls - 32 = -32, and the others round to the 6-bit grid of d.
 void quantize_iq4_xs(const float* src, void* dst, int64_t n) {
+    const Iq4Levels levels(kIq4nlValues);
     for (int64_t i = 0; i < n / kQK; ++i) {
         const float* x = src + i * kQK;
         float s[8], s_extreme = 0;
         for (int sub = 0; sub < 8; ++sub) {
-            s[sub] = best_iq4_scale(x + 32 * sub, 32);
+            s[sub] = best_iq4_scale(levels, x + 32 * sub, 32);
             if (std::fabs(s[sub]) > std::fabs(s_extreme)) s_extreme = s[sub];
         }
         BlockIq4xs b{};
@@ -546,7 +573,7 @@ void quantize_iq4_xs(const float* src, void* dst, int64_t n) {
             const int ls = (d != 0 ? clamp_int(round_even(s[sub] / d), -32, 31) : 0) + 32;
             b.scales_l[sub / 2] |= static_cast<uint8_t>((ls & 15) << (4 * (sub % 2)));
             b.scales_h |= static_cast<uint16_t>((ls >> 4) << (2 * sub));
-            set_iq4_codes(b.qs + 16 * sub, x + 32 * sub, d * static_cast<float>(ls - 32));
+            set_iq4_codes(levels, b.qs + 16 * sub, x + 32 * sub, d * static_cast<float>(ls - 32));
         }
         store_block(dst, i, b);
     }
@@ -569,7 +596,13 @@ double ref_dot_iq4_xs(int64_t n, const void* weights, const void* act) {
     return sum;
 }
 void random_iq4_xs(void* dst, int64_t n_blocks, uint64_t seed, float scale) {
-    random_by_quantizing<kQK, sizeof(BlockIq4xs)>(quantize_iq4_xs, dst, n_blocks, seed, scale);
+    random_calibrated<BlockIq4xs, kQK>(
+        dst, n_blocks, seed, scale, dequantize_iq4_xs,
+        [](Rng& rng, BlockIq4xs& b) {
+            rng.fill(&b, sizeof b);
+            b.d = kFp16One;
+        },
+        [](BlockIq4xs& b, float f) { b.d = finite_fp16(f); });
 }
 
 }  // namespace tandem

@@ -163,13 +163,13 @@ AsymmetricPlan plan_asymmetric(const float* x, int sub_size, int n_sub, int q_ma
     for (int k = 0; k < n_sub; ++k) {
         float lo = 0, hi = x[k * sub_size];
         for (int l = 0; l < sub_size; ++l) {
-            lo = std::fmin(lo, x[k * sub_size + l]);
-            hi = std::fmax(hi, x[k * sub_size + l]);
+            lo = min_f(lo, x[k * sub_size + l]);
+            hi = max_f(hi, x[k * sub_size + l]);
         }
         a[k] = (hi - lo) / static_cast<float>(q_max);
         b[k] = -lo;
-        a_max = std::fmax(a_max, a[k]);
-        b_max = std::fmax(b_max, b[k]);
+        a_max = max_f(a_max, a[k]);
+        b_max = max_f(b_max, b[k]);
     }
     AsymmetricPlan p;
     p.d = fp16_to_f32(f32_to_fp16(a_max / static_cast<float>(scale_max)));
@@ -263,8 +263,23 @@ double ref_dot_q2_K(int64_t n, const void* weights, const void* act) {
     }
     return sum;
 }
+// Random sub-block scales, with mins at about 1.5 steps (dmin = 2 d) so sub-blocks are centred.
 void random_q2_K(void* dst, int64_t n_blocks, uint64_t seed, float scale) {
-    random_by_quantizing<kQK, sizeof(BlockQ2K)>(quantize_q2_K, dst, n_blocks, seed, scale);
+    random_calibrated<BlockQ2K, kQK>(
+        dst, n_blocks, seed, scale, dequantize_q2_K,
+        [](Rng& rng, BlockQ2K& b) {
+            rng.fill(b.qs, sizeof b.qs);
+            for (uint8_t& s : b.scales) {
+                const int sc = 1 + rng.below(15);
+                s = static_cast<uint8_t>(sc | round_even(0.75f * static_cast<float>(sc)) << 4);
+            }
+            b.d = kFp16One;
+            b.dmin = f32_to_fp16(2.0f);
+        },
+        [](BlockQ2K& b, float f) {
+            b.d = finite_fp16(f);
+            b.dmin = finite_fp16(2.0f * f);
+        });
 }
 
 // ---------------------------------------------------------------- q3_K
@@ -320,7 +335,13 @@ double ref_dot_q3_K(int64_t n, const void* weights, const void* act) {
     return sum;
 }
 void random_q3_K(void* dst, int64_t n_blocks, uint64_t seed, float scale) {
-    random_by_quantizing<kQK, sizeof(BlockQ3K)>(quantize_q3_K, dst, n_blocks, seed, scale);
+    random_calibrated<BlockQ3K, kQK>(
+        dst, n_blocks, seed, scale, dequantize_q3_K,
+        [](Rng& rng, BlockQ3K& b) {
+            rng.fill(&b, sizeof b);
+            b.d = kFp16One;
+        },
+        [](BlockQ3K& b, float f) { b.d = finite_fp16(f); });
 }
 
 // ---------------------------------------------------------------- q4_K
@@ -372,8 +393,24 @@ double ref_dot_q4_K(int64_t n, const void* weights, const void* act) {
     }
     return sum;
 }
+// Random 6-bit scales, with mins at about 7.5 steps (dmin = 8 d) so sub-blocks are centred.
 void random_q4_K(void* dst, int64_t n_blocks, uint64_t seed, float scale) {
-    random_by_quantizing<kQK, sizeof(BlockQ4K)>(quantize_q4_K, dst, n_blocks, seed, scale);
+    random_calibrated<BlockQ4K, kQK>(
+        dst, n_blocks, seed, scale, dequantize_q4_K,
+        [](Rng& rng, BlockQ4K& b) {
+            b = BlockQ4K{};
+            rng.fill(b.qs, sizeof b.qs);
+            for (int k = 0; k < 8; ++k) {
+                const int sc = 1 + rng.below(63);
+                set_k4_scale_min(b.scales, k, sc, round_even(static_cast<float>(sc) * 15 / 16));
+            }
+            b.d = kFp16One;
+            b.dmin = f32_to_fp16(8.0f);
+        },
+        [](BlockQ4K& b, float f) {
+            b.d = finite_fp16(f);
+            b.dmin = finite_fp16(8.0f * f);
+        });
 }
 
 // ---------------------------------------------------------------- q5_K
@@ -427,8 +464,25 @@ double ref_dot_q5_K(int64_t n, const void* weights, const void* act) {
     }
     return sum;
 }
+// As q4_K, with mins at about 15.5 steps (dmin = 16 d).
 void random_q5_K(void* dst, int64_t n_blocks, uint64_t seed, float scale) {
-    random_by_quantizing<kQK, sizeof(BlockQ5K)>(quantize_q5_K, dst, n_blocks, seed, scale);
+    random_calibrated<BlockQ5K, kQK>(
+        dst, n_blocks, seed, scale, dequantize_q5_K,
+        [](Rng& rng, BlockQ5K& b) {
+            b = BlockQ5K{};
+            rng.fill(b.qh, sizeof b.qh);
+            rng.fill(b.qs, sizeof b.qs);
+            for (int k = 0; k < 8; ++k) {
+                const int sc = 1 + rng.below(63);
+                set_k4_scale_min(b.scales, k, sc, round_even(static_cast<float>(sc) * 31 / 32));
+            }
+            b.d = kFp16One;
+            b.dmin = f32_to_fp16(16.0f);
+        },
+        [](BlockQ5K& b, float f) {
+            b.d = finite_fp16(f);
+            b.dmin = finite_fp16(16.0f * f);
+        });
 }
 
 // ---------------------------------------------------------------- q6_K
@@ -474,7 +528,13 @@ double ref_dot_q6_K(int64_t n, const void* weights, const void* act) {
     return sum;
 }
 void random_q6_K(void* dst, int64_t n_blocks, uint64_t seed, float scale) {
-    random_by_quantizing<kQK, sizeof(BlockQ6K)>(quantize_q6_K, dst, n_blocks, seed, scale);
+    random_calibrated<BlockQ6K, kQK>(
+        dst, n_blocks, seed, scale, dequantize_q6_K,
+        [](Rng& rng, BlockQ6K& b) {
+            rng.fill(&b, sizeof b);
+            b.d = kFp16One;
+        },
+        [](BlockQ6K& b, float f) { b.d = finite_fp16(f); });
 }
 
 // ---------------------------------------------------------------- q8_K

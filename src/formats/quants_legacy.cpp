@@ -120,8 +120,8 @@ Block quantize_min_max(const float* x) {
     Block b{};
     float lo = x[0], hi = x[0];
     for (int j = 1; j < kQK; ++j) {
-        lo = std::fmin(lo, x[j]);
-        hi = std::fmax(hi, x[j]);
+        lo = min_f(lo, x[j]);
+        hi = max_f(hi, x[j]);
     }
     b.d = f32_to_fp16((hi - lo) / kMax);
     b.m = f32_to_fp16(lo);
@@ -144,8 +144,7 @@ Block quantize_min_max(const float* x) {
 // Returns the unrounded scale d; q8_1 needs it for s.
 template <typename Block>
 float q8_quantize_block(const float* x, Block& b) {
-    float amax = 0;
-    for (int j = 0; j < kQK; ++j) amax = std::fmax(amax, std::fabs(x[j]));
+    const float amax = max_abs(x, kQK);
     const float d = amax / 127.0f;
     const float id = amax != 0 ? 127.0f / amax : 0.0f;
     b.d = f32_to_fp16(d);
@@ -182,7 +181,13 @@ double ref_dot_q4_0(int64_t n, const void* weights, const void* act) {
     return sum;
 }
 void random_q4_0(void* dst, int64_t n_blocks, uint64_t seed, float scale) {
-    random_by_quantizing<kQK, sizeof(BlockQ4_0)>(quantize_q4_0, dst, n_blocks, seed, scale);
+    random_calibrated<BlockQ4_0, kQK>(
+        dst, n_blocks, seed, scale, dequantize_q4_0,
+        [](Rng& rng, BlockQ4_0& b) {
+            rng.fill(b.qs, sizeof b.qs);
+            b.d = kFp16One;
+        },
+        [](BlockQ4_0& b, float f) { b.d = finite_fp16(f); });
 }
 
 // ---------------------------------------------------------------- q4_1
@@ -214,8 +219,19 @@ double ref_dot_q4_1(int64_t n, const void* weights, const void* act) {
     }
     return sum;
 }
+// The min sits at -7.5 steps, so blocks are centred like quantized real weights.
 void random_q4_1(void* dst, int64_t n_blocks, uint64_t seed, float scale) {
-    random_by_quantizing<kQK, sizeof(BlockQ4_1)>(quantize_q4_1, dst, n_blocks, seed, scale);
+    random_calibrated<BlockQ4_1, kQK>(
+        dst, n_blocks, seed, scale, dequantize_q4_1,
+        [](Rng& rng, BlockQ4_1& b) {
+            rng.fill(b.qs, sizeof b.qs);
+            b.d = kFp16One;
+            b.m = f32_to_fp16(-7.5f);
+        },
+        [](BlockQ4_1& b, float f) {
+            b.d = finite_fp16(f);
+            b.m = finite_fp16(-7.5f * f);
+        });
 }
 
 // ---------------------------------------------------------------- q5_0
@@ -246,7 +262,14 @@ double ref_dot_q5_0(int64_t n, const void* weights, const void* act) {
     return sum;
 }
 void random_q5_0(void* dst, int64_t n_blocks, uint64_t seed, float scale) {
-    random_by_quantizing<kQK, sizeof(BlockQ5_0)>(quantize_q5_0, dst, n_blocks, seed, scale);
+    random_calibrated<BlockQ5_0, kQK>(
+        dst, n_blocks, seed, scale, dequantize_q5_0,
+        [](Rng& rng, BlockQ5_0& b) {
+            rng.fill(b.qh, sizeof b.qh);
+            rng.fill(b.qs, sizeof b.qs);
+            b.d = kFp16One;
+        },
+        [](BlockQ5_0& b, float f) { b.d = finite_fp16(f); });
 }
 
 // ---------------------------------------------------------------- q5_1
@@ -278,7 +301,18 @@ double ref_dot_q5_1(int64_t n, const void* weights, const void* act) {
     return sum;
 }
 void random_q5_1(void* dst, int64_t n_blocks, uint64_t seed, float scale) {
-    random_by_quantizing<kQK, sizeof(BlockQ5_1)>(quantize_q5_1, dst, n_blocks, seed, scale);
+    random_calibrated<BlockQ5_1, kQK>(
+        dst, n_blocks, seed, scale, dequantize_q5_1,
+        [](Rng& rng, BlockQ5_1& b) {
+            rng.fill(b.qh, sizeof b.qh);
+            rng.fill(b.qs, sizeof b.qs);
+            b.d = kFp16One;
+            b.m = f32_to_fp16(-15.5f);
+        },
+        [](BlockQ5_1& b, float f) {
+            b.d = finite_fp16(f);
+            b.m = finite_fp16(-15.5f * f);
+        });
 }
 
 // ---------------------------------------------------------------- q8_0
@@ -309,7 +343,14 @@ double ref_dot_q8_0(int64_t n, const void* weights, const void* act) {
     return sum;
 }
 void random_q8_0(void* dst, int64_t n_blocks, uint64_t seed, float scale) {
-    random_by_quantizing<kQK, sizeof(BlockQ8_0)>(quantize_q8_0, dst, n_blocks, seed, scale);
+    random_calibrated<BlockQ8_0, kQK>(
+        dst, n_blocks, seed, scale, dequantize_q8_0,
+        [](Rng& rng, BlockQ8_0& b) {
+            rng.fill(b.qs, sizeof b.qs);
+            for (int8_t& q : b.qs) q = q == -128 ? -127 : q;  // quantizers stay in -127..127
+            b.d = kFp16One;
+        },
+        [](BlockQ8_0& b, float f) { b.d = finite_fp16(f); });
 }
 
 // ---------------------------------------------------------------- q8_1

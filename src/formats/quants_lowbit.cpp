@@ -103,23 +103,80 @@ int nvfp4_code(const BlockNvfp4& b, int v) {
     return j < 8 ? b.qs[8 * s + j] & 15 : b.qs[8 * s + j - 8] >> 4;
 }
 
-// Ternary scale: the best of d = amax * r for r = 1, 0.95, ..., 0.3 (r = 1 is exact for
+// Squared error of x[0..n) quantized to d * q with integer q in lo..hi.
+double uniform_sse(const float* x, int n, float d, int lo, int hi) {
+    const float id = d != 0 ? 1.0f / d : 0.0f;
+    double sse = 0;
+    for (int j = 0; j < n; ++j) {
+        const float v = d * static_cast<float>(clamp_int(round_even(x[j] * id), lo, hi));
+        sse += static_cast<double>(x[j] - v) * (x[j] - v);
+    }
+    return sse;
+}
+
+// Ternary scale: the best of d = amax * r for r = 1, 0.9, ..., 0.3 (r = 1 is exact for
 // weights that are ternary already).
 float ternary_scale(const float* x, int n) {
-    static constexpr int kTernary[3] = {-1, 0, 1};
-    float amax = 0;
-    for (int j = 0; j < n; ++j) amax = std::fmax(amax, std::fabs(x[j]));
+    const float amax = max_abs(x, n);
     float best = amax;
-    double best_sse = level_sse(x, n, amax, kTernary, 3);
-    for (int step = 1; step <= 14; ++step) {
-        const float d = fp16_to_f32(f32_to_fp16(amax * (1.0f - 0.05f * static_cast<float>(step))));
-        const double sse = level_sse(x, n, d, kTernary, 3);
+    double best_sse = uniform_sse(x, n, amax, -1, 1);
+    for (int step = 1; step <= 7; ++step) {
+        const float d = fp16_to_f32(f32_to_fp16(amax * (1.0f - 0.1f * static_cast<float>(step))));
+        const double sse = uniform_sse(x, n, d, -1, 1);
         if (sse < best_sse) {
             best_sse = sse;
             best = d;
         }
     }
     return best;
+}
+
+// Trits t[0..255] (0..2) into a tq1_0 block's qs and qh.
+void pack_tq1(const int* t, BlockTQ1& b) {
+    int group[5];
+    for (int m = 0; m < 32; ++m) {
+        for (int k = 0; k < 5; ++k) group[k] = t[32 * k + m];
+        b.qs[m] = pack_trits(group);
+    }
+    for (int m = 0; m < 16; ++m) {
+        for (int k = 0; k < 5; ++k) group[k] = t[160 + 16 * k + m];
+        b.qs[32 + m] = pack_trits(group);
+    }
+    for (int m = 0; m < 4; ++m) {
+        for (int k = 0; k < 4; ++k) group[k] = t[240 + 4 * k + m];
+        group[4] = 0;
+        b.qh[m] = pack_trits(group);
+    }
+}
+// Codes q[0..255] (0..3) into a tq2_0 block's qs.
+void pack_tq2(const int* q, BlockTQ2& b) {
+    std::memset(b.qs, 0, sizeof b.qs);
+    for (int v = 0; v < 256; ++v) {
+        b.qs[32 * (v / 128) + v % 32] |= static_cast<uint8_t>(q[v] << (2 * ((v % 128) / 32)));
+    }
+}
+
+// The 8 E2M1 magnitudes of the doubled table (codes 0..7; bit 3 is the sign).
+using E2m1Magnitudes = LevelSet<8>;
+
+// The E2M1 code nearest to v (in units of the doubled table): the nearest magnitude, with the
+// sign bit for negative values (a negative zero is written as +0).
+int e2m1_code(const E2m1Magnitudes& mags, float v) {
+    const int m = mags.nearest(std::fabs(v));
+    return (v < 0 && m != 0) ? (m | 8) : m;
+}
+double e2m1_sse(const E2m1Magnitudes& mags, const float* x, int n, float d) {
+    const float id = d != 0 ? 1.0f / d : 0.0f;
+    double sse = 0;
+    for (int j = 0; j < n; ++j) {
+        const float v = d * static_cast<float>(kE2m1DoubledValues[e2m1_code(mags, x[j] * id)]);
+        sse += static_cast<double>(x[j] - v) * (x[j] - v);
+    }
+    return sse;
+}
+// A random block sign for the 4-bit float formats, whose scales carry none: flip every code.
+void flip_e2m1_signs(uint8_t* qs, size_t n) {
+    for (size_t i = 0; i < n; ++i) qs[i] ^= 0x88;
 }
 
 }  // namespace
@@ -142,20 +199,7 @@ void quantize_tq1_0(const float* src, void* dst, int64_t n) {
         const float id = d != 0 ? 1.0f / d : 0.0f;
         int t[256];
         for (int v = 0; v < 256; ++v) t[v] = clamp_int(round_even(x[v] * id), -1, 1) + 1;
-        int group[5];
-        for (int m = 0; m < 32; ++m) {
-            for (int k = 0; k < 5; ++k) group[k] = t[32 * k + m];
-            b.qs[m] = pack_trits(group);
-        }
-        for (int m = 0; m < 16; ++m) {
-            for (int k = 0; k < 5; ++k) group[k] = t[160 + 16 * k + m];
-            b.qs[32 + m] = pack_trits(group);
-        }
-        for (int m = 0; m < 4; ++m) {
-            for (int k = 0; k < 4; ++k) group[k] = t[240 + 4 * k + m];
-            group[4] = 0;
-            b.qh[m] = pack_trits(group);
-        }
+        pack_tq1(t, b);
         store_block(dst, i, b);
     }
 }
@@ -171,7 +215,15 @@ double ref_dot_tq1_0(int64_t n, const void* weights, const void* act) {
     return sum;
 }
 void random_tq1_0(void* dst, int64_t n_blocks, uint64_t seed, float scale) {
-    random_by_quantizing<256, sizeof(BlockTQ1)>(quantize_tq1_0, dst, n_blocks, seed, scale);
+    random_calibrated<BlockTQ1, 256>(
+        dst, n_blocks, seed, scale, dequantize_tq1_0,
+        [](Rng& rng, BlockTQ1& b) {
+            int t[256];
+            for (int& trit : t) trit = rng.below(3);
+            pack_tq1(t, b);
+            b.d = kFp16One;
+        },
+        [](BlockTQ1& b, float f) { b.d = finite_fp16(f); });
 }
 
 // ---------------------------------------------------------------- tq2_0
@@ -190,10 +242,9 @@ void quantize_tq2_0(const float* src, void* dst, int64_t n) {
         b.d = f32_to_fp16(ternary_scale(x, 256));
         const float d = fp16_to_f32(b.d);
         const float id = d != 0 ? 1.0f / d : 0.0f;
-        for (int v = 0; v < 256; ++v) {
-            const int q = clamp_int(round_even(x[v] * id), -1, 1) + 1;
-            b.qs[32 * (v / 128) + v % 32] |= static_cast<uint8_t>(q << (2 * ((v % 128) / 32)));
-        }
+        int q[256];
+        for (int v = 0; v < 256; ++v) q[v] = clamp_int(round_even(x[v] * id), -1, 1) + 1;
+        pack_tq2(q, b);
         store_block(dst, i, b);
     }
 }
@@ -209,7 +260,15 @@ double ref_dot_tq2_0(int64_t n, const void* weights, const void* act) {
     return sum;
 }
 void random_tq2_0(void* dst, int64_t n_blocks, uint64_t seed, float scale) {
-    random_by_quantizing<256, sizeof(BlockTQ2)>(quantize_tq2_0, dst, n_blocks, seed, scale);
+    random_calibrated<BlockTQ2, 256>(
+        dst, n_blocks, seed, scale, dequantize_tq2_0,
+        [](Rng& rng, BlockTQ2& b) {
+            int q[256];
+            for (int& code : q) code = rng.below(3);  // ternary: code 3 (+2) is never written
+            pack_tq2(q, b);
+            b.d = kFp16One;
+        },
+        [](BlockTQ2& b, float f) { b.d = finite_fp16(f); });
 }
 
 // ---------------------------------------------------------------- q1_0
@@ -254,7 +313,13 @@ double ref_dot_q1_0(int64_t n, const void* weights, const void* act) {
     return sum;
 }
 void random_q1_0(void* dst, int64_t n_blocks, uint64_t seed, float scale) {
-    random_by_quantizing<128, sizeof(BlockQ1_0)>(quantize_q1_0, dst, n_blocks, seed, scale);
+    random_calibrated<BlockQ1_0, 128>(
+        dst, n_blocks, seed, scale, dequantize_q1_0,
+        [](Rng& rng, BlockQ1_0& b) {
+            rng.fill(b.qs, sizeof b.qs);
+            b.d = kFp16One;
+        },
+        [](BlockQ1_0& b, float f) { b.d = finite_fp16(f); });
 }
 
 // ---------------------------------------------------------------- q2_0
@@ -272,18 +337,16 @@ void dequantize_q2_0(const void* src, float* dst, int64_t n) {
 // The levels -1, 0, 1, 2 are lopsided: try both signs of d (so the long tail gets level 2) and
 // a range of magnitudes, keep the least squared error.
 void quantize_q2_0(const float* src, void* dst, int64_t n) {
-    static constexpr int kLevels[4] = {-1, 0, 1, 2};
     for (int64_t i = 0; i < n / 64; ++i) {
         const float* x = src + i * 64;
-        float amax = 0;
-        for (int j = 0; j < 64; ++j) amax = std::fmax(amax, std::fabs(x[j]));
+        const float amax = max_abs(x, 64);
         float best = amax;
-        double best_sse = level_sse(x, 64, amax, kLevels, 4);
-        for (int step = 0; step < 32; ++step) {
+        double best_sse = uniform_sse(x, 64, amax, -1, 2);
+        for (int step = 0; step < 8; ++step) {
             for (float sign : {1.0f, -1.0f}) {
-                const float magnitude = amax * (0.25f + 0.025f * static_cast<float>(step));
+                const float magnitude = amax * (0.3f + 0.1f * static_cast<float>(step));
                 const float d = fp16_to_f32(f32_to_fp16(sign * magnitude));
-                const double sse = level_sse(x, 64, d, kLevels, 4);
+                const double sse = uniform_sse(x, 64, d, -1, 2);
                 if (sse < best_sse) {
                     best_sse = sse;
                     best = d;
@@ -293,8 +356,9 @@ void quantize_q2_0(const float* src, void* dst, int64_t n) {
         BlockQ2_0 b{};
         b.d = f32_to_fp16(best);
         const float d = fp16_to_f32(b.d);
+        const float id = d != 0 ? 1.0f / d : 0.0f;
         for (int j = 0; j < 64; ++j) {
-            const int q = nearest_level(d != 0 ? x[j] / d : 0.0f, kLevels, 4);
+            const int q = clamp_int(round_even(x[j] * id), -1, 2) + 1;
             b.qs[j / 4] |= static_cast<uint8_t>(q << (2 * (j % 4)));
         }
         store_block(dst, i, b);
@@ -319,7 +383,13 @@ double ref_dot_q2_0(int64_t n, const void* weights, const void* act) {
     return sum;
 }
 void random_q2_0(void* dst, int64_t n_blocks, uint64_t seed, float scale) {
-    random_by_quantizing<64, sizeof(BlockQ2_0)>(quantize_q2_0, dst, n_blocks, seed, scale);
+    random_calibrated<BlockQ2_0, 64>(
+        dst, n_blocks, seed, scale, dequantize_q2_0,
+        [](Rng& rng, BlockQ2_0& b) {
+            rng.fill(b.qs, sizeof b.qs);
+            b.d = kFp16One;
+        },
+        [](BlockQ2_0& b, float f) { b.d = finite_fp16(f); });
 }
 
 // ---------------------------------------------------------------- mxfp4
@@ -337,10 +407,10 @@ void dequantize_mxfp4(const void* src, float* dst, int64_t n) {
 // The OCP MX exponent floor(log2(amax)) - 2 (E2M1's largest value is 6 = 1.5 * 2^2), or one
 // more when clipping the top values costs more than the coarser steps.
 void quantize_mxfp4(const float* src, void* dst, int64_t n) {
+    const E2m1Magnitudes mags(kE2m1DoubledValues);
     for (int64_t i = 0; i < n / 32; ++i) {
         const float* x = src + i * 32;
-        float amax = 0;
-        for (int j = 0; j < 32; ++j) amax = std::fmax(amax, std::fabs(x[j]));
+        const float amax = max_abs(x, 32);
         BlockMxfp4 b{};
         if (amax > 0) {
             const int e0 =
@@ -348,8 +418,7 @@ void quantize_mxfp4(const float* src, void* dst, int64_t n) {
             b.e = static_cast<uint8_t>(e0);
             double best_sse = -1;
             for (int e = e0; e <= e0 + 1; ++e) {
-                const double sse = level_sse(x, 32, e8m0_to_f32_half(static_cast<uint8_t>(e)),
-                                             kE2m1DoubledValues, 16);
+                const double sse = e2m1_sse(mags, x, 32, e8m0_to_f32_half(static_cast<uint8_t>(e)));
                 if (best_sse < 0 || sse < best_sse) {
                     best_sse = sse;
                     b.e = static_cast<uint8_t>(e);
@@ -358,7 +427,7 @@ void quantize_mxfp4(const float* src, void* dst, int64_t n) {
         }
         const float d = e8m0_to_f32_half(b.e);
         for (int j = 0; j < 32; ++j) {
-            const int code = nearest_level(x[j] / d, kE2m1DoubledValues, 16);
+            const int code = e2m1_code(mags, x[j] / d);
             if (j < 16) {
                 b.qs[j] |= static_cast<uint8_t>(code);
             } else {
@@ -379,8 +448,20 @@ double ref_dot_mxfp4(int64_t n, const void* weights, const void* act) {
     }
     return sum;
 }
+// E8M0 has no sign and only powers of two: the scale is the nearest power of two, and a
+// negative factor flips the codes.
 void random_mxfp4(void* dst, int64_t n_blocks, uint64_t seed, float scale) {
-    random_by_quantizing<32, sizeof(BlockMxfp4)>(quantize_mxfp4, dst, n_blocks, seed, scale);
+    random_calibrated<BlockMxfp4, 32>(
+        dst, n_blocks, seed, scale, dequantize_mxfp4,
+        [](Rng& rng, BlockMxfp4& b) {
+            rng.fill(b.qs, sizeof b.qs);
+            b.e = 128;  // half-scale 1
+        },
+        [](BlockMxfp4& b, float f) {
+            const int e = 128 + static_cast<int>(std::lround(std::log2(std::fabs(f))));
+            b.e = static_cast<uint8_t>(clamp_int(e, 1, 254));
+            if (f < 0) flip_e2m1_signs(b.qs, sizeof b.qs);
+        });
 }
 
 // ---------------------------------------------------------------- nvfp4
@@ -397,19 +478,19 @@ void dequantize_nvfp4(const void* src, float* dst, int64_t n) {
 // Per sub-block: the UE4M3 scale nearest to amax / 6 (E2M1's largest value) and its two
 // neighbours; the one with the least squared error wins.
 void quantize_nvfp4(const float* src, void* dst, int64_t n) {
+    const E2m1Magnitudes mags(kE2m1DoubledValues);
     for (int64_t i = 0; i < n / 64; ++i) {
         BlockNvfp4 b{};
         for (int s = 0; s < 4; ++s) {
             const float* x = src + i * 64 + 16 * s;
-            float amax = 0;
-            for (int j = 0; j < 16; ++j) amax = std::fmax(amax, std::fabs(x[j]));
+            const float amax = max_abs(x, 16);
             const int center = f32_to_ue4m3(amax / 6.0f);
             b.d[s] = static_cast<uint8_t>(center);
             double best_sse = -1;
             for (int code = center - 1; code <= center + 1; ++code) {
                 if (code < 0 || code > 0x7e) continue;
-                const double sse = level_sse(x, 16, ue4m3_to_f32_half(static_cast<uint8_t>(code)),
-                                             kE2m1DoubledValues, 16);
+                const double sse =
+                    e2m1_sse(mags, x, 16, ue4m3_to_f32_half(static_cast<uint8_t>(code)));
                 if (best_sse < 0 || sse < best_sse) {
                     best_sse = sse;
                     b.d[s] = static_cast<uint8_t>(code);
@@ -417,7 +498,7 @@ void quantize_nvfp4(const float* src, void* dst, int64_t n) {
             }
             const float d = ue4m3_to_f32_half(b.d[s]);
             for (int j = 0; j < 16; ++j) {
-                const int code = nearest_level(d != 0 ? x[j] / d : 0.0f, kE2m1DoubledValues, 16);
+                const int code = d != 0 ? e2m1_code(mags, x[j] / d) : 0;
                 if (j < 8) {
                     b.qs[8 * s + j] |= static_cast<uint8_t>(code);
                 } else {
@@ -443,8 +524,19 @@ double ref_dot_nvfp4(int64_t n, const void* weights, const void* act) {
     }
     return sum;
 }
+// UE4M3 has no sign: a negative factor flips the codes. Block scales below UE4M3's range
+// (2^-10 in ggml's half units) come out as 0.
 void random_nvfp4(void* dst, int64_t n_blocks, uint64_t seed, float scale) {
-    random_by_quantizing<64, sizeof(BlockNvfp4)>(quantize_nvfp4, dst, n_blocks, seed, scale);
+    random_calibrated<BlockNvfp4, 64>(
+        dst, n_blocks, seed, scale, dequantize_nvfp4,
+        [](Rng& rng, BlockNvfp4& b) {
+            rng.fill(b.qs, sizeof b.qs);
+            for (uint8_t& d : b.d) d = 0x40;  // 2.0, half-scale 1
+        },
+        [](BlockNvfp4& b, float f) {
+            for (uint8_t& d : b.d) d = f32_to_ue4m3(2.0f * std::fabs(f));
+            if (f < 0) flip_e2m1_signs(b.qs, sizeof b.qs);
+        });
 }
 
 }  // namespace tandem

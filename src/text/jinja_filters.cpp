@@ -435,8 +435,18 @@ int compare_values(const Value& a, const Value& b, bool case_sensitive) {
     throw JinjaError(std::string("cannot compare ") + kind_name(a.kind()) + " with " + kind_name(b.kind()));
 }
 
+constexpr std::string_view kFilterNames[] = {
+    "safe", "tojson", "default", "d", "string", "length", "count", "list", "first", "last", "reverse", "sort",
+    "join", "unique", "select", "reject", "selectattr", "rejectattr", "map", "items", "dictsort", "min", "max",
+    "sum", "batch", "abs", "round", "int", "float", "bool", "attr", "trim", "upper", "lower", "title",
+    "capitalize", "indent", "replace", "wordcount", "escape", "e", "forceescape", "center", "format",
+};
+
 Value apply_filter(Interpreter& in, const std::string& name, const Value& v, CallArgs& args,
                    const ScopePtr& scope) {
+    if (std::find(std::begin(kFilterNames), std::end(kFilterNames), name) == std::end(kFilterNames)) {
+        throw JinjaError("unknown filter '" + name + "'");
+    }
     if (name == "safe") return v;
     if (name == "tojson") return filter_tojson(in, v, args);
     if (name == "default" || name == "d") {
@@ -615,12 +625,9 @@ Value apply_filter(Interpreter& in, const std::string& name, const Value& v, Cal
         int64_t left = (width - len) / 2, right = width - len - left;
         return Value::string(std::string(static_cast<size_t>(left), ' ') + s + std::string(static_cast<size_t>(right), ' '));
     }
-    if (name == "format") {
-        std::string out = percent_format(text_of(v), args);
-        in.check_size(out.size());
-        return Value::string(std::move(out));
-    }
-    throw JinjaError("unknown filter '" + name + "'");
+    std::string out = percent_format(text_of(v), args);  // format
+    in.check_size(out.size());
+    return Value::string(std::move(out));
 }
 
 }  // namespace tandem::jinja

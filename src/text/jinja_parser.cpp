@@ -550,7 +550,7 @@ NodePtr Parser::parse_postfix(NodePtr node) {
             uint32_t pos = next().pos;
             node = parse_subscript(std::move(node), pos);
         } else if (is(TokenType::kOpenParen)) {
-            auto call = make(NodeKind::kCall, peek().pos);
+            auto call = make(NodeKind::kCall, node->pos);  // errors point at the callee
             call->kids.push_back(std::move(node));
             call->args = parse_args(false);
             node = std::move(call);

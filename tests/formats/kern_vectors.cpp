@@ -1,16 +1,28 @@
-// Runs `kern vectors` once per configuration and reads its files back.
+// Runs `kern vectors` once per configuration (cached under the build directory) and reads its
+// files back.
 #include "kern_vectors.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <map>
+#include <memory>
 #include <sstream>
 
 #include "support/oracle.h"
 
 namespace tandem::testing {
 namespace {
+
+namespace fs = std::filesystem;
 
 std::vector<std::string> split(const std::string& line, char sep) {
     std::vector<std::string> out;
@@ -27,6 +39,66 @@ std::vector<T> as_array(const std::vector<uint8_t>& raw) {
     return out;
 }
 
+// What the vectors depend on besides the arguments: the kern binary, ggml's libraries and the
+// CPU (the default variant is chosen by CPU features).
+std::string environment_key() {
+    std::string key;
+    std::error_code ec;
+    const std::string kern = oracle_bin() + "/kern";
+    key += std::to_string(fs::file_size(kern, ec)) + ":";
+    key += std::to_string(fs::last_write_time(kern, ec).time_since_epoch().count()) + ":";
+    if (const char* lib = std::getenv("ORACLE_LIBDIR")) key += lib;
+    std::ifstream cpuinfo("/proc/cpuinfo");
+    std::string line;
+    while (std::getline(cpuinfo, line)) {
+        if (line.rfind("flags", 0) == 0) {
+            key += line;
+            break;
+        }
+    }
+    return key;
+}
+
+std::string cache_dir(const std::string& variant, const std::string& args) {
+    const size_t hash = std::hash<std::string>{}(variant + "|" + args + "|" + environment_key());
+    char name[32];
+    std::snprintf(name, sizeof name, "%016zx", hash);
+    return std::string(TANDEM_BINARY_DIR) + "/test-cache/kern-vectors/" + name;
+}
+
+// Makes `dir` with `kern vectors` unless it is complete already; concurrent test processes
+// wait on a lock file and reuse the result. Returns an error message, or "".
+std::string make_vectors(const std::string& dir, const std::string& variant,
+                         const std::string& args) {
+    std::error_code ec;
+    fs::create_directories(fs::path(dir).parent_path(), ec);
+    const std::string lock_path = dir + ".lock";
+    const int lock = open(lock_path.c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644);
+    if (lock < 0) return "cannot open " + lock_path;
+    flock(lock, LOCK_EX);
+    std::string error;
+    if (!fs::exists(dir + "/complete")) {
+        const std::string tmp = dir + ".tmp";
+        fs::remove_all(tmp, ec);
+        fs::create_directories(tmp, ec);
+        std::string command = shell_quote(oracle_bin() + "/kern");
+        if (!variant.empty()) command += " -v " + shell_quote(variant);
+        command += " vectors -o " + shell_quote(tmp) + " " + args;
+        std::string output;
+        if (run_command(command, &output) != 0) {
+            error = "`" + command + "` failed: " + output;
+        } else {
+            std::ofstream(tmp + "/complete") << command << "\n";
+            fs::remove_all(dir, ec);
+            fs::rename(tmp, dir, ec);
+            if (ec) error = "cannot rename " + tmp + ": " + ec.message();
+        }
+    }
+    flock(lock, LOCK_UN);
+    close(lock);
+    return error;
+}
+
 }  // namespace
 
 const KernVectors& KernVectors::get(const std::string& variant, const std::string& args) {
@@ -35,16 +107,10 @@ const KernVectors& KernVectors::get(const std::string& variant, const std::strin
     if (slot) return *slot;
     slot = std::make_unique<KernVectors>();
     KernVectors& v = *slot;
-    v.dir_ = std::make_unique<TempDir>();
-    std::string command = shell_quote(oracle_bin() + "/kern");
-    if (!variant.empty()) command += " -v " + shell_quote(variant);
-    command += " vectors -o " + shell_quote(v.dir_->path()) + " " + args;
-    std::string output;
-    if (run_command(command, &output) != 0) {
-        v.error_ = "`" + command + "` failed: " + output;
-        return v;
-    }
-    std::ifstream manifest(v.dir_->file("manifest.tsv"));
+    v.dir_ = cache_dir(variant, args);
+    v.error_ = make_vectors(v.dir_, variant, args);
+    if (!v.ok()) return v;
+    std::ifstream manifest(v.dir_ + "/manifest.tsv");
     std::string line;
     std::getline(manifest, line);  // column names
     while (std::getline(manifest, line)) {
@@ -67,7 +133,7 @@ const KernVectors& KernVectors::get(const std::string& variant, const std::strin
         t.has_generic = f[13] == "1";
         v.types_.push_back(t);
     }
-    if (v.types_.empty()) v.error_ = "no types in " + v.dir_->file("manifest.tsv");
+    if (v.types_.empty()) v.error_ = "no types in " + v.dir_ + "/manifest.tsv";
     return v;
 }
 
@@ -79,7 +145,7 @@ const KernType* KernVectors::find(const std::string& name) const {
 }
 
 std::vector<uint8_t> KernVectors::bytes(const std::string& type, const std::string& suffix) const {
-    std::ifstream in(dir_->file(type + "." + suffix), std::ios::binary);
+    std::ifstream in(dir_ + "/" + type + "." + suffix, std::ios::binary);
     if (!in) return {};
     return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }

@@ -1,13 +1,12 @@
 // Test vectors written by the oracle kit's `kern vectors` (ggml's own quantize, dequantize,
-// activation quantizer and vec_dot per type), produced once per process and shared by tests.
+// activation quantizer and vec_dot per type), produced once and shared by tests. ctest runs
+// every test in its own process, so the files are kept under the build directory, keyed by
+// the arguments, the kit's binaries and the CPU, and made under a file lock.
 #pragma once
 
 #include <cstdint>
-#include <memory>
 #include <string>
 #include <vector>
-
-#include "support/temp_dir.h"
 
 namespace tandem::testing {
 
@@ -29,7 +28,7 @@ struct KernType {
 class KernVectors {
   public:
     // `kern [-v VARIANT] vectors -o DIR ARGS`, run on first use for each (variant, args) and
-    // kept for the rest of the process. Call only when the oracle kit is available.
+    // kept (in the process and on disk). Call only when the oracle kit is available.
     static const KernVectors& get(const std::string& variant, const std::string& args);
 
     bool ok() const { return error_.empty(); }
@@ -43,7 +42,7 @@ class KernVectors {
     std::vector<double> doubles(const std::string& type, const std::string& suffix) const;
 
   private:
-    std::unique_ptr<TempDir> dir_;
+    std::string dir_;
     std::vector<KernType> types_;
     std::string error_;
 };

@@ -198,6 +198,19 @@ TEST(RandomBlocks, FiniteWithTheRequestedRms) {
     }
 }
 
+// Scales far past what fp16 holds still give finite blocks (the scale fields saturate).
+TEST(RandomBlocks, HugeScalesStayFinite) {
+    for (const FormatTraits* f :
+         formats_where([](const FormatTraits& f) { return f.random_blocks != nullptr; })) {
+        const int64_t n_blocks = 64;
+        std::vector<uint8_t> q(n_blocks * f->block_bytes);
+        f->random_blocks(q.data(), n_blocks, 9, 1e9f);
+        std::vector<float> y(n_blocks * f->block_size);
+        f->dequantize_row(q.data(), y.data(), static_cast<int64_t>(y.size()));
+        for (float v : y) ASSERT_TRUE(std::isfinite(v)) << f->name;
+    }
+}
+
 TEST(RandomBlocks, DeterministicPerSeed) {
     for (const FormatTraits* f :
          formats_where([](const FormatTraits& f) { return f.random_blocks != nullptr; })) {
