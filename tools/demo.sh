@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The main job: installs what is missing, builds build/tandem, makes a small synthetic MoE
-# model when none is given (MODEL=path.gguf to use yours) and shows it.
+# model when none is given (MODEL=path.gguf to use yours), shows it and generates text.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/install-deps.sh
@@ -16,4 +16,6 @@ if [[ -z "$model" ]]; then
       --wtype q8_0 --exp-type q4_K --out "$model"
   fi
 fi
-build/tandem inspect "$model"
+build/tandem inspect "$model" | head -40
+echo
+build/tandem run -m "$model" -p "${PROMPT:-Hello, world. The model says:}" -n "${N_PREDICT:-64}"

@@ -12,6 +12,8 @@
 
 #include "base/thread_pool.h"
 #include "engine/session.h"
+#include "gguf/gguf_copy.h"
+#include "support/temp_dir.h"
 #include "model/model.h"
 #include "support/oracle.h"
 #include "support/oracle_runs.h"
@@ -61,6 +63,9 @@ TEST_P(LlamaConformance, TeacherForcedLogits) {
     std::printf("[ %s ] %d rows: max|d| %.3e, KL %.3e, argmax flips %d (decisive %d)\n", c.name.c_str(), cmp.rows,
                 cmp.worst_abs, cmp.worst_kl, cmp.argmax_flips, cmp.decisive_flips);
     ASSERT_EQ(cmp.rows, c.n_tokens);
+    for (int r = 0; r < cmp.rows; ++r) {
+        if (cmp.row_kl[r] > 1e-4) std::printf("    row %d: KL %.3e\n", r, cmp.row_kl[r]);
+    }
     if (c.exact) {
         EXPECT_LE(cmp.worst_abs, 1e-4);
     } else {
@@ -94,6 +99,12 @@ std::vector<ConformanceCase> cases() {
         out.push_back({"qwen3_" + t, "--arch qwen3 --wtype " + t + " " + kQuant + fast, 40, false});
         out.push_back({"llama_" + t, "--arch llama --wtype " + t + " " + kQuant + fast, 40, false});
     }
+    // NVFP4 everywhere llama.cpp reads a second-level scale (attention, dense FFN, experts,
+    // output head), with the kit's `.scale` tensors.
+    const std::string nvfp4 = "--wtype nvfp4 --nvfp4-scales --n-embd 128 --n-head 4 --n-head-kv 2 --head-dim 32 --n-ff-exp 128 --n-ff 256";
+    for (const char* arch : {"qwen3moe", "qwen3", "llama"}) {
+        out.push_back({std::string(arch) + "_nvfp4_scales", std::string("--arch ") + arch + " " + nvfp4, 48, false});
+    }
     out.push_back({"qwen3moe_q4_K_hd128_e16top4_200tok",
                    "--arch qwen3moe --wtype q4_K --n-embd 256 --n-head 4 --n-head-kv 1 --head-dim 128 --n-expert 16 --n-expert-used 4 --n-ff-exp 256",
                    200, false});
@@ -115,7 +126,8 @@ TEST_P(LlamaGreedy, SameTokensUpToFirstNearTie) {
     const int n_vocab = model->config().n_vocab;
     const std::vector<int32_t> prompt = testing::random_tokens(c.n_tokens, n_vocab, 77);
     const int n_gen = 32;
-    testing::GreedyRun ref = testing::llama_greedy(path, prompt, n_gen);
+    // The dump lists the prompt and the tokens it fed back: n - 1 of the n generated.
+    testing::GreedyRun ref = testing::llama_greedy(path, prompt, n_gen + 1);
     ASSERT_EQ(static_cast<int>(ref.tokens.size()), c.n_tokens + n_gen);
 
     SessionOptions o;
@@ -143,8 +155,32 @@ INSTANTIATE_TEST_SUITE_P(Models, LlamaGreedy,
                          ::testing::Values(ConformanceCase{"qwen3moe_f32", "--arch qwen3moe " + kSmall, 8, true},
                                            ConformanceCase{"qwen3_q8_0", "--arch qwen3 --wtype q8_0 " + kQuant, 8, false},
                                            ConformanceCase{"llama_q4_K", "--arch llama --wtype q4_K " + kQuant, 8, false},
-                                           ConformanceCase{"qwen3moe_q4_K", "--arch qwen3moe --wtype q4_K " + kQuant, 8, false}),
+                                           ConformanceCase{"qwen3moe_q4_K", "--arch qwen3moe --wtype q4_K " + kQuant, 8, false},
+                                           ConformanceCase{"qwen3moe_nvfp4_scales", "--arch qwen3moe --wtype nvfp4 --nvfp4-scales " + kSmall, 8, false},
+                                           ConformanceCase{"qwen3_nvfp4_scales", "--arch qwen3 --wtype nvfp4 --nvfp4-scales " + kSmall, 8, false},
+                                           ConformanceCase{"llama_nvfp4_scales", "--arch llama --wtype nvfp4 --nvfp4-scales " + kSmall, 8, false}),
                          [](const ::testing::TestParamInfo<ConformanceCase>& info) { return info.param.name; });
+
+// The same NVFP4 model with its `.scale` tensors deleted still loads, but its logits differ from
+// llama.cpp's: proof that the scales are applied.
+TEST(LlamaConformanceNvfp4, DeletedScalesChangeTheLogits) {
+    TANDEM_REQUIRE_ORACLE();
+    const std::string path = testing::oracle_model(
+        "--arch qwen3moe --wtype nvfp4 --nvfp4-scales --nvfp4-scale-range 0.05,0.5 " + kSmall);
+    testing::TempDir dir;
+    GgufEdit strip;
+    strip.keep_tensor = [](const GgufTensor& t) { return !std::string_view(t.name).ends_with(".scale"); };
+    copy_gguf(*GgufFile::open(path), strip).write(dir.file("no-scales.gguf"));
+    const int n_vocab = Model::load(path)->config().n_vocab;
+    const std::vector<int32_t> tokens = testing::random_tokens(16, n_vocab, 5);
+    const std::vector<float> ref = testing::llama_all_logits(path, tokens);
+    const LogitComparison with = compare_logits(ref, tandem_all_logits(path, tokens), n_vocab);
+    const LogitComparison without = compare_logits(ref, tandem_all_logits(dir.file("no-scales.gguf"), tokens), n_vocab);
+    std::printf("with scales: KL %.3e; without: KL %.3e, max|d| %.3e\n", with.worst_kl, without.worst_kl,
+                without.worst_abs);
+    EXPECT_LE(with.worst_kl, 1e-3);
+    EXPECT_GT(without.worst_kl, 1e-2);
+}
 
 }  // namespace
 }  // namespace tandem

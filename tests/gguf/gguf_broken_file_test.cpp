@@ -99,9 +99,9 @@ TEST(GgufBroken, HugeCounts) {
 }
 
 TEST(GgufBroken, StringsPastTheEnd) {
-    expect_error(Bytes().header(0, 1).u64(100).raw("abc", 3).data, {"metadata key #0", "string length 100"});
+    expect_error(Bytes().header(0, 1).u64(100).raw("abc", 3).zeros(20).data, {"metadata key #0", "string length 100"});
     expect_error(Bytes().header(0, 1).str("k").u32(8).u64(10).raw("abc", 3).data, {"metadata 'k'", "offset"});
-    expect_error(Bytes().header(1, 0).u64(1000).data, {"tensor #0 name", "string length 1000"});
+    expect_error(Bytes().header(1, 0).u64(1000).zeros(40).data, {"tensor #0 name", "string length 1000"});
 }
 
 TEST(GgufBroken, BadMetadata) {
@@ -166,7 +166,7 @@ TEST(GgufBroken, HostileNamesArePrintable) {
         GgufFile::parse("x.gguf", bytes.data(), bytes.size());
         FAIL();
     } catch (const Error& e) {
-        EXPECT_NE(std::string(e.what()).find("'bad??'"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("'bad?" "?'"), std::string::npos) << e.what();
     }
 }
 

@@ -110,6 +110,7 @@ LogitComparison compare_logits(const std::vector<float>& ref, const std::vector<
         double kl = 0.0;
         for (int i = 0; i < n_vocab; ++i) kl += std::exp(lr[i]) * (lr[i] - lt[i]);
         c.worst_kl = std::max(c.worst_kl, std::max(0.0, kl));
+        c.row_kl.push_back(std::max(0.0, kl));
         int ra = static_cast<int>(std::max_element(a, a + n_vocab) - a);
         int ta = static_cast<int>(std::max_element(b, b + n_vocab) - b);
         if (ra != ta) {

@@ -32,6 +32,7 @@ struct LogitComparison {
     double worst_kl = 0.0;    // max KL(softmax(ref) || softmax(test)) over rows
     int argmax_flips = 0;     // rows whose argmax differs
     int decisive_flips = 0;   // ... where the reference's top-two margin is >= tie
+    std::vector<double> row_kl;  // per row
 };
 LogitComparison compare_logits(const std::vector<float>& ref, const std::vector<float>& test,
                                int n_vocab, double tie = 1e-3);
