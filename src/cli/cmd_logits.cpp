@@ -37,6 +37,7 @@ void run(LogitsOptions o) {
     // One batch for the whole sequence unless --batch asks for less.
     if (o.model.batch == 512) o.model.batch = static_cast<int>(tokens.size());
     if (o.model.ctx == 0) o.model.ctx = static_cast<int>(tokens.size());
+    parse_kv_type(o.model.kv_type);
     LoadedModel m = load_model(o.model);
     const int n_vocab = m.model->config().n_vocab;
     for (int32_t id : tokens) {

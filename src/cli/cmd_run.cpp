@@ -28,11 +28,11 @@ void run(const RunOptions& o) {
     if (o.n_predict < 0) fail("-n {} must be >= 0", o.n_predict);
     if (o.prompt.empty() == o.tokens.empty()) fail("give the prompt as -p TEXT or as --tokens IDS (one of them)");
     validate(o.sampling);
-    LoadedModel m = load_model(o.model);
+    parse_kv_type(o.model.kv_type);
     std::vector<int32_t> prompt;
-    if (!o.tokens.empty()) {
-        prompt = parse_token_list(o.tokens, "--tokens");
-    } else {
+    if (!o.tokens.empty()) prompt = parse_token_list(o.tokens, "--tokens");
+    LoadedModel m = load_model(o.model);
+    if (prompt.empty()) {
         if (!m.tokenizer) fail("{}: the model has no vocabulary; give the prompt with --tokens", o.model.model_path);
         prompt = m.tokenizer->encode(o.prompt, /*add_special=*/true, /*parse_special=*/true);
         if (prompt.empty()) fail("the prompt tokenizes to nothing");

@@ -1,6 +1,9 @@
 // The `tandem` command: dispatches to its subcommands; every error ends as one line on stderr.
 #include <cstdio>
+#include <algorithm>
 #include <exception>
+#include <vector>
+#include <string>
 
 #include "base/error.h"
 #include "cli/commands.h"
@@ -15,6 +18,15 @@ int main(int argc, char** argv) {
     tandem::cli::add_logits_command(app);
     tandem::cli::add_tokenize_command(app);
     try {
+        const std::vector<CLI::App*> commands = app.get_subcommands({});
+        auto known = [&](const std::string& name) {
+            return std::any_of(commands.begin(), commands.end(), [&](CLI::App* c) { return c->get_name() == name; });
+        };
+        if (argc > 1 && argv[1][0] != '-' && !known(argv[1])) {
+            std::string names;
+            for (const CLI::App* sub : commands) names += (names.empty() ? "" : ", ") + sub->get_name();
+            throw tandem::Error("unknown command '" + std::string(argv[1]) + "' (commands: " + names + ")");
+        }
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {
         return app.exit(e);

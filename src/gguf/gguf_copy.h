@@ -24,7 +24,7 @@ struct GgufEdit {
 };
 
 // Copies `file` into a new writer with the edit applied; tensor bytes are copied from the
-// mapping when the writer writes.
+// mapping when the writer writes, so `file` must outlive the writer.
 GgufWriter copy_gguf(const GgufFile& file, const GgufEdit& edit = {});
 
 }  // namespace tandem

@@ -116,7 +116,8 @@ TEST(ScaleTensors, RefusesScaleOnMergedGateUp) {
                  merged);
     w.write(dir.file("merged.gguf"));
     EXPECT_NO_THROW(Model::load(dir.file("merged.gguf")));  // merged without a scale is fine
-    GgufWriter with_scale = copy_gguf(*GgufFile::open(dir.file("merged.gguf")));
+    auto merged_file = GgufFile::open(dir.file("merged.gguf"));
+    GgufWriter with_scale = copy_gguf(*merged_file);
     with_scale.add_tensor("blk.0.ffn_gate_up_exps.scale", GgmlType::kF32, {4}, f32_bytes({1, 1, 1, 1}));
     with_scale.write(dir.file("merged-scale.gguf"));
     expect_refused(dir.file("merged-scale.gguf"), "per-expert scale on a merged gate_up NVFP4 tensor");
