@@ -104,7 +104,10 @@ LogitComparison compare_logits(const std::vector<float>& ref, const std::vector<
     for (int r = 0; r < c.rows; ++r) {
         const float* a = ref.data() + static_cast<size_t>(r) * n_vocab;
         const float* b = test.data() + static_cast<size_t>(r) * n_vocab;
-        for (int i = 0; i < n_vocab; ++i) c.worst_abs = std::max(c.worst_abs, std::fabs(double(a[i]) - b[i]));
+        double row_abs = 0.0;
+        for (int i = 0; i < n_vocab; ++i) row_abs = std::max(row_abs, std::fabs(double(a[i]) - b[i]));
+        c.worst_abs = std::max(c.worst_abs, row_abs);
+        c.row_abs.push_back(row_abs);
         log_softmax(a, lr);
         log_softmax(b, lt);
         double kl = 0.0;
@@ -120,6 +123,7 @@ LogitComparison compare_logits(const std::vector<float>& ref, const std::vector<
                 if (i != ra) second = std::max(second, a[i]);
             }
             if (a[ra] - second >= tie) ++c.decisive_flips;
+            if (a[ra] - second >= std::max(tie, row_abs)) ++c.flips_beyond_noise;
         }
     }
     return c;

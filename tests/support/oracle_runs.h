@@ -32,7 +32,11 @@ struct LogitComparison {
     double worst_kl = 0.0;    // max KL(softmax(ref) || softmax(test)) over rows
     int argmax_flips = 0;     // rows whose argmax differs
     int decisive_flips = 0;   // ... where the reference's top-two margin is >= tie
-    std::vector<double> row_kl;  // per row
+    std::vector<double> row_kl;   // per row
+    std::vector<double> row_abs;  // per row: max |ref - test|
+    // Rows whose argmax differs although the reference's top-two margin exceeds both `tie` and
+    // the row's own max |ref - test| (a margin inside the disagreement is a tie within noise).
+    int flips_beyond_noise = 0;
 };
 LogitComparison compare_logits(const std::vector<float>& ref, const std::vector<float>& test,
                                int n_vocab, double tie = 1e-3);
