@@ -1,0 +1,76 @@
+// A generation request as the scheduler sees it: prompt tokens, sampling and limits in; tokens
+// and one final result out, through a sink the scheduler calls on its own thread.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/sampler.h"
+
+namespace tandem {
+
+enum class FinishReason {
+    kStop,       // an end-of-generation token, or the sink asked to stop (a stop string)
+    kLength,     // max_tokens reached, or the slot's context is full
+    kCancelled,  // the client went away, or the scheduler shut down
+    kError,      // the forward pass failed; GenerationResult::error says why
+};
+
+// "stop", "length", "cancelled", "error".
+const char* finish_reason_name(FinishReason reason);
+
+struct GenerationParams {
+    std::vector<int32_t> prompt;
+    SamplingParams sampling;
+    int max_tokens = 0;  // 0: until an end-of-generation token or the end of the context
+};
+
+struct GenerationResult {
+    FinishReason reason = FinishReason::kStop;
+    int prompt_tokens = 0;
+    int completion_tokens = 0;  // sampled tokens, the end-of-generation token included
+    std::string error;
+    double queue_seconds = 0.0;        // submit → a slot was free
+    double first_token_seconds = 0.0;  // submit → first sampled token (0: none)
+    double total_seconds = 0.0;        // submit → finish
+};
+
+// Receives a request's output. Both calls happen on the scheduler thread, between forward
+// passes, so they must be quick (no network I/O): hand the data to another thread.
+class GenerationSink {
+  public:
+    virtual ~GenerationSink() = default;
+    // A sampled token that is not an end-of-generation token. Returning false ends the request
+    // here with kStop (the token counts as generated): how stop strings end a request.
+    virtual bool on_token(int32_t token) = 0;
+    // Called exactly once, last, also for requests cancelled before they started.
+    virtual void on_finish(const GenerationResult& result) = 0;
+};
+
+// One submitted request. The client keeps a reference to cancel it; the scheduler sees the flag
+// before its next step and frees the slot.
+class Request {
+  public:
+    Request(GenerationParams params, std::shared_ptr<GenerationSink> sink);
+
+    void cancel() { cancelled_.store(true, std::memory_order_relaxed); }
+    bool cancelled() const { return cancelled_.load(std::memory_order_relaxed); }
+
+    uint64_t id() const { return id_; }
+    const GenerationParams& params() const { return params_; }
+    GenerationSink& sink() { return *sink_; }
+    double submitted_at() const { return submitted_at_; }
+    void mark_submitted(double now) { submitted_at_ = now; }
+
+  private:
+    uint64_t id_;
+    GenerationParams params_;
+    std::shared_ptr<GenerationSink> sink_;
+    std::atomic<bool> cancelled_{false};
+    double submitted_at_ = 0.0;
+};
+
+}  // namespace tandem

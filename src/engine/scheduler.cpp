@@ -1,0 +1,311 @@
+// Continuous batching over the KV cache's sequence slots.
+#include "engine/scheduler.h"
+
+#include <algorithm>
+#include <exception>
+
+#include "base/error.h"
+#include "base/log.h"
+#include "base/timer.h"
+
+namespace tandem {
+namespace {
+
+CpuBackendOptions backend_options(const SchedulerOptions& o) {
+    CpuBackendOptions b;
+    b.max_batch = o.max_batch;
+    b.n_seq = o.n_slots;
+    b.n_ctx = o.n_ctx;
+    b.kv_type = o.kv_type;
+    return b;
+}
+
+const SchedulerOptions& checked(const SchedulerOptions& o) {
+    if (o.n_slots <= 0) fail("scheduler: {} slots (at least 1)", o.n_slots);
+    if (o.n_ctx <= 1) fail("scheduler: context of {} positions per slot (at least 2)", o.n_ctx);
+    // Every busy slot may add a decode row; prefill needs at least one more row to progress.
+    if (o.max_batch <= o.n_slots) {
+        fail("scheduler: batch of {} tokens must exceed the {} slots", o.max_batch, o.n_slots);
+    }
+    if (o.queue_capacity < 0) fail("scheduler: queue capacity {} (at least 0)", o.queue_capacity);
+    return o;
+}
+
+}  // namespace
+
+Scheduler::Scheduler(const Model& model, ThreadPool& pool, const SchedulerOptions& options)
+    : model_(model),
+      options_(checked(options)),
+      backend_(model, pool, backend_options(options)),
+      decoder_(model, backend_, options.max_batch),
+      slots_(options.n_slots) {
+    for (int i = 0; i < options_.n_slots; ++i) slots_[i].index = i;
+    free_slots_ = options_.n_slots;
+    tokens_.reserve(options_.max_batch);
+    places_.reserve(options_.max_batch);
+    want_.reserve(options_.max_batch);
+    row_slot_.reserve(options_.n_slots);
+    logits_.resize(static_cast<size_t>(options_.n_slots) * model.config().n_vocab);
+    thread_ = std::thread([this] { run(); });
+}
+
+Scheduler::~Scheduler() {
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        stopping_ = true;
+    }
+    wake_.notify_all();
+    thread_.join();
+}
+
+void Scheduler::validate(const GenerationParams& p) const {
+    const int n_vocab = model_.config().n_vocab;
+    const int n_prompt = static_cast<int>(p.prompt.size());
+    if (n_prompt == 0) fail("the prompt is empty");
+    for (int32_t id : p.prompt) {
+        if (id < 0 || id >= n_vocab)
+            fail("prompt token {} is outside the vocabulary (0..{})", id, n_vocab - 1);
+    }
+    if (p.max_tokens < 0) fail("max_tokens {} must be >= 0", p.max_tokens);
+    const int wanted = std::max(p.max_tokens, 1);
+    if (static_cast<int64_t>(n_prompt) + wanted > options_.n_ctx) {
+        if (p.max_tokens > 0) {
+            fail("the prompt ({} tokens) plus max_tokens ({}) exceeds the context of {} tokens",
+                 n_prompt, p.max_tokens, options_.n_ctx);
+        }
+        fail("the prompt ({} tokens) leaves no room to generate in the context of {} tokens",
+             n_prompt, options_.n_ctx);
+    }
+    tandem::validate(p.sampling);
+}
+
+SubmitStatus Scheduler::submit(const std::shared_ptr<Request>& request) {
+    validate(request->params());
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (stopping_) return SubmitStatus::kShutDown;
+        // Requests that will take a free slot at the next step do not count against the queue.
+        if (static_cast<int>(queue_.size()) >= options_.queue_capacity + free_slots_) {
+            return SubmitStatus::kQueueFull;
+        }
+        request->mark_submitted(now_seconds());
+        queue_.push_back(request);
+    }
+    wake_.notify_one();
+    return SubmitStatus::kAccepted;
+}
+
+SchedulerStats Scheduler::stats() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    SchedulerStats s;
+    s.slots_total = options_.n_slots;
+    s.slots_busy = options_.n_slots - free_slots_;
+    s.queued = static_cast<int>(queue_.size());
+    s.finished = finished_;
+    s.cancelled = cancelled_;
+    return s;
+}
+
+void Scheduler::run() {
+    while (admit()) step();
+    // Shutting down: nobody will serve what is left.
+    for (Slot& slot : slots_) {
+        if (slot.request) finish(slot, FinishReason::kCancelled);
+    }
+    std::deque<std::shared_ptr<Request>> left;
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        left.swap(queue_);
+    }
+    for (const auto& request : left) {
+        GenerationResult result;
+        result.reason = FinishReason::kCancelled;
+        result.prompt_tokens = static_cast<int>(request->params().prompt.size());
+        notify_finish(*request, result);
+    }
+}
+
+bool Scheduler::admit() {
+    std::vector<std::shared_ptr<Request>> dropped;  // cancelled while queued
+    std::vector<Slot*> admitted;
+    {
+        std::unique_lock<std::mutex> lock(mutex_);
+        wake_.wait(lock,
+                   [&] { return stopping_ || !queue_.empty() || free_slots_ < options_.n_slots; });
+        if (stopping_) return false;
+        std::erase_if(queue_, [&](const std::shared_ptr<Request>& r) {
+            if (!r->cancelled()) return false;
+            dropped.push_back(r);
+            return true;
+        });
+        for (Slot& slot : slots_) {
+            if (queue_.empty()) break;
+            if (slot.request) continue;
+            slot.request = std::move(queue_.front());
+            queue_.pop_front();
+            --free_slots_;
+            admitted.push_back(&slot);
+        }
+        finished_ += dropped.size();
+        cancelled_ += dropped.size();
+    }
+    const double now = now_seconds();
+    for (Slot* slot : admitted) {
+        const GenerationParams& p = slot->request->params();
+        slot->sampler.emplace(p.sampling);
+        slot->history = p.prompt;
+        slot->n_prompt = static_cast<int>(p.prompt.size());
+        slot->n_cached = 0;
+        slot->n_generated = 0;
+        slot->pending = -1;
+        slot->admitted = admissions_++;
+        slot->admitted_at = now;
+        slot->first_token_at = 0.0;
+        log_debug("request {}: slot {}, {} prompt tokens", slot->request->id(), slot->index,
+                  slot->n_prompt);
+    }
+    for (const auto& request : dropped) {
+        GenerationResult result;
+        result.reason = FinishReason::kCancelled;
+        result.prompt_tokens = static_cast<int>(request->params().prompt.size());
+        result.queue_seconds = result.total_seconds = now - request->submitted_at();
+        notify_finish(*request, result);
+    }
+    return true;
+}
+
+bool Scheduler::step() {
+    for (Slot& slot : slots_) {
+        if (slot.request && slot.request->cancelled()) finish(slot, FinishReason::kCancelled);
+    }
+    tokens_.clear();
+    places_.clear();
+    want_.clear();
+    row_slot_.clear();
+    std::vector<Slot*> in_batch;  // slots with rows in this batch, for errors
+    // Decode rows first: one token for every request past its prompt.
+    for (Slot& slot : slots_) {
+        if (!slot.request || slot.pending < 0) continue;
+        tokens_.push_back(slot.pending);
+        places_.push_back({slot.index, slot.n_cached});
+        want_.push_back(1);
+        row_slot_.push_back(slot.index);
+        in_batch.push_back(&slot);
+    }
+    // Prompt chunks fill the rest of the batch, oldest request first.
+    std::vector<Slot*> prefill;
+    for (Slot& slot : slots_) {
+        if (slot.request && slot.n_cached < slot.n_prompt) prefill.push_back(&slot);
+    }
+    std::sort(prefill.begin(), prefill.end(),
+              [](const Slot* a, const Slot* b) { return a->admitted < b->admitted; });
+    std::vector<std::pair<Slot*, int>> chunks;
+    for (Slot* slot : prefill) {
+        const int budget = options_.max_batch - static_cast<int>(tokens_.size());
+        if (budget <= 0) break;
+        const int n = std::min(budget, slot->n_prompt - slot->n_cached);
+        for (int i = 0; i < n; ++i) {
+            tokens_.push_back(slot->history[slot->n_cached + i]);
+            places_.push_back({slot->index, slot->n_cached + i});
+            want_.push_back(0);
+        }
+        // The last prompt token's logits give the first generated token.
+        if (slot->n_cached + n == slot->n_prompt) {
+            want_.back() = 1;
+            row_slot_.push_back(slot->index);
+        }
+        chunks.emplace_back(slot, n);
+        in_batch.push_back(slot);
+    }
+    if (tokens_.empty()) return false;
+
+    try {
+        decoder_.eval(tokens_, places_, want_, logits_.data());
+    } catch (const std::exception& e) {
+        log_warn("forward pass of {} tokens failed: {}", tokens_.size(), e.what());
+        for (Slot* slot : in_batch) finish(*slot, FinishReason::kError, e.what());
+        return true;
+    }
+    for (Slot& slot : slots_) {
+        if (slot.request && slot.pending >= 0) {
+            ++slot.n_cached;
+            slot.pending = -1;
+        }
+    }
+    for (const auto& [slot, n] : chunks) slot->n_cached += n;
+    const size_t n_vocab = static_cast<size_t>(model_.config().n_vocab);
+    for (size_t row = 0; row < row_slot_.size(); ++row) {
+        sample_row(slots_[row_slot_[row]], logits_.data() + row * n_vocab);
+    }
+    return true;
+}
+
+void Scheduler::sample_row(Slot& slot, const float* logits) {
+    const size_t n_vocab = static_cast<size_t>(model_.config().n_vocab);
+    const int32_t id = slot.sampler->sample(std::span<const float>(logits, n_vocab), slot.history);
+    if (slot.n_generated++ == 0) slot.first_token_at = now_seconds();
+    slot.history.push_back(id);
+    const GenerationParams& p = slot.request->params();
+    if (options_.is_end_of_generation && options_.is_end_of_generation(id)) {
+        finish(slot, FinishReason::kStop);
+    } else if (!deliver(slot, id)) {
+        if (slot.request) finish(slot, FinishReason::kStop);
+    } else if (p.max_tokens > 0 && slot.n_generated >= p.max_tokens) {
+        finish(slot, FinishReason::kLength);
+    } else if (slot.n_cached >= options_.n_ctx) {
+        finish(slot, FinishReason::kLength);  // no position left to evaluate the token at
+    } else {
+        slot.pending = id;
+    }
+}
+
+bool Scheduler::deliver(Slot& slot, int32_t token) {
+    try {
+        return slot.request->sink().on_token(token);
+    } catch (const std::exception& e) {
+        // A sink that cannot take the token ends its own request, not the scheduler.
+        finish(slot, FinishReason::kError, e.what());
+        return false;
+    }
+}
+
+void Scheduler::notify_finish(Request& request, const GenerationResult& result) {
+    try {
+        request.sink().on_finish(result);
+    } catch (const std::exception& e) {
+        log_warn("request {}: the sink failed at the end: {}", request.id(), e.what());
+    }
+}
+
+void Scheduler::finish(Slot& slot, FinishReason reason, std::string error) {
+    std::shared_ptr<Request> request = std::move(slot.request);
+    slot.request.reset();
+    slot.sampler.reset();
+    slot.pending = -1;
+    const double now = now_seconds();
+    GenerationResult result;
+    result.reason = reason;
+    result.prompt_tokens = slot.n_prompt;
+    result.completion_tokens = slot.n_generated;
+    result.error = std::move(error);
+    result.queue_seconds = slot.admitted_at - request->submitted_at();
+    result.first_token_seconds =
+        slot.first_token_at > 0.0 ? slot.first_token_at - request->submitted_at() : 0.0;
+    result.total_seconds = now - request->submitted_at();
+    log_debug(
+        "request {}: {} after {} prompt + {} generated tokens; queued {:.3f} s, first token {:.3f} "
+        "s, "
+        "total {:.3f} s",
+        request->id(), finish_reason_name(reason), result.prompt_tokens, result.completion_tokens,
+        result.queue_seconds, result.first_token_seconds, result.total_seconds);
+    {
+        // Counted before the sink hears of it, so a client that saw the end sees the free slot.
+        std::lock_guard<std::mutex> lock(mutex_);
+        ++free_slots_;
+        ++finished_;
+        if (reason == FinishReason::kCancelled) ++cancelled_;
+    }
+    notify_finish(*request, result);
+}
+
+}  // namespace tandem

@@ -1,0 +1,116 @@
+// Continuous batching: up to n_slots requests decode together as one batch through one decoder,
+// each in its own KV cache sequence slot. Between steps, waiting requests take free slots and
+// their prompts are prefilled in chunks alongside the others' decode rows; finished and cancelled
+// requests leave and free their slot. Further requests wait in a bounded queue.
+//
+// Each batch row is computed independently of the others (the forward pass never mixes rows), and
+// every request samples with its own seeded sampler, so a request gets the same tokens whether it
+// runs alone or with others.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "base/thread_pool.h"
+#include "engine/request.h"
+#include "engine/sampler.h"
+#include "model/cpu_backend.h"
+#include "model/decoder.h"
+#include "model/model.h"
+
+namespace tandem {
+
+struct SchedulerOptions {
+    int n_slots = 1;          // requests decoding together (KV cache sequences)
+    int n_ctx = 4096;         // positions per slot: prompt plus generated tokens of one request
+    int max_batch = 512;      // tokens per forward pass: decode rows plus prefill chunks
+    int queue_capacity = 64;  // requests waiting for a slot beyond those being served
+    KvType kv_type = KvType::kF16;
+    // True for the tokens that end generation (the tokenizer's EOS, EOT, ...). Unset: none.
+    std::function<bool(int32_t)> is_end_of_generation;
+};
+
+enum class SubmitStatus { kAccepted, kQueueFull, kShutDown };
+
+struct SchedulerStats {
+    int slots_total = 0;
+    int slots_busy = 0;
+    int queued = 0;
+    uint64_t finished = 0;   // requests finished, any reason
+    uint64_t cancelled = 0;  // of which cancelled
+};
+
+class Scheduler {
+  public:
+    // Allocates the KV cache for n_slots × n_ctx positions and starts the scheduling thread.
+    // The pool is used only by that thread from now on.
+    Scheduler(const Model& model, ThreadPool& pool, const SchedulerOptions& options);
+    // Stops the thread; requests still queued or running finish as kCancelled.
+    ~Scheduler();
+    Scheduler(const Scheduler&) = delete;
+    Scheduler& operator=(const Scheduler&) = delete;
+
+    // Throws Error, naming the problem, for a request that can never run: an empty prompt, an id
+    // outside the vocabulary, a prompt (plus max_tokens) that does not fit a slot's context.
+    void validate(const GenerationParams& params) const;
+    // Validates (throws Error as above), then queues the request. kQueueFull when every slot is
+    // busy and the queue holds queue_capacity requests; the sink is not called then.
+    SubmitStatus submit(const std::shared_ptr<Request>& request);
+
+    SchedulerStats stats() const;
+    const SchedulerOptions& options() const { return options_; }
+
+  private:
+    struct Slot {
+        int index = 0;
+        std::shared_ptr<Request> request;  // null: free
+        std::optional<Sampler> sampler;
+        std::vector<int32_t> history;  // prompt, then generated tokens (repetition penalty)
+        int n_prompt = 0;
+        int n_cached = 0;  // positions in the KV cache
+        int n_generated = 0;
+        int32_t pending = -1;   // sampled, not yet evaluated
+        uint64_t admitted = 0;  // admission order: older prompts prefill first
+        double admitted_at = 0.0, first_token_at = 0.0;
+    };
+
+    void run();
+    // Moves queued requests into free slots and drops cancelled ones; false when stopping.
+    bool admit();
+    bool step();
+    void sample_row(Slot& slot, const float* logits);
+    // Hands a token to the sink; false ends the request (stop string, or the sink failed).
+    bool deliver(Slot& slot, int32_t token);
+    void finish(Slot& slot, FinishReason reason, std::string error = {});
+    static void notify_finish(Request& request, const GenerationResult& result);
+
+    const Model& model_;
+    SchedulerOptions options_;
+    CpuBackend backend_;
+    Decoder decoder_;
+    std::vector<Slot> slots_;
+    uint64_t admissions_ = 0;
+
+    // Batch buffers, sized once for max_batch rows.
+    std::vector<int32_t> tokens_;
+    std::vector<TokenPlace> places_;
+    std::vector<uint8_t> want_;
+    std::vector<int> row_slot_;  // slot of each logits row
+    std::vector<float> logits_;  // [n_slots × n_vocab]: at most one logits row per slot a step
+
+    mutable std::mutex mutex_;
+    std::condition_variable wake_;
+    std::deque<std::shared_ptr<Request>> queue_;
+    int free_slots_ = 0;  // under mutex_: slots not holding a request
+    bool stopping_ = false;
+    uint64_t finished_ = 0, cancelled_ = 0;
+    std::thread thread_;
+};
+
+}  // namespace tandem
