@@ -23,6 +23,7 @@
 #include "base/thread_pool.h"
 #include "engine/session.h"
 #include "gguf/gguf_copy.h"
+#include "support/model_files.h"
 #include "support/temp_dir.h"
 #include "model/model.h"
 #include "support/oracle.h"
@@ -197,6 +198,57 @@ TEST(LlamaConformanceNvfp4, DeletedScalesChangeTheLogits) {
     EXPECT_LE(with.worst_kl, 1e-3);
     EXPECT_GT(without.worst_kl, 1e-2);
 }
+
+// Models written by `tandem synth` load in llama.cpp and give the same logits: each architecture,
+// with several weight types (IQ types as random valid blocks).
+struct SynthCase {
+    std::string name;
+    std::string arch;
+    GgmlType attn, experts, ffn;
+};
+
+std::ostream& operator<<(std::ostream& os, const SynthCase& c) { return os << c.name; }
+
+class SynthConformance : public ::testing::TestWithParam<SynthCase> {};
+
+TEST_P(SynthConformance, LlamaCppLoadsAndAgrees) {
+    TANDEM_REQUIRE_ORACLE();
+    const SynthCase& c = GetParam();
+    testing::TempDir dir;
+    SynthSpec s = testing::tiny_spec(c.arch);
+    s.n_embd = 256;
+    s.head_dim = 64;
+    s.n_ff = 512;
+    s.n_ff_exp = 256;
+    s.n_vocab = 400;
+    s.attn_type = s.embd_type = s.out_type = c.attn;
+    s.exp_gate_type = s.exp_up_type = s.exp_down_type = c.experts;
+    s.ffn_type = c.ffn;
+    const std::string path = testing::write_model(s, dir.file("synth.gguf"));
+    const std::vector<int32_t> tokens = testing::random_tokens(24, s.n_vocab, 3);
+    const std::vector<float> ref = testing::llama_all_logits(path, tokens);
+    const LogitComparison cmp = compare_logits(ref, tandem_all_logits(path, tokens), s.n_vocab);
+    std::printf("[ synth %s ] %d rows: max|d| %.3e, KL %.3e, argmax flips %d\n", c.name.c_str(), cmp.rows,
+                cmp.worst_abs, cmp.worst_kl, cmp.argmax_flips);
+    if (c.attn == GgmlType::kF32 && c.experts == GgmlType::kF32 && c.ffn == GgmlType::kF32) {
+        EXPECT_LE(cmp.worst_abs, 1e-4);
+    } else {
+        EXPECT_LE(cmp.worst_kl, 1e-2);
+        EXPECT_EQ(cmp.flips_beyond_noise, 0);
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Models, SynthConformance,
+    ::testing::Values(SynthCase{"qwen3moe_f32", "qwen3moe", GgmlType::kF32, GgmlType::kF32, GgmlType::kF32},
+                      SynthCase{"qwen3moe_q8_0_q4_K", "qwen3moe", GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kF32},
+                      SynthCase{"qwen3moe_iq2_xxs", "qwen3moe", GgmlType::kQ8_0, GgmlType::kIQ2_XXS, GgmlType::kF32},
+                      SynthCase{"qwen3_f16", "qwen3", GgmlType::kF16, GgmlType::kF32, GgmlType::kF16},
+                      SynthCase{"qwen3_q6_K", "qwen3", GgmlType::kQ6_K, GgmlType::kF32, GgmlType::kQ6_K},
+                      SynthCase{"llama_f32", "llama", GgmlType::kF32, GgmlType::kF32, GgmlType::kF32},
+                      SynthCase{"llama_mxfp4", "llama", GgmlType::kMXFP4, GgmlType::kF32, GgmlType::kMXFP4},
+                      SynthCase{"llama_iq3_s", "llama", GgmlType::kQ4_0, GgmlType::kF32, GgmlType::kIQ3_S}),
+    [](const ::testing::TestParamInfo<SynthCase>& info) { return info.param.name; });
 
 }  // namespace
 }  // namespace tandem
