@@ -336,7 +336,7 @@ CallArgs Interpreter::eval_args(const std::vector<Arg>& args, const ScopePtr& sc
     auto add = [&](const std::string& key, Value v) {
         if (out.kwarg(key))
             throw JinjaError("got multiple values for keyword argument '" + key + "'");
-        out.keyword.emplace_back(key, std::move(v));
+        out.keyword.push_back({key, std::move(v)});
     };
     for (const Arg& a : args) {
         if (a.kind == ArgKind::kKeyword) {

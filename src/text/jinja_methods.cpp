@@ -478,7 +478,6 @@ Value make_range(Interpreter& in, const CallArgs& args) {
 }  // namespace
 
 Value member_of(const Value& object, const std::string& name) {
-    std::string_view kind;
     if (object.is_string()) {
         if (name == "length")
             return Value::integer(static_cast<int64_t>(utf8_length(object.str())));

@@ -111,6 +111,10 @@ Value Value::string(std::string s) {
     return v;
 }
 
+Value Value::array() { return array(ValueList()); }
+Value Value::object() { return object(ValueMap()); }
+Value Value::name_space() { return name_space(ValueMap()); }
+
 Value Value::array(ValueList items) {
     Value v;
     v.kind_ = Kind::kArray;

@@ -16,6 +16,8 @@
 namespace tandem::jinja {
 
 class Value;
+class ValueMap;
+struct CallArgs;
 class Interpreter;
 class Scope;
 
@@ -34,46 +36,6 @@ enum class Kind : uint8_t {
 
 using ValueList = std::vector<Value>;
 
-// An insertion-ordered dict (Python dicts and JS Maps keep insertion order, and tojson output
-// depends on it). Small dicts are searched linearly; large ones (hostile input) get a hash index.
-class ValueMap {
-  public:
-    ValueMap() = default;
-    ValueMap(const ValueMap& other) : items_(other.items_) {}
-    ValueMap(ValueMap&&) = default;
-    ValueMap& operator=(const ValueMap& other) {
-        items_ = other.items_;
-        index_.reset();
-        return *this;
-    }
-    ValueMap& operator=(ValueMap&&) = default;
-
-    const Value* find(std::string_view key) const;
-    Value* find(std::string_view key);
-    void set(std::string_view key, Value value);
-    bool erase(std::string_view key);
-    size_t size() const { return items_.size(); }
-    bool empty() const { return items_.empty(); }
-    const std::vector<std::pair<std::string, Value>>& items() const { return items_; }
-
-  private:
-    static constexpr size_t kIndexThreshold = 32;
-    size_t position(std::string_view key) const;  // items_.size() when absent
-    std::vector<std::pair<std::string, Value>> items_;
-    std::unique_ptr<std::unordered_map<std::string, size_t>> index_;
-};
-
-// Arguments of one call: positional values, then keyword arguments in source order.
-struct CallArgs {
-    ValueList positional;
-    std::vector<std::pair<std::string, Value>> keyword;
-
-    // The keyword argument `name`, or nullptr.
-    const Value* kwarg(std::string_view name) const;
-    // Positional argument `index`, else keyword `name`, else nullptr (Python binding rules).
-    const Value* get(size_t index, std::string_view name) const;
-};
-
 // A native function, a macro or a bound method. `scope` is the caller's scope: macros in
 // @huggingface/jinja (the conformance reference) see the caller's variables.
 struct Callable {
@@ -81,6 +43,8 @@ struct Callable {
     std::function<Value(Interpreter&, const std::shared_ptr<Scope>& scope, CallArgs& args)> fn;
 };
 
+// Value comes before the containers of it: clang's C++20 library checks need Value complete
+// wherever std::pair<std::string, Value> is named.
 class Value {
   public:
     Value() = default;  // undefined
@@ -90,9 +54,12 @@ class Value {
     static Value integer(int64_t i);
     static Value floating(double f);
     static Value string(std::string s);
-    static Value array(ValueList items = {});
-    static Value object(ValueMap map = {});
-    static Value name_space(ValueMap map = {});
+    static Value array();
+    static Value array(ValueList items);
+    static Value object();
+    static Value object(ValueMap map);
+    static Value name_space();
+    static Value name_space(ValueMap map);
     static Value function(std::string name, decltype(Callable::fn) fn);
 
     Kind kind() const { return kind_; }
@@ -135,6 +102,47 @@ class Value {
     };
     std::shared_ptr<void> p_;  // string, ValueList, ValueMap, Callable, or undefined's name
 };
+
+// An insertion-ordered dict (Python dicts and JS Maps keep insertion order, and tojson output
+// depends on it). Small dicts are searched linearly; large ones (hostile input) get a hash index.
+class ValueMap {
+  public:
+    ValueMap() = default;
+    ValueMap(const ValueMap& other) : items_(other.items_) {}
+    ValueMap(ValueMap&&) = default;
+    ValueMap& operator=(const ValueMap& other) {
+        items_ = other.items_;
+        index_.reset();
+        return *this;
+    }
+    ValueMap& operator=(ValueMap&&) = default;
+
+    const Value* find(std::string_view key) const;
+    Value* find(std::string_view key);
+    void set(std::string_view key, Value value);
+    bool erase(std::string_view key);
+    size_t size() const { return items_.size(); }
+    bool empty() const { return items_.empty(); }
+    const std::vector<std::pair<std::string, Value>>& items() const { return items_; }
+
+  private:
+    static constexpr size_t kIndexThreshold = 32;
+    size_t position(std::string_view key) const;  // items_.size() when absent
+    std::vector<std::pair<std::string, Value>> items_;
+    std::unique_ptr<std::unordered_map<std::string, size_t>> index_;
+};
+
+// Arguments of one call: positional values, then keyword arguments in source order.
+struct CallArgs {
+    ValueList positional;
+    std::vector<std::pair<std::string, Value>> keyword;
+
+    // The keyword argument `name`, or nullptr.
+    const Value* kwarg(std::string_view name) const;
+    // Positional argument `index`, else keyword `name`, else nullptr (Python binding rules).
+    const Value* get(size_t index, std::string_view name) const;
+};
+
 
 // Name of a kind for error messages ("string", "list", ...).
 const char* kind_name(Kind kind);
