@@ -26,6 +26,8 @@
 
 namespace tandem::TANDEM_VARIANT_NS::simd {
 
+#define TANDEM_ALWAYS_INLINE __attribute__((always_inline)) inline
+
 #if defined(TANDEM_SIMD_ZMM)
 inline constexpr bool kZmm = true;
 #else
@@ -394,16 +396,30 @@ inline float hsum(FAcc a) {
     return _mm_cvtss_f32(x);
 }
 
-// Lane c of the result = sum of the 8 lanes of v[c], for c < n (n <= 8).
+// Lane c of the result = sum of the 8 int32 lanes of v[c], for c < kN (kN <= 8). Forced inline:
+// as a call, the array round trip through memory costs more than the sums.
+template <int kI, int kN>
+TANDEM_ALWAYS_INLINE __m256i lane_or_zero(const __m256i (&v)[kN]) {
+    if constexpr (kI < kN) {
+        return v[kI];
+    } else {
+        return _mm256_setzero_si256();
+    }
+}
 template <int kN>
-__m256 transpose_sums(const __m256* v) {
-    __m256 x[8];
-    for (int i = 0; i < 8; ++i) x[i] = i < kN ? v[i] : _mm256_setzero_ps();
-    const __m256 h01 = _mm256_hadd_ps(x[0], x[1]), h23 = _mm256_hadd_ps(x[2], x[3]);
-    const __m256 h45 = _mm256_hadd_ps(x[4], x[5]), h67 = _mm256_hadd_ps(x[6], x[7]);
-    const __m256 q0 = _mm256_hadd_ps(h01, h23), q1 = _mm256_hadd_ps(h45, h67);
-    // q0 = [0 1 2 3 (low halves) | 0 1 2 3 (high halves)], q1 likewise for 4..7
-    return _mm256_add_ps(_mm256_permute2f128_ps(q0, q1, 0x20), _mm256_permute2f128_ps(q0, q1, 0x31));
+TANDEM_ALWAYS_INLINE __m256i transpose_sums(const __m256i (&v)[kN]) {
+    const __m256i h01 = _mm256_hadd_epi32(lane_or_zero<0>(v), lane_or_zero<1>(v));
+    const __m256i h23 = _mm256_hadd_epi32(lane_or_zero<2>(v), lane_or_zero<3>(v));
+    const __m256i q0 = _mm256_hadd_epi32(h01, h23);
+    if constexpr (kN <= 4) {
+        // q0 = [0 1 2 3 (low halves) | 0 1 2 3 (high halves)]
+        return _mm256_add_epi32(q0, _mm256_permute2x128_si256(q0, q0, 0x01));
+    } else {
+        const __m256i h45 = _mm256_hadd_epi32(lane_or_zero<4>(v), lane_or_zero<5>(v));
+        const __m256i h67 = _mm256_hadd_epi32(lane_or_zero<6>(v), lane_or_zero<7>(v));
+        const __m256i q1 = _mm256_hadd_epi32(h45, h67);
+        return _mm256_add_epi32(_mm256_permute2x128_si256(q0, q1, 0x20), _mm256_permute2x128_si256(q0, q1, 0x31));
+    }
 }
 
 }  // namespace tandem::TANDEM_VARIANT_NS::simd

@@ -192,8 +192,7 @@ struct KTile {
     static void run(int64_t k, const uint8_t* w, size_t w_stride, int n_rows, const uint8_t* a,
                     size_t a_stride, float* out, size_t out_stride) {
         if constexpr (C == 1) {
-            const size_t ahead = prefetch_ahead(1, w_stride);
-            for (int r = 0; r < n_rows; ++r) out[r] = matvec_row(k, w + r * w_stride, ahead, a);
+            for (int r = 0; r < n_rows; ++r) out[r] = matvec_row(k, w + r * w_stride, a);
         } else {
             constexpr int R = k_rows(C);
             const size_t ahead = prefetch_ahead(R, w_stride);
@@ -205,13 +204,12 @@ struct KTile {
 
     // Matvec: per super-block, the int32 sums scaled once into a float accumulator, the mins
     // into a second one.
-    static float matvec_row(int64_t k, const uint8_t* row, size_t ahead, const uint8_t* a) {
+    static float matvec_row(int64_t k, const uint8_t* row, const uint8_t* a) {
         FAcc acc = facc_zero();
         __m256 acc_min = _mm256_setzero_ps();
         for (int64_t i = 0; i < k / 256; ++i) {
             const uint8_t* b = row + i * T::kBytes;
-            TANDEM_UNROLL
-            for (int line = 0; line < T::kBytes; line += 64) prefetch_l2(b + ahead + line);
+            prefetch_next_page(b, T::kBytes);
             Prep p;
             T::prepare(b, p);
             const Scales16 sc = scales16(p.sc16);
@@ -294,26 +292,36 @@ struct KTile {
         step<R, 2>(blocks, sc, a, a_stride, i, iacc);
         step<R, 3>(blocks, sc, a, a_stride, i, iacc);
 
+        // Per row: the C int32 sums (and min sums) reduced to lanes c, then scaled as vectors:
+        // d * dy_c and dmin * dy_c with dy_c in lane c.
+        const __m256 dy = column_scales(a, a_stride, i);
         TANDEM_UNROLL
         for (int r = 0; r < R; ++r) {
-            const float d = _mm_cvtss_f32(prep[r].dd);
-            const float dmin = _mm_cvtss_f32(_mm_movehdup_ps(prep[r].dd));
-            __m256 f[C];
+            __m256i sums[C], mins[C];
             TANDEM_UNROLL
             for (int c = 0; c < C; ++c) {
-                const uint8_t* y = a + c * a_stride + i * kQ8KBytes;
-                const float dy = load_f32(y);
-                const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y + 260));
-                __m256i isum = fold(iacc[r][c]);
-                if constexpr (T::kBias != 0) isum = _mm256_sub_epi32(isum, bias_sums<T>(prep[r], bsums));
-                f[c] = _mm256_mul_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(d * dy));
-                if constexpr (T::kMins) {
-                    const __m256i mins = _mm256_madd_epi16(prep[r].mn16, bsums);
-                    f[c] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(mins), _mm256_set1_ps(dmin * dy), f[c]);
-                }
+                const __m256i bsums = _mm256_loadu_si256(
+                    reinterpret_cast<const __m256i*>(a + c * a_stride + i * kQ8KBytes + 260));
+                sums[c] = fold(iacc[r][c]);
+                if constexpr (T::kBias != 0) sums[c] = _mm256_sub_epi32(sums[c], bias_sums<T>(prep[r], bsums));
+                if constexpr (T::kMins) mins[c] = _mm256_madd_epi16(prep[r].mn16, bsums);
             }
-            facc[r] = _mm256_add_ps(facc[r], transpose_sums<C>(f));
+            const __m256 d = _mm256_mul_ps(_mm256_broadcastss_ps(prep[r].dd), dy);
+            __m256 f = _mm256_fmadd_ps(_mm256_cvtepi32_ps(transpose_sums<C>(sums)), d, facc[r]);
+            if constexpr (T::kMins) {
+                const __m256 dmin = _mm256_mul_ps(_mm256_broadcastss_ps(_mm_movehdup_ps(prep[r].dd)), dy);
+                f = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(transpose_sums<C>(mins)), dmin, f);
+            }
+            facc[r] = f;
         }
+    }
+
+    // The q8_K scales of super-block i of the C columns, in lanes 0..C-1.
+    static __m256 column_scales(const uint8_t* a, size_t a_stride, int64_t i) {
+        alignas(32) float dy[8] = {};
+        TANDEM_UNROLL
+        for (int c = 0; c < C; ++c) dy[c] = load_f32(a + c * a_stride + i * kQ8KBytes);
+        return _mm256_load_ps(dy);
     }
 };
 
