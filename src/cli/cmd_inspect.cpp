@@ -1,6 +1,7 @@
 // `tandem inspect FILE [--json]`: what a GGUF file holds — architecture, hyperparameters,
 // tokenizer, every metadata key, the tensor table, totals per type and the expert layout.
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <regex>
@@ -12,6 +13,7 @@
 #include "base/cpu_features.h"
 #include "cli/commands.h"
 #include "gguf/gguf_reader.h"
+#include "kernels/kernel_table.h"
 
 namespace tandem::cli {
 namespace {
@@ -221,6 +223,15 @@ void print_system() {
     std::printf("cpu: %s (%s), %d logical / %d physical cores\n", cpu.brand.c_str(), cpu.vendor.c_str(),
                 cpu.logical_cores, cpu.physical_cores);
     std::printf("cpu features: %s\n", cpu.summary().c_str());
+    // Every kernel variant built in, with its score here (0: the CPU or OS lacks something).
+    const KernelVariant& chosen = chosen_kernel_variant();
+    std::printf("kernel variants (score; 0 = cannot run here):\n");
+    for (const KernelVariant& v : kernel_variants()) {
+        std::printf("  %-12s %3d  %s%s\n", std::string(v.name).c_str(), v.score(cpu), std::string(v.description).c_str(),
+                    &v == &chosen ? "  <- chosen" : "");
+    }
+    std::printf("kernel variant: %s%s\n", std::string(chosen.name).c_str(),
+                std::getenv("TANDEM_CPU_VARIANT") ? " (TANDEM_CPU_VARIANT)" : "");
 }
 
 }  // namespace

@@ -10,5 +10,10 @@ void add_synth_command(CLI::App& app);
 void add_run_command(CLI::App& app);
 void add_logits_command(CLI::App& app);
 void add_tokenize_command(CLI::App& app);
+void add_serve_command(CLI::App& app);
+void add_chat_command(CLI::App& app);
+void add_bench_command(CLI::App& app);
+// Subcommands of `bench` (cmd_bench_*.cpp).
+void add_bench_kernels(CLI::App* bench);
 
 }  // namespace tandem::cli

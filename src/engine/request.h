@@ -25,7 +25,8 @@ const char* finish_reason_name(FinishReason reason);
 struct GenerationParams {
     std::vector<int32_t> prompt;
     SamplingParams sampling;
-    int max_tokens = 0;  // 0: until an end-of-generation token or the end of the context
+    int max_tokens = 0;       // 0: until an end-of-generation token or the end of the context
+    bool ignore_eos = false;  // end-of-generation tokens do not end it (benchmarks, tests)
 };
 
 struct GenerationResult {

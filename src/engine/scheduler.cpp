@@ -246,7 +246,7 @@ void Scheduler::sample_row(Slot& slot, const float* logits) {
     if (slot.n_generated++ == 0) slot.first_token_at = now_seconds();
     slot.history.push_back(id);
     const GenerationParams& p = slot.request->params();
-    if (options_.is_end_of_generation && options_.is_end_of_generation(id)) {
+    if (!p.ignore_eos && options_.is_end_of_generation && options_.is_end_of_generation(id)) {
         finish(slot, FinishReason::kStop);
     } else if (!deliver(slot, id)) {
         if (slot.request) finish(slot, FinishReason::kStop);

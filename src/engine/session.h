@@ -2,6 +2,7 @@
 // keeping its place in the KV cache. Used by `tandem run`, `tandem logits` and `tandem chat`.
 #pragma once
 
+#include <algorithm>
 #include <memory>
 #include <span>
 #include <vector>
@@ -34,6 +35,9 @@ public:
     int n_vocab() const { return model_.config().n_vocab; }
     // Forgets the sequence (the KV cache is overwritten from position 0).
     void reset() { n_past_ = 0; }
+    // Forgets the positions from `position` on; the ones before stay, so a prompt that shares
+    // them (the next turn of a chat) need not evaluate them again.
+    void rewind(int position) { n_past_ = std::clamp(position, 0, n_past_); }
 
 private:
     const Model& model_;

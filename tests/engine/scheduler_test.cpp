@@ -244,6 +244,14 @@ TEST(Scheduler, EndOfGenerationTokenStops) {
     EXPECT_EQ(result.reason, FinishReason::kStop);
     EXPECT_EQ(result.completion_tokens, stop_at + 1);
     EXPECT_EQ(r.sink->tokens(), std::vector<int32_t>(expected.begin(), expected.begin() + stop_at));
+
+    // ignore_eos: the token is just another token.
+    auto sink = std::make_shared<RecordingSink>();
+    GenerationParams p{prompt, greedy(), 8};
+    p.ignore_eos = true;
+    ASSERT_EQ(s.submit(std::make_shared<Request>(std::move(p), sink)), SubmitStatus::kAccepted);
+    EXPECT_EQ(sink->wait().reason, FinishReason::kLength);
+    EXPECT_EQ(sink->tokens(), expected);
 }
 
 TEST(Scheduler, SinkCanStop) {

@@ -62,10 +62,11 @@ const char* const kKernelTypes[] = {"f32",  "f16",  "bf16", "q4_0", "q4_1",   "q
                                     "q6_K", "iq4_nl", "iq4_xs", "mxfp4", "nvfp4"};
 
 // Row lengths for a block size: one block, an odd count (the last half-step of 32-value
-// types), a few hundred and a few thousand values; float types also get ragged tails.
+// types), a few hundred, a few thousand, and more than the kernels prepare per chunk of the
+// activation (16384 values); float types also get ragged tails.
 std::vector<int64_t> row_lengths(int64_t block) {
     if (block == 1) return {1, 7, 16, 33, 100, 4099};
-    return {block, 3 * block, (640 / block + 1) * block, (4096 / block + 1) * block};
+    return {block, 3 * block, (640 / block + 1) * block, (4096 / block + 1) * block, (16384 / block + 1) * block};
 }
 
 struct Case {
@@ -126,15 +127,16 @@ TEST_P(KernelVariantTest, DotTilesMatchReference) {
         ASSERT_NE(dot, nullptr) << variant_->name << " has no kernel for " << name;
         uint64_t seed = 1;
         for (int64_t k : row_lengths(f->block_size)) {
-            // 7 rows: not a multiple of any row tile, so the padded last group is exercised.
-            constexpr int kRows = 7;
+            // 37 rows: several row groups and tiles (16 rows side by side at most), not a
+            // multiple of any, so the padded last group is exercised too.
+            constexpr int kRows = 37;
             const Case c = make_case(*f, k, kRows, kMaxTileCols, seed++);
             const size_t out_stride = kRows + 3;
             std::vector<float> want(out_stride * kMaxTileCols), got(out_stride * kMaxTileCols);
             ref.dot[type_id(f->type)](k, c.w.data(), c.w_stride, kRows, c.a.data(), c.a_stride,
                                       kMaxTileCols, want.data(), out_stride);
             for (int n_cols = 1; n_cols <= kMaxTileCols; ++n_cols) {
-                for (int n_rows : {1, kRows}) {
+                for (int n_rows : {1, 7, kRows}) {
                     std::fill(got.begin(), got.end(), NAN);
                     dot(k, c.w.data(), c.w_stride, n_rows, c.a.data(), c.a_stride, n_cols,
                         got.data(), out_stride);

@@ -26,6 +26,8 @@
 
 namespace tandem::TANDEM_VARIANT_NS::simd {
 
+#define TANDEM_ALWAYS_INLINE __attribute__((always_inline)) inline
+
 #if defined(TANDEM_SIMD_ZMM)
 inline constexpr bool kZmm = true;
 #else
@@ -169,9 +171,6 @@ struct Scales16 {
 };
 inline Scales16 scales16(__m256i values) { return {_mm512_castsi256_si512(values)}; }
 // The scales of step j (values 64j..64j+63) per int16 lane of a maddubs result.
-template <int kStep>
-V pick_scales(const Scales16& s);
-
 inline VF cvt(V v) { return {_mm512_cvtepi32_ps(v.x)}; }
 inline VF mul(VF a, VF b) { return {_mm512_mul_ps(a.x, b.x)}; }
 inline FAcc fma_acc(FAcc acc, VF a, VF b) { return _mm512_fmadd_ps(a.x, b.x, acc); }
@@ -180,9 +179,17 @@ inline FAcc facc_zero() { return _mm512_setzero_ps(); }
 inline VF halves(float a, float b) {
     return {_mm512_insertf32x8(_mm512_set1_ps(a), _mm256_set1_ps(b), 1)};
 }
-// Lane 0 = a, lane 8 = b, others 0.
-inline VF lane0s(float a, float b) {
-    return {_mm512_setr_ps(a, 0, 0, 0, 0, 0, 0, 0, b, 0, 0, 0, 0, 0, 0, 0)};
+// Lane 0 = the IEEE half at p0, lane 8 = the one at p1, others 0.
+inline VF lane0s_fp16(const uint8_t* p0, const uint8_t* p1) {
+    const __m128 f = _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(load_u16(p0) | static_cast<uint32_t>(load_u16(p1)) << 16)));
+    return {_mm512_maskz_permutexvar_ps(0x0101, _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0),
+                                        _mm512_castps128_ps512(f))};
+}
+// halves() of the IEEE halves at p0 and p1: one conversion, one permute.
+inline VF halves_fp16(const uint8_t* p0, const uint8_t* p1) {
+    const __m128 f = _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(load_u16(p0) | static_cast<uint32_t>(load_u16(p1)) << 16)));
+    return {_mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1),
+                                  _mm512_castps128_ps512(f))};
 }
 // Lanes 4i..4i+3 = s[i].
 inline VF quarters(__m128 s) {
@@ -192,6 +199,13 @@ inline VF quarters(__m128 s) {
 inline __m256 fold(FAcc a) {
     return _mm256_add_ps(_mm512_castps512_ps256(a), _mm512_extractf32x8_ps(a, 1));
 }
+// acc + cvt(i) * lane 0 of f.
+inline FAcc fma_bcast(FAcc acc, Acc i, __m128 f) {
+    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(i), _mm512_broadcastss_ps(f), acc);
+}
+// a minus b in the low 8 int32 lanes.
+inline Acc sub_low(Acc a, __m256i b) { return _mm512_sub_epi32(a, _mm512_zextsi256_si512(b)); }
+inline FAcc facc_of(__m256 x) { return _mm512_zextps256_ps512(x); }
 inline __m256i fold(Acc a) {
     return _mm256_add_epi32(_mm512_castsi512_si256(a), _mm512_extracti64x4_epi64(a, 1));
 }
@@ -303,9 +317,6 @@ inline Scales16 scales16(__m256i values) {
     return {_mm256_permute2x128_si256(values, values, 0x00),
             _mm256_permute2x128_si256(values, values, 0x11)};
 }
-template <int kStep>
-V pick_scales(const Scales16& s);
-
 inline VF cvt(V v) { return {_mm256_cvtepi32_ps(v.lo), _mm256_cvtepi32_ps(v.hi)}; }
 inline VF mul(VF a, VF b) { return {_mm256_mul_ps(a.lo, b.lo), _mm256_mul_ps(a.hi, b.hi)}; }
 inline FAcc fma_acc(FAcc acc, VF a, VF b) {
@@ -313,8 +324,15 @@ inline FAcc fma_acc(FAcc acc, VF a, VF b) {
 }
 inline FAcc facc_zero() { return _mm256_setzero_ps(); }
 inline VF halves(float a, float b) { return {_mm256_set1_ps(a), _mm256_set1_ps(b)}; }
-inline VF lane0s(float a, float b) {
-    return {_mm256_setr_ps(a, 0, 0, 0, 0, 0, 0, 0), _mm256_setr_ps(b, 0, 0, 0, 0, 0, 0, 0)};
+inline VF halves_fp16(const uint8_t* p0, const uint8_t* p1) {
+    const __m128 f = _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(load_u16(p0) | static_cast<uint32_t>(load_u16(p1)) << 16)));
+    return {_mm256_broadcastss_ps(f), _mm256_broadcastss_ps(_mm_movehdup_ps(f))};
+}
+inline VF lane0s_fp16(const uint8_t* p0, const uint8_t* p1) {
+    const __m128 f = _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(load_u16(p0) | static_cast<uint32_t>(load_u16(p1)) << 16)));
+    const __m256 z = _mm256_setzero_ps();
+    return {_mm256_blend_ps(z, _mm256_broadcastss_ps(f), 1),
+            _mm256_blend_ps(z, _mm256_broadcastss_ps(_mm_movehdup_ps(f)), 1)};
 }
 inline VF quarters(__m128 s) {
     const __m256 x = _mm256_castps128_ps256(s);
@@ -322,41 +340,50 @@ inline VF quarters(__m128 s) {
             _mm256_permutevar8x32_ps(x, _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3))};
 }
 inline __m256 fold(FAcc a) { return a; }
+inline FAcc fma_bcast(FAcc acc, Acc i, __m128 f) {
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(i), _mm256_broadcastss_ps(f), acc);
+}
+inline Acc sub_low(Acc a, __m256i b) { return _mm256_sub_epi32(a, b); }
+inline FAcc facc_of(__m256 x) { return x; }
 inline __m256i fold(Acc a) { return a; }
 
 #endif
 
-// Step j of a super-block covers the 16-value sub-blocks 4j..4j+3, one per 16-byte quarter of
-// V; each int16 lane of the maddubs result takes its sub-block's scale.
+// Step j of a super-block covers values 64j..64j+63, one 16-value quarter per 16 bytes of V;
+// each int16 lane of the maddubs result takes its sub-block's scale: with 16-value sub-blocks
+// (kSub = 16) scale 4j + quarter of 16, with 32-value sub-blocks scale 2j + quarter / 2 of 8.
 struct StepPatterns {
-    alignas(64) uint8_t bytes[4][64];
+    alignas(64) uint8_t bytes[2][4][64];  // [kSub == 32][step]
 };
 consteval StepPatterns make_step_patterns() {
     StepPatterns p{};
-    for (int j = 0; j < 4; ++j) {
-        for (int i = 0; i < 64; ++i) {
-            const int sub = 4 * j + i / 16;
+    for (int sub32 = 0; sub32 < 2; ++sub32) {
+        for (int j = 0; j < 4; ++j) {
+            for (int i = 0; i < 64; ++i) {
+                const int scale = sub32 ? 2 * j + i / 32 : 4 * j + i / 16;
 #if defined(TANDEM_SIMD_ZMM)
-            // vpermw indices, little-endian int16
-            p.bytes[j][i] = static_cast<uint8_t>(i % 2 == 0 ? sub : 0);
+                // vpermw indices, little-endian int16
+                p.bytes[sub32][j][i] = static_cast<uint8_t>(i % 2 == 0 ? scale : 0);
 #else
-            // vpshufb within a broadcast 128-bit half holding 8 scales
-            p.bytes[j][i] = static_cast<uint8_t>(2 * (sub % 8) + i % 2);
+                // vpshufb within a broadcast 128-bit half holding 8 scales
+                p.bytes[sub32][j][i] = static_cast<uint8_t>(2 * (scale % 8) + i % 2);
 #endif
+            }
         }
     }
     return p;
 }
 inline constexpr StepPatterns kStepPatterns = make_step_patterns();
 
-template <int kStep>
+template <int kStep, int kSub>
 V pick_scales(const Scales16& s) {
+    const uint8_t* pattern = kStepPatterns.bytes[kSub == 32 ? 1 : 0][kStep];
 #if defined(TANDEM_SIMD_ZMM)
-    return {_mm512_permutexvar_epi16(_mm512_load_si512(kStepPatterns.bytes[kStep]), s.v)};
+    return {_mm512_permutexvar_epi16(_mm512_load_si512(pattern), s.v)};
 #else
-    const __m256i src = kStep < 2 ? s.v0 : s.v1;
-    return {_mm256_shuffle_epi8(src, _mm256_load_si256(reinterpret_cast<const __m256i*>(kStepPatterns.bytes[kStep]))),
-            _mm256_shuffle_epi8(src, _mm256_load_si256(reinterpret_cast<const __m256i*>(kStepPatterns.bytes[kStep] + 32)))};
+    const __m256i src = kSub == 32 || kStep < 2 ? s.v0 : s.v1;
+    return {_mm256_shuffle_epi8(src, _mm256_load_si256(reinterpret_cast<const __m256i*>(pattern))),
+            _mm256_shuffle_epi8(src, _mm256_load_si256(reinterpret_cast<const __m256i*>(pattern + 32)))};
 #endif
 }
 
@@ -369,16 +396,30 @@ inline float hsum(FAcc a) {
     return _mm_cvtss_f32(x);
 }
 
-// Lane c of the result = sum of the 8 lanes of v[c], for c < n (n <= 8).
+// Lane c of the result = sum of the 8 int32 lanes of v[c], for c < kN (kN <= 8). Forced inline:
+// as a call, the array round trip through memory costs more than the sums.
+template <int kI, int kN>
+TANDEM_ALWAYS_INLINE __m256i lane_or_zero(const __m256i (&v)[kN]) {
+    if constexpr (kI < kN) {
+        return v[kI];
+    } else {
+        return _mm256_setzero_si256();
+    }
+}
 template <int kN>
-__m256 transpose_sums(const __m256* v) {
-    __m256 x[8];
-    for (int i = 0; i < 8; ++i) x[i] = i < kN ? v[i] : _mm256_setzero_ps();
-    const __m256 h01 = _mm256_hadd_ps(x[0], x[1]), h23 = _mm256_hadd_ps(x[2], x[3]);
-    const __m256 h45 = _mm256_hadd_ps(x[4], x[5]), h67 = _mm256_hadd_ps(x[6], x[7]);
-    const __m256 q0 = _mm256_hadd_ps(h01, h23), q1 = _mm256_hadd_ps(h45, h67);
-    // q0 = [0 1 2 3 (low halves) | 0 1 2 3 (high halves)], q1 likewise for 4..7
-    return _mm256_add_ps(_mm256_permute2f128_ps(q0, q1, 0x20), _mm256_permute2f128_ps(q0, q1, 0x31));
+TANDEM_ALWAYS_INLINE __m256i transpose_sums(const __m256i (&v)[kN]) {
+    const __m256i h01 = _mm256_hadd_epi32(lane_or_zero<0>(v), lane_or_zero<1>(v));
+    const __m256i h23 = _mm256_hadd_epi32(lane_or_zero<2>(v), lane_or_zero<3>(v));
+    const __m256i q0 = _mm256_hadd_epi32(h01, h23);
+    if constexpr (kN <= 4) {
+        // q0 = [0 1 2 3 (low halves) | 0 1 2 3 (high halves)]
+        return _mm256_add_epi32(q0, _mm256_permute2x128_si256(q0, q0, 0x01));
+    } else {
+        const __m256i h45 = _mm256_hadd_epi32(lane_or_zero<4>(v), lane_or_zero<5>(v));
+        const __m256i h67 = _mm256_hadd_epi32(lane_or_zero<6>(v), lane_or_zero<7>(v));
+        const __m256i q1 = _mm256_hadd_epi32(h45, h67);
+        return _mm256_add_epi32(_mm256_permute2x128_si256(q0, q1, 0x20), _mm256_permute2x128_si256(q0, q1, 0x31));
+    }
 }
 
 }  // namespace tandem::TANDEM_VARIANT_NS::simd

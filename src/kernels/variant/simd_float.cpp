@@ -16,6 +16,7 @@ using F = __m512;
 constexpr int kLanes = 16;
 inline F fzero() { return _mm512_setzero_ps(); }
 inline F fma(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
+inline F fadd(F a, F b) { return _mm512_add_ps(a, b); }
 inline float fsum(F a) { return _mm512_reduce_add_ps(a); }
 struct LoadF32 {
     static constexpr int kBytes = 4;
@@ -37,6 +38,7 @@ using F = __m256;
 constexpr int kLanes = 8;
 inline F fzero() { return _mm256_setzero_ps(); }
 inline F fma(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
+inline F fadd(F a, F b) { return _mm256_add_ps(a, b); }
 inline float fsum(F a) { return simd::hsum(a); }
 struct LoadF32 {
     static constexpr int kBytes = 4;
@@ -62,9 +64,12 @@ struct Widen {
     static constexpr int kBytes = Load::kBytes;
     static void step(const uint8_t* const* w, const uint8_t* const* a, F (&acc)[R][C]) {
         F x[R];
+        TANDEM_UNROLL
         for (int r = 0; r < R; ++r) x[r] = Load::load(w[r]);
+        TANDEM_UNROLL
         for (int c = 0; c < C; ++c) {
             const F y = Load::load(a[c]);
+            TANDEM_UNROLL
             for (int r = 0; r < R; ++r) acc[r][c] = fma(x[r], y, acc[r][c]);
         }
     }
@@ -79,9 +84,12 @@ struct Bf16Pairs {
     static __m512bh load(const uint8_t* p) { return reinterpret_cast<__m512bh>(_mm512_loadu_si512(p)); }
     static void step(const uint8_t* const* w, const uint8_t* const* a, F (&acc)[R][C]) {
         __m512bh x[R];
+        TANDEM_UNROLL
         for (int r = 0; r < R; ++r) x[r] = load(w[r]);
+        TANDEM_UNROLL
         for (int c = 0; c < C; ++c) {
             const __m512bh y = load(a[c]);
+            TANDEM_UNROLL
             for (int r = 0; r < R; ++r) acc[r][c] = _mm512_dpbf16_ps(acc[r][c], x[r], y);
         }
     }
@@ -90,58 +98,105 @@ template <typename, int R, int C>
 using Bf16Step = Bf16Pairs<R, C>;
 #endif
 
+constexpr int float_rows(int cols) {
+    if (cols == 1) return 1;
+    if (simd::kRegisters >= 32) return cols <= 4 ? 4 : 2;
+    return cols <= 2 ? 4 : (cols <= 4 ? 2 : 1);
+}
+
 template <template <typename, int, int> class Step, typename Load>
 struct FloatTileOf {
-    template <typename, int R, int C>
+    template <typename, int C>
     struct Tile {
+        static constexpr int R = float_rows(C);
         using S = Step<Load, R, C>;
-        static void run(int64_t k, const uint8_t* const* rows, int n_valid, const uint8_t* a,
+
+        static void run(int64_t k, const uint8_t* w, size_t w_stride, int n_rows, const uint8_t* a,
                         size_t a_stride, float* out, size_t out_stride) {
-            F acc[R][C];
-            for (auto& row : acc) {
-                for (auto& x : row) x = fzero();
+            const size_t ahead = prefetch_ahead(R, w_stride);
+            for_row_groups<R>(w, w_stride, n_rows, [&](const uint8_t* const* rows, int n_valid, int r0) {
+                tile(k, rows, n_valid, ahead, a, a_stride, out + r0, out_stride);
+            });
+        }
+
+        static void tile(int64_t k, const uint8_t* const* rows, int n_valid, size_t ahead,
+                         const uint8_t* a, size_t a_stride, float* out, size_t out_stride) {
+            // Independent accumulator sets for small tiles, so FMAs do not wait on each other.
+            constexpr int kU = R * C >= 4 ? 1 : 4;
+            F acc[kU][R][C];
+            TANDEM_UNROLL
+            for (auto& set : acc) {
+                TANDEM_UNROLL
+                for (auto& row : set) {
+                    TANDEM_UNROLL
+                    for (auto& x : row) x = fzero();
+                }
             }
             const uint8_t* w[R];
             const uint8_t* y[C];
+            TANDEM_UNROLL
             for (int r = 0; r < R; ++r) w[r] = rows[r];
+            TANDEM_UNROLL
             for (int c = 0; c < C; ++c) y[c] = a + c * a_stride;
             const int64_t n_steps = k / S::kStep;
-            for (int64_t s = 0; s < n_steps; ++s) {
-                S::step(w, y, acc);
+            // Rows side by side: a prefetch per line of each row (fewer, one per 128 bytes,
+            // loses a third of the DRAM bandwidth); one row: one per page (tile.h).
+            constexpr int kStepBytes = S::kStep * S::kBytes;
+            constexpr int kPrefetchEvery = kStepBytes >= 64 ? 1 : 64 / kStepBytes;
+            auto one_step = [&](F(&set)[R][C], bool prefetch) {
+                if constexpr (R == 1) {
+                    prefetch_next_page(w[0], kStepBytes);
+                } else if (prefetch) {
+                    TANDEM_UNROLL
+                    for (int r = 0; r < R; ++r) prefetch_l2(w[r] + ahead);
+                }
+                S::step(w, y, set);
+                TANDEM_UNROLL
                 for (auto& p : w) p += S::kStep * S::kBytes;
+                TANDEM_UNROLL
                 for (auto& p : y) p += S::kStep * S::kBytes;
+            };
+            int64_t s = 0;
+            for (; s + kU <= n_steps; s += kU) {
+                TANDEM_UNROLL
+                for (int u = 0; u < kU; ++u) one_step(acc[u], kPrefetchEvery == 1 || u % kPrefetchEvery == 0);
             }
+            for (; s < n_steps; ++s) one_step(acc[0], s % kPrefetchEvery == 0);
             if (const int64_t tail = k - n_steps * S::kStep; tail > 0) {
                 // The last values through zero-padded copies (zeros add nothing).
                 alignas(64) uint8_t wbuf[R][S::kStep * S::kBytes];
                 alignas(64) uint8_t ybuf[C][S::kStep * S::kBytes];
                 std::memset(wbuf, 0, sizeof(wbuf));
                 std::memset(ybuf, 0, sizeof(ybuf));
+                TANDEM_UNROLL
                 for (int r = 0; r < R; ++r) {
                     std::memcpy(wbuf[r], w[r], tail * S::kBytes);
                     w[r] = wbuf[r];
                 }
+                TANDEM_UNROLL
                 for (int c = 0; c < C; ++c) {
                     std::memcpy(ybuf[c], y[c], tail * S::kBytes);
                     y[c] = ybuf[c];
                 }
-                S::step(w, y, acc);
+                S::step(w, y, acc[0]);
             }
+            TANDEM_UNROLL
             for (int c = 0; c < C; ++c) {
-                for (int r = 0; r < n_valid; ++r) out[c * out_stride + r] = fsum(acc[r][c]);
+                TANDEM_UNROLL
+                for (int r = 0; r < R; ++r) {
+                    F sum = acc[0][r][c];
+                    TANDEM_UNROLL
+                    for (int u = 1; u < kU; ++u) sum = fadd(sum, acc[u][r][c]);
+                    if (r < n_valid) out[c * out_stride + r] = fsum(sum);
+                }
             }
         }
     };
 };
 
-constexpr int float_rows(int cols) {
-    if (simd::kRegisters >= 32) return cols <= 4 ? 4 : 2;
-    return cols <= 2 ? 4 : (cols <= 4 ? 2 : 1);
-}
-
 template <template <typename, int, int> class Step, typename Load>
 void dot_float(TANDEM_DOT_TILE_PARAMS) {
-    for_tiles<FloatTileOf<Step, Load>::template Tile, void, float_rows>(k, w, w_stride, n_rows, a, a_stride,
+    for_tiles<FloatTileOf<Step, Load>::template Tile, void>(k, w, w_stride, n_rows, a, a_stride,
                                                                          n_cols, out, out_stride);
 }
 

@@ -14,43 +14,51 @@ namespace {
 
 using namespace simd;
 
-// A row's super-block, prepared once for all columns: sub-block scales (and mins) per 16
-// values as int16, and the float factors.
+// A row's super-block, prepared once for all columns: sub-block scales (and mins) as int16,
+// and the float factors.
 struct Prep {
-    __m256i sc16;  // scale of values 16i..16i+15 in int16 lane i
-    __m256i mn16;  // min of values 16i..16i+15 (types with mins)
-    float d, dmin;
+    __m256i sc16;  // scale of sub-block i in int16 lane i (16 or 8 sub-blocks: T::kSub)
+    __m256i mn16;  // min of values 16i..16i+15 in int16 lane i (types with mins)
+    __m128 dd;     // lane 0: d, lane 1: dmin
 };
 
-inline __m256i dup_pairs(__m128i x8) {  // 8 int16 -> each twice: one per 16 values
-    return _mm256_set_m128i(_mm_unpackhi_epi16(x8, x8), _mm_unpacklo_epi16(x8, x8));
-}
-// q4_K / q5_K: eight 6-bit scales and mins packed in 12 bytes (ggml's get_scale_min_k4):
+inline __m128 fp16x2(const uint8_t* p) { return _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(load_u32(p)))); }
+inline __m128 fp16x1(const uint8_t* p) { return _mm_cvtph_ps(_mm_cvtsi32_si128(load_u16(p))); }
+
+// q4_K / q5_K: the eight 6-bit scales and mins packed in 12 bytes (ggml's get_scale_min_k4):
 //   j < 4: sc = s[j] & 63, m = s[j+4] & 63; j >= 4: sc = (s[j+4] & 15) | (s[j-4] >> 6) << 4,
 //   m = (s[j+4] >> 4) | (s[j] >> 6) << 4.
-inline void k4_scales(const uint8_t* s, Prep& p) {
-    const uint32_t u0 = load_u32(s), u1 = load_u32(s + 4), u2 = load_u32(s + 8);
-    const uint32_t sc_lo = u0 & 0x3f3f3f3f, m_lo = u1 & 0x3f3f3f3f;
-    const uint32_t sc_hi = (u2 & 0x0f0f0f0f) | ((u0 >> 6) & 0x03030303) << 4;
-    const uint32_t m_hi = ((u2 >> 4) & 0x0f0f0f0f) | ((u1 >> 6) & 0x03030303) << 4;
-    const __m128i sc = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, static_cast<int>(sc_hi), static_cast<int>(sc_lo)));
-    const __m128i m = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, static_cast<int>(m_hi), static_cast<int>(m_lo)));
-    p.sc16 = dup_pairs(sc);
-    p.mn16 = dup_pairs(m);
+// Unpacked with byte shuffles into [sc0..sc7, m0..m7] (the 16-byte load reads 4 bytes of qs).
+inline __m128i k4_scales_mins(const uint8_t* s) {
+    const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s));
+    const __m128i a = _mm_shuffle_epi8(x, _mm_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11));
+    const __m128i low = _mm_or_si128(
+        _mm_and_si128(a, _mm_setr_epi8(63, 63, 63, 63, 15, 15, 15, 15, 63, 63, 63, 63, 0, 0, 0, 0)),
+        _mm_and_si128(_mm_srli_epi16(a, 4), _mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 15, 15, 15, 15)));
+    const __m128i b = _mm_shuffle_epi8(x, _mm_setr_epi8(-1, -1, -1, -1, 0, 1, 2, 3, -1, -1, -1, -1, 4, 5, 6, 7));
+    return _mm_or_si128(low, _mm_and_si128(_mm_srli_epi16(b, 2), _mm_set1_epi8(0x30)));
+}
+// int16 lanes 8..15 (the mins of 32-value sub-blocks), each twice: one per 16 values.
+inline __m256i dup_high8(__m256i x) {
+#if defined(__AVX512BW__) && defined(__AVX512VL__)
+    return _mm256_permutexvar_epi16(_mm256_setr_epi16(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15), x);
+#else
+    const __m128i h = _mm256_extracti128_si256(x, 1);
+    return _mm256_set_m128i(_mm_unpackhi_epi16(h, h), _mm_unpacklo_epi16(h, h));
+#endif
 }
 
 // Traits: prepare(block, Prep&), decode<j>(block) -> the u (or signed) bytes of step j.
-//   kBias: weight = u - kBias (0: none); kMins: d * sc * q - dmin * m; kSigned: decode gives
-//   signed bytes (sign trick for vpmaddubsw).
+//   kSub: values per sub-block scale; kBias: weight = u - kBias (0: none); kMins: x = d * sc *
+//   q - dmin * m; kSigned: decode gives signed bytes (sign trick for vpmaddubsw).
 struct Q2K {
-    static constexpr int kBytes = 84, kBias = 0;
+    static constexpr int kBytes = 84, kSub = 16, kBias = 0;
     static constexpr bool kMins = true, kSigned = false;
     static void prepare(const uint8_t* b, Prep& p) {
         const __m128i s = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b));
         p.sc16 = _mm256_cvtepu8_epi16(_mm_and_si128(s, _mm_set1_epi8(15)));
         p.mn16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(s, 4), _mm_set1_epi8(15)));
-        p.d = fp16(b + 80);
-        p.dmin = fp16(b + 82);
+        p.dd = fp16x2(b + 80);
     }
     // Step j = half n = j / 2, 2-bit groups g0 = 2 (j % 2) and g0 + 1 of qs[32n..32n+31].
     template <int kJ>
@@ -60,7 +68,7 @@ struct Q2K {
     }
 };
 struct Q3K {
-    static constexpr int kBytes = 110, kBias = 4;
+    static constexpr int kBytes = 110, kSub = 16, kBias = 4;
     static constexpr bool kMins = false, kSigned = false;
     static void prepare(const uint8_t* b, Prep& p) {
         // 6-bit scales minus 32: low 4 bits from scales[0..7] (low then high nibbles), high 2
@@ -75,8 +83,7 @@ struct Q3K {
                                                      static_cast<int>(t1), static_cast<int>(t0)),
                                        _mm_set1_epi8(32));
         p.sc16 = _mm256_cvtepi8_epi16(s);
-        p.d = fp16(b + 108);
-        p.dmin = 0;
+        p.dd = fp16x1(b + 108);
     }
     // Low 2 bits as q2_K; bit 4n + g of hmask[l] is the third bit (set: q = low, else low - 4).
     template <int kJ>
@@ -88,12 +95,12 @@ struct Q3K {
     }
 };
 struct Q4K {
-    static constexpr int kBytes = 144, kBias = 0;
+    static constexpr int kBytes = 144, kSub = 32, kBias = 0;
     static constexpr bool kMins = true, kSigned = false;
     static void prepare(const uint8_t* b, Prep& p) {
-        k4_scales(b + 4, p);
-        p.d = fp16(b);
-        p.dmin = fp16(b + 2);
+        p.sc16 = _mm256_cvtepu8_epi16(k4_scales_mins(b + 4));
+        p.mn16 = dup_high8(p.sc16);
+        p.dd = fp16x2(b);
     }
     template <int kJ>
     static V decode(const uint8_t* b) {
@@ -101,7 +108,7 @@ struct Q4K {
     }
 };
 struct Q5K {
-    static constexpr int kBytes = 176, kBias = 0;
+    static constexpr int kBytes = 176, kSub = 32, kBias = 0;
     static constexpr bool kMins = true, kSigned = false;
     static void prepare(const uint8_t* b, Prep& p) { Q4K::prepare(b, p); }
     // Bit 2j (first 32 values) and 2j + 1 (last 32) of qh[l] are bit 4.
@@ -112,12 +119,11 @@ struct Q5K {
     }
 };
 struct Q6K {
-    static constexpr int kBytes = 210, kBias = 32;
+    static constexpr int kBytes = 210, kSub = 16, kBias = 32;
     static constexpr bool kMins = false, kSigned = false;
     static void prepare(const uint8_t* b, Prep& p) {
         p.sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 192)));
-        p.d = fp16(b + 208);
-        p.dmin = 0;
+        p.dd = fp16x1(b + 208);
     }
     // Step j = half n, odd = j % 2: low nibbles (odd = 0) or high nibbles of ql[64n..64n+63];
     // 2-bit groups 2 odd and 2 odd + 1 of qh[32n..32n+31] on top.
@@ -130,7 +136,7 @@ struct Q6K {
     }
 };
 struct Iq4Xs {
-    static constexpr int kBytes = 136, kBias = 0;
+    static constexpr int kBytes = 136, kSub = 32, kBias = 0;
     static constexpr bool kMins = false, kSigned = true;
     // ls - 32 per sub-block: low nibbles from scales_l, 2 high bits per sub-block from scales_h
     // (placed by multiplying the broadcast scales_h, then taking the top 2 bits).
@@ -143,9 +149,8 @@ struct Iq4Xs {
                             _mm_setr_epi16(1 << 14, 1 << 12, 1 << 10, 1 << 8, 1 << 6, 1 << 4, 1 << 2, 1)),
             14);
         const __m128i ls = _mm_or_si128(_mm_cvtepu8_epi16(lo), _mm_slli_epi16(h, 4));
-        p.sc16 = dup_pairs(_mm_sub_epi16(ls, _mm_set1_epi16(32)));
-        p.d = fp16(b);
-        p.dmin = 0;
+        p.sc16 = _mm256_inserti128_si256(_mm256_setzero_si256(), _mm_sub_epi16(ls, _mm_set1_epi16(32)), 0);
+        p.dd = fp16x1(b);
     }
     template <int kJ>
     static V decode(const uint8_t* b) {
@@ -157,109 +162,172 @@ struct Iq4Xs {
 
 constexpr int kQ8KBytes = 292;
 
-template <typename T, int R, int C>
+// One step of one row against one column: int32 sums of sc * w * q.
+template <typename T, int kJ>
+Acc step_dot(Acc acc, V w, V q, V scale) {
+    if constexpr (T::kSigned) {
+        V abs_w, signed_q;
+        sign_split(w, q, abs_w, signed_q);
+        return dot_scaled(acc, abs_w, signed_q, scale);
+    } else {
+        return dot_scaled(acc, w, q, scale);
+    }
+}
+
+// The bias term as int32 lanes: bias * sum of sc * bsum (same scale d as the main sums).
+template <typename T>
+__m256i bias_sums(const Prep& p, __m256i bsums) {
+    static_assert((T::kBias & (T::kBias - 1)) == 0);
+    return _mm256_madd_epi16(_mm256_slli_epi16(p.sc16, __builtin_ctz(T::kBias)), bsums);
+}
+
+// Rows per small-matmul tile where registers allow; the matvec reads one row at a time.
+constexpr int k_rows(int cols) {
+    if (kRegisters >= 32) return cols <= 4 ? 4 : 2;
+    return 1;
+}
+
+template <typename T, int C>
 struct KTile {
-    static void run(int64_t k, const uint8_t* const* rows, int n_valid, const uint8_t* a,
+    static void run(int64_t k, const uint8_t* w, size_t w_stride, int n_rows, const uint8_t* a,
                     size_t a_stride, float* out, size_t out_stride) {
-        // C == 1: lanes hold partial sums; C > 1: lane c holds column c.
-        __m256 facc[R];
-        for (auto& x : facc) x = _mm256_setzero_ps();
-        const int64_t nb = k / 256;
-        for (int64_t i = 0; i < nb; ++i) super_block(i, rows, a, a_stride, facc);
-        for (int r = 0; r < n_valid; ++r) {
-            if constexpr (C == 1) {
-                out[r] = hsum_lanes(facc[r]);
-            } else {
-                alignas(32) float lanes[8];
-                _mm256_store_ps(lanes, facc[r]);
-                for (int c = 0; c < C; ++c) out[c * out_stride + r] = lanes[c];
-            }
+        if constexpr (C == 1) {
+            for (int r = 0; r < n_rows; ++r) out[r] = matvec_row(k, w + r * w_stride, a);
+        } else {
+            constexpr int R = k_rows(C);
+            const size_t ahead = prefetch_ahead(R, w_stride);
+            for_row_groups<R>(w, w_stride, n_rows, [&](const uint8_t* const* rows, int n_valid, int r0) {
+                tile<R>(k, rows, n_valid, ahead, a, a_stride, out + r0, out_stride);
+            });
         }
     }
 
-    static float hsum_lanes(__m256 v) {
-        __m128 x = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-        x = _mm_add_ps(x, _mm_movehl_ps(x, x));
-        return _mm_cvtss_f32(_mm_add_ss(x, _mm_movehdup_ps(x)));
+    // Matvec: per super-block, the int32 sums scaled once into a float accumulator, the mins
+    // into a second one.
+    static float matvec_row(int64_t k, const uint8_t* row, const uint8_t* a) {
+        FAcc acc = facc_zero();
+        __m256 acc_min = _mm256_setzero_ps();
+        for (int64_t i = 0; i < k / 256; ++i) {
+            const uint8_t* b = row + i * T::kBytes;
+            prefetch_next_page(b, T::kBytes);
+            Prep p;
+            T::prepare(b, p);
+            const Scales16 sc = scales16(p.sc16);
+            const uint8_t* y = a + i * kQ8KBytes;
+            Acc iacc = acc_zero();
+            iacc = step_dot<T, 0>(iacc, T::template decode<0>(b), load64(y + 4), pick_scales<0, T::kSub>(sc));
+            iacc = step_dot<T, 1>(iacc, T::template decode<1>(b), load64(y + 68), pick_scales<1, T::kSub>(sc));
+            iacc = step_dot<T, 2>(iacc, T::template decode<2>(b), load64(y + 132), pick_scales<2, T::kSub>(sc));
+            iacc = step_dot<T, 3>(iacc, T::template decode<3>(b), load64(y + 196), pick_scales<3, T::kSub>(sc));
+            const __m128 f = _mm_mul_ps(p.dd, _mm_set1_ps(load_f32(y)));  // d * dy, dmin * dy
+            if constexpr (T::kBias != 0 || T::kMins) {
+                const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y + 260));
+                if constexpr (T::kBias != 0) iacc = sub_low(iacc, bias_sums<T>(p, bsums));
+                if constexpr (T::kMins) {
+                    const __m256 mins = _mm256_cvtepi32_ps(_mm256_madd_epi16(p.mn16, bsums));
+                    acc_min = _mm256_fnmadd_ps(mins, _mm256_broadcastss_ps(_mm_movehdup_ps(f)), acc_min);
+                }
+            }
+            acc = fma_bcast(acc, iacc, f);
+        }
+        return hsum(acc) + hsum(facc_of(acc_min));
     }
 
-    template <int kJ>
+    // R rows side by side, each row's steps decoded once for all C columns; per super-block the
+    // C sums of a row are reduced into one vector, lane c = column c.
+    template <int R>
+    static void tile(int64_t k, const uint8_t* const* rows, int n_valid, size_t ahead,
+                     const uint8_t* a, size_t a_stride, float* out, size_t out_stride) {
+        __m256 facc[R];
+        TANDEM_UNROLL
+        for (auto& x : facc) x = _mm256_setzero_ps();
+        for (int64_t i = 0; i < k / 256; ++i) super_block<R>(i, rows, ahead, a, a_stride, facc);
+        TANDEM_UNROLL
+        for (int r = 0; r < R; ++r) {
+            if (r >= n_valid) break;
+            alignas(32) float lanes[8];
+            _mm256_store_ps(lanes, facc[r]);
+            for (int c = 0; c < C; ++c) out[c * out_stride + r] = lanes[c];
+        }
+    }
+
+    template <int R, int kJ>
     static void step(const uint8_t* const* blocks, const Scales16* sc, const uint8_t* a,
                      size_t a_stride, int64_t i, Acc (&iacc)[R][C]) {
         V u[R], scale[R];
+        TANDEM_UNROLL
         for (int r = 0; r < R; ++r) {
             u[r] = T::template decode<kJ>(blocks[r]);
-            scale[r] = pick_scales<kJ>(sc[r]);
+            scale[r] = pick_scales<kJ, T::kSub>(sc[r]);
         }
+        TANDEM_UNROLL
         for (int c = 0; c < C; ++c) {
             const V q = load64(a + c * a_stride + i * kQ8KBytes + 4 + 64 * kJ);
-            for (int r = 0; r < R; ++r) {
-                if constexpr (T::kSigned) {
-                    V abs_w, signed_q;
-                    sign_split(u[r], q, abs_w, signed_q);
-                    iacc[r][c] = dot_scaled(iacc[r][c], abs_w, signed_q, scale[r]);
-                } else {
-                    iacc[r][c] = dot_scaled(iacc[r][c], u[r], q, scale[r]);
-                }
-            }
+            TANDEM_UNROLL
+            for (int r = 0; r < R; ++r) iacc[r][c] = step_dot<T, kJ>(iacc[r][c], u[r], q, scale[r]);
         }
     }
 
-    static void super_block(int64_t i, const uint8_t* const* rows, const uint8_t* a,
-                            size_t a_stride, __m256 (&facc)[R]) {
+    template <int R>
+    static void super_block(int64_t i, const uint8_t* const* rows, size_t ahead,
+                            const uint8_t* a, size_t a_stride, __m256 (&facc)[R]) {
         const uint8_t* blocks[R];
         Prep prep[R];
         Scales16 sc[R];
+        TANDEM_UNROLL
         for (int r = 0; r < R; ++r) {
             blocks[r] = rows[r] + i * T::kBytes;
+            for (int line = 0; line < T::kBytes; line += 64) prefetch_l2(blocks[r] + ahead + line);
             T::prepare(blocks[r], prep[r]);
             sc[r] = scales16(prep[r].sc16);
         }
         Acc iacc[R][C];
+        TANDEM_UNROLL
         for (auto& row : iacc) {
+            TANDEM_UNROLL
             for (auto& x : row) x = acc_zero();
         }
-        step<0>(blocks, sc, a, a_stride, i, iacc);
-        step<1>(blocks, sc, a, a_stride, i, iacc);
-        step<2>(blocks, sc, a, a_stride, i, iacc);
-        step<3>(blocks, sc, a, a_stride, i, iacc);
+        step<R, 0>(blocks, sc, a, a_stride, i, iacc);
+        step<R, 1>(blocks, sc, a, a_stride, i, iacc);
+        step<R, 2>(blocks, sc, a, a_stride, i, iacc);
+        step<R, 3>(blocks, sc, a, a_stride, i, iacc);
 
+        // Per row: the C int32 sums (and min sums) reduced to lanes c, then scaled as vectors:
+        // d * dy_c and dmin * dy_c with dy_c in lane c.
+        const __m256 dy = column_scales(a, a_stride, i);
+        TANDEM_UNROLL
         for (int r = 0; r < R; ++r) {
-            __m256 f[C];
+            __m256i sums[C], mins[C];
+            TANDEM_UNROLL
             for (int c = 0; c < C; ++c) {
-                const uint8_t* y = a + c * a_stride + i * kQ8KBytes;
-                const float dy = load_f32(y);
-                const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y + 260));
-                __m256i isum = fold(iacc[r][c]);
-                if constexpr (T::kBias != 0) {
-                    // sum of sc * (u - bias) * q = sum of sc * u * q - bias * sum of sc * bsum
-                    static_assert((T::kBias & (T::kBias - 1)) == 0);
-                    const __m256i scb = _mm256_slli_epi16(prep[r].sc16, __builtin_ctz(T::kBias));
-                    isum = _mm256_sub_epi32(isum, _mm256_madd_epi16(scb, bsums));
-                }
-                f[c] = _mm256_mul_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(prep[r].d * dy));
-                if constexpr (T::kMins) {
-                    const __m256i mins = _mm256_madd_epi16(prep[r].mn16, bsums);
-                    f[c] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(mins), _mm256_set1_ps(prep[r].dmin * dy), f[c]);
-                }
+                const __m256i bsums = _mm256_loadu_si256(
+                    reinterpret_cast<const __m256i*>(a + c * a_stride + i * kQ8KBytes + 260));
+                sums[c] = fold(iacc[r][c]);
+                if constexpr (T::kBias != 0) sums[c] = _mm256_sub_epi32(sums[c], bias_sums<T>(prep[r], bsums));
+                if constexpr (T::kMins) mins[c] = _mm256_madd_epi16(prep[r].mn16, bsums);
             }
-            if constexpr (C == 1) {
-                facc[r] = _mm256_add_ps(facc[r], f[0]);
-            } else {
-                facc[r] = _mm256_add_ps(facc[r], transpose_sums<C>(f));
+            const __m256 d = _mm256_mul_ps(_mm256_broadcastss_ps(prep[r].dd), dy);
+            __m256 f = _mm256_fmadd_ps(_mm256_cvtepi32_ps(transpose_sums<C>(sums)), d, facc[r]);
+            if constexpr (T::kMins) {
+                const __m256 dmin = _mm256_mul_ps(_mm256_broadcastss_ps(_mm_movehdup_ps(prep[r].dd)), dy);
+                f = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(transpose_sums<C>(mins)), dmin, f);
             }
+            facc[r] = f;
         }
+    }
+
+    // The q8_K scales of super-block i of the C columns, in lanes 0..C-1.
+    static __m256 column_scales(const uint8_t* a, size_t a_stride, int64_t i) {
+        alignas(32) float dy[8] = {};
+        TANDEM_UNROLL
+        for (int c = 0; c < C; ++c) dy[c] = load_f32(a + c * a_stride + i * kQ8KBytes);
+        return _mm256_load_ps(dy);
     }
 };
 
-constexpr int k_rows(int cols) {
-    if (kRegisters >= 32) return cols <= 4 ? 4 : 2;
-    return cols == 1 ? 2 : 1;
-}
-
 template <typename T>
 void dot_k(TANDEM_DOT_TILE_PARAMS) {
-    for_tiles<KTile, T, k_rows>(k, w, w_stride, n_rows, a, a_stride, n_cols, out, out_stride);
+    for_tiles<KTile, T>(k, w, w_stride, n_rows, a, a_stride, n_cols, out, out_stride);
 }
 
 }  // namespace

@@ -1,0 +1,280 @@
+// Reading and checking completion request bodies.
+#include "server/completion_request.h"
+
+#include <cmath>
+#include <random>
+
+#include "server/api_error.h"
+#include "server/json_fields.h"
+
+namespace tandem::server {
+namespace {
+
+constexpr size_t kMaxStops = 16;
+constexpr int64_t kMaxTokensLimit = 1 << 24;
+
+// OpenAI's defaults (temperature 1, nucleus off), with llama.cpp's extras off unless asked for:
+// a client that sends nothing gets plain sampling from the model's distribution.
+SamplingParams default_sampling() {
+    SamplingParams p;
+    p.temperature = 1.0f;
+    p.top_p = 1.0f;
+    p.top_k = 0;
+    p.min_p = 0.0f;
+    p.repeat_penalty = 1.0f;
+    // No seed: every request draws differently, as with OpenAI.
+    p.seed = std::random_device{}() | (static_cast<uint64_t>(std::random_device{}()) << 32);
+    return p;
+}
+
+uint64_t read_seed(const nlohmann::json& v) {
+    if (v.is_number_unsigned()) return v.get<uint64_t>();
+    if (v.is_number_integer()) return static_cast<uint64_t>(v.get<int64_t>());
+    if (v.is_number_float()) {
+        const double d = v.get<double>();
+        if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9.0e18) {
+            return static_cast<uint64_t>(static_cast<int64_t>(d));
+        }
+    }
+    bad_request("'seed' must be an integer", "seed");
+}
+
+void read_sampling(const nlohmann::json& body, CompletionRequest& r) {
+    SamplingParams& p = r.sampling;
+    p = default_sampling();
+    if (auto v = get_number(body, "temperature")) {
+        if (!(*v >= 0.0 && *v <= 100.0))
+            bad_request("'temperature' must be in [0, 100]", "temperature");
+        p.temperature = static_cast<float>(*v);
+    }
+    if (auto v = get_number(body, "top_p")) {
+        if (!(*v > 0.0 && *v <= 1.0)) bad_request("'top_p' must be in (0, 1]", "top_p");
+        p.top_p = static_cast<float>(*v);
+    }
+    // -1 is vLLM's "off"; 0 is llama.cpp's.
+    if (auto v = get_integer(body, "top_k", -1, 1 << 30))
+        p.top_k = *v < 0 ? 0 : static_cast<int>(*v);
+    if (auto v = get_number(body, "min_p")) {
+        if (!(*v >= 0.0 && *v <= 1.0)) bad_request("'min_p' must be in [0, 1]", "min_p");
+        p.min_p = static_cast<float>(*v);
+    }
+    for (const char* field : {"repetition_penalty", "repeat_penalty"}) {
+        if (auto v = get_number(body, field)) {
+            if (!(*v > 0.0 && *v <= 100.0))
+                bad_request(std::string("'") + field + "' must be in (0, 100]", field);
+            p.repeat_penalty = static_cast<float>(*v);
+        }
+    }
+    if (auto v = get_integer(body, "repeat_last_n", 0, 1 << 20))
+        p.repeat_last_n = static_cast<int>(*v);
+    if (auto it = body.find("seed"); it != body.end() && !it->is_null()) p.seed = read_seed(*it);
+    // OpenAI's additive penalties are not implemented; silently ignoring them would change the
+    // answer the client asked for.
+    for (const char* field : {"presence_penalty", "frequency_penalty"}) {
+        if (auto v = get_number(body, field); v && *v != 0.0) {
+            bad_request(std::string("'") + field + "' is not supported (only 0)", field);
+        }
+    }
+}
+
+void read_common(const nlohmann::json& body, CompletionRequest& r, bool chat) {
+    if (auto v = get_string(body, "model")) r.model = *v;
+    read_sampling(body, r);
+    // max_completion_tokens is the newer name; when both are given it wins, as with OpenAI.
+    if (auto v = get_integer(body, "max_tokens", 1, kMaxTokensLimit))
+        r.max_tokens = static_cast<int>(*v);
+    if (chat) {
+        if (auto v = get_integer(body, "max_completion_tokens", 1, kMaxTokensLimit)) {
+            r.max_tokens = static_cast<int>(*v);
+        }
+    }
+    if (auto v = get_integer(body, "n", 1, 1 << 20); v && *v != 1)
+        bad_request("only 'n' = 1 is supported", "n");
+    if (auto it = body.find("stop"); it != body.end() && !it->is_null()) {
+        if (it->is_string()) {
+            r.stop.push_back(it->get<std::string>());
+        } else if (it->is_array()) {
+            for (const auto& s : *it) {
+                if (!s.is_string())
+                    bad_request("'stop' must be a string or an array of strings", "stop");
+                r.stop.push_back(s.get<std::string>());
+            }
+        } else {
+            bad_request(std::string("'stop' must be a string or an array of strings, not ") +
+                            json_type_name(*it),
+                        "stop");
+        }
+        if (r.stop.size() > kMaxStops) bad_request("'stop' has more than 16 strings", "stop");
+        for (const std::string& s : r.stop) {
+            if (s.empty()) bad_request("'stop' strings must not be empty", "stop");
+        }
+    }
+    r.stream = get_bool(body, "stream").value_or(false);
+    r.ignore_eos = get_bool(body, "ignore_eos").value_or(false);
+    if (auto it = body.find("stream_options"); it != body.end() && !it->is_null()) {
+        if (!it->is_object()) bad_request("'stream_options' must be an object", "stream_options");
+        r.include_usage = get_bool(*it, "include_usage").value_or(false);
+    }
+    if (auto it = body.find("logprobs"); it != body.end() && !it->is_null() && *it != false) {
+        bad_request("'logprobs' is not supported", "logprobs");
+    }
+    if (auto it = body.find("logit_bias"); it != body.end() && !it->is_null()) {
+        if (!it->is_object()) bad_request("'logit_bias' must be an object", "logit_bias");
+        if (!it->empty()) bad_request("'logit_bias' is not supported", "logit_bias");
+    }
+    if (auto it = body.find("response_format"); it != body.end() && !it->is_null()) {
+        if (!it->is_object()) bad_request("'response_format' must be an object", "response_format");
+        if (get_string(*it, "type").value_or("text") != "text") {
+            bad_request("only 'response_format' {\"type\": \"text\"} is supported",
+                        "response_format");
+        }
+    }
+}
+
+// Roles the chat templates know; "developer" is OpenAI's newer name for "system".
+std::string checked_role(const nlohmann::json& message, size_t i) {
+    const std::string where = "messages[" + std::to_string(i) + "]";
+    auto it = message.find("role");
+    if (it == message.end() || it->is_null())
+        bad_request(where + ": 'role' is missing", "messages");
+    if (!it->is_string()) bad_request(where + ": 'role' must be a string", "messages");
+    const std::string role = it->get<std::string>();
+    if (role == "developer") return "system";
+    if (role == "system" || role == "user" || role == "assistant" || role == "tool") return role;
+    bad_request(where + ": unknown role '" + role +
+                    "' (expected system, developer, user, assistant or tool)",
+                "messages");
+}
+
+// A message's content as the templates expect it: a string, or null for an assistant turn that
+// only calls tools. Text parts are joined; other parts (images, audio) cannot be served.
+nlohmann::ordered_json checked_content(const nlohmann::ordered_json& message,
+                                       const std::string& role, size_t i) {
+    const std::string where = "messages[" + std::to_string(i) + "]";
+    auto it = message.find("content");
+    if (it == message.end() || it->is_null()) {
+        if (role == "assistant" && message.contains("tool_calls")) return nullptr;
+        bad_request(where + ": 'content' is missing", "messages");
+    }
+    if (it->is_string()) return *it;
+    if (!it->is_array()) {
+        bad_request(
+            where + ": 'content' must be a string or an array of parts, not " + json_type_name(*it),
+            "messages");
+    }
+    std::string text;
+    for (const auto& part : *it) {
+        if (!part.is_object()) bad_request(where + ": content parts must be objects", "messages");
+        const auto type = part.find("type");
+        if (type == part.end() || !type->is_string() || *type != "text") {
+            bad_request(where + ": only text content parts are supported", "messages");
+        }
+        const auto t = part.find("text");
+        if (t == part.end() || !t->is_string())
+            bad_request(where + ": a text part needs a string 'text'", "messages");
+        text += t->get<std::string>();
+    }
+    return text;
+}
+
+nlohmann::ordered_json parse_ordered_object(const std::string& body) {
+    nlohmann::ordered_json j;
+    try {
+        j = nlohmann::ordered_json::parse(body);
+    } catch (const nlohmann::json::exception& e) {
+        bad_request(std::string("malformed JSON: ") + e.what());
+    }
+    if (!j.is_object()) bad_request("the request body must be a JSON object");
+    return j;
+}
+
+}  // namespace
+
+nlohmann::json parse_json_object(const std::string& body) {
+    nlohmann::json j;
+    try {
+        j = nlohmann::json::parse(body);
+    } catch (const nlohmann::json::exception& e) {
+        bad_request(std::string("malformed JSON: ") + e.what());
+    }
+    if (!j.is_object()) bad_request("the request body must be a JSON object");
+    return j;
+}
+
+CompletionRequest parse_chat_request(const std::string& text) {
+    // Ordered: a template may iterate over a tool's parameters, whose order the client chose.
+    const nlohmann::ordered_json body = parse_ordered_object(text);
+    CompletionRequest r;
+    read_common(nlohmann::json::parse(text), r, /*chat=*/true);
+    auto messages = body.find("messages");
+    if (messages == body.end() || messages->is_null())
+        bad_request("'messages' is missing", "messages");
+    if (!messages->is_array()) bad_request("'messages' must be an array", "messages");
+    if (messages->empty()) bad_request("'messages' must not be empty", "messages");
+    r.messages = nlohmann::ordered_json::array();
+    for (size_t i = 0; i < messages->size(); ++i) {
+        const auto& m = (*messages)[i];
+        if (!m.is_object())
+            bad_request("messages[" + std::to_string(i) + "] must be an object", "messages");
+        nlohmann::ordered_json out = m;
+        const std::string role = checked_role(m, i);
+        out["role"] = role;
+        out["content"] = checked_content(m, role, i);
+        r.messages.push_back(std::move(out));
+    }
+    if (auto tools = body.find("tools"); tools != body.end() && !tools->is_null()) {
+        if (!tools->is_array()) bad_request("'tools' must be an array", "tools");
+        if (!tools->empty()) r.tools = *tools;
+    }
+    if (auto kw = body.find("chat_template_kwargs"); kw != body.end() && !kw->is_null()) {
+        if (!kw->is_object())
+            bad_request("'chat_template_kwargs' must be an object", "chat_template_kwargs");
+        r.template_kwargs = *kw;
+    }
+    return r;
+}
+
+CompletionRequest parse_completion_request(const std::string& text) {
+    const nlohmann::json body = parse_json_object(text);
+    CompletionRequest r;
+    read_common(body, r, /*chat=*/false);
+    auto prompt = body.find("prompt");
+    if (prompt == body.end() || prompt->is_null()) bad_request("'prompt' is missing", "prompt");
+    // A one-element batch is the same as its element; several prompts would need n choices.
+    nlohmann::json p = *prompt;
+    if (p.is_array() && p.size() == 1 && (p[0].is_string() || p[0].is_array()))
+        p = nlohmann::json(p[0]);
+    if (p.is_string()) {
+        r.prompt_text = p.get<std::string>();
+    } else if (p.is_array() && !p.empty() && p[0].is_number()) {
+        r.prompt_is_tokens = true;
+        for (const auto& id : p) {
+            if (!id.is_number_integer() && !id.is_number_unsigned()) {
+                bad_request("'prompt' token ids must be integers", "prompt");
+            }
+            const int64_t v =
+                id.is_number_unsigned()
+                    ? static_cast<int64_t>(std::min<uint64_t>(id.get<uint64_t>(), INT32_MAX))
+                    : id.get<int64_t>();
+            if (v < 0 || v > INT32_MAX)
+                bad_request("'prompt' token id " + std::to_string(v) + " is out of range",
+                            "prompt");
+            r.prompt_tokens.push_back(static_cast<int32_t>(v));
+        }
+    } else if (p.is_array() && p.size() > 1) {
+        bad_request("only one prompt per request is supported", "prompt");
+    } else {
+        bad_request("'prompt' must be a string or an array of token ids", "prompt");
+    }
+    if (auto echo = get_bool(body, "echo"); echo && *echo)
+        bad_request("'echo' is not supported", "echo");
+    if (auto suffix = get_string(body, "suffix"); suffix && !suffix->empty()) {
+        bad_request("'suffix' is not supported", "suffix");
+    }
+    if (auto best = get_integer(body, "best_of", 1, 1 << 20); best && *best != 1) {
+        bad_request("only 'best_of' = 1 is supported", "best_of");
+    }
+    return r;
+}
+
+}  // namespace tandem::server

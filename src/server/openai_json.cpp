@@ -1,0 +1,99 @@
+// OpenAI response objects.
+#include "server/openai_json.h"
+
+namespace tandem::server {
+
+using nlohmann::json;
+
+const char* openai_finish_reason(FinishReason reason) {
+    return reason == FinishReason::kLength ? "length" : "stop";
+}
+
+json usage_json(const GenerationResult& r) {
+    return {{"prompt_tokens", r.prompt_tokens},
+            {"completion_tokens", r.completion_tokens},
+            {"total_tokens", r.prompt_tokens + r.completion_tokens}};
+}
+
+namespace {
+
+json head_fields(const ResponseHead& head, const char* object) {
+    json j = json::object();
+    j["id"] = head.id;
+    j["object"] = object;
+    j["created"] = head.created;
+    j["model"] = head.model;
+    j["system_fingerprint"] = "tandem";
+    return j;
+}
+
+json reason_or_null(const char* finish_reason) {
+    return finish_reason ? json(finish_reason) : json(nullptr);
+}
+
+}  // namespace
+
+json chat_completion(const ResponseHead& head, const std::string& content,
+                     const GenerationResult& result) {
+    json j = head_fields(head, "chat.completion");
+    j["choices"] = json::array({{{"index", 0},
+                                 {"message", {{"role", "assistant"}, {"content", content}}},
+                                 {"logprobs", nullptr},
+                                 {"finish_reason", openai_finish_reason(result.reason)}}});
+    j["usage"] = usage_json(result);
+    return j;
+}
+
+json chat_chunk(const ResponseHead& head, const json& delta, const char* finish_reason) {
+    json j = head_fields(head, "chat.completion.chunk");
+    j["choices"] = json::array({{{"index", 0},
+                                 {"delta", delta},
+                                 {"logprobs", nullptr},
+                                 {"finish_reason", reason_or_null(finish_reason)}}});
+    return j;
+}
+
+json usage_chunk(const ResponseHead& head, const char* object, const GenerationResult& result) {
+    json j = head_fields(head, object);
+    j["choices"] = json::array();
+    j["usage"] = usage_json(result);
+    return j;
+}
+
+json text_completion(const ResponseHead& head, const std::string& text,
+                     const GenerationResult& result) {
+    json j = head_fields(head, "text_completion");
+    j["choices"] = json::array({{{"index", 0},
+                                 {"text", text},
+                                 {"logprobs", nullptr},
+                                 {"finish_reason", openai_finish_reason(result.reason)}}});
+    j["usage"] = usage_json(result);
+    return j;
+}
+
+json text_chunk(const ResponseHead& head, const std::string& text, const char* finish_reason) {
+    json j = head_fields(head, "text_completion");
+    j["choices"] = json::array({{{"index", 0},
+                                 {"text", text},
+                                 {"logprobs", nullptr},
+                                 {"finish_reason", reason_or_null(finish_reason)}}});
+    return j;
+}
+
+json model_list(const std::string& model_id, int64_t created) {
+    return {{"object", "list"},
+            {"data", json::array({{{"id", model_id},
+                                   {"object", "model"},
+                                   {"created", created},
+                                   {"owned_by", "tandem"}}})}};
+}
+
+std::string dump(const json& value) {
+    return value.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+std::string sse_event(const json& value) {
+    return "data: " + dump(value) + "\n\n";
+}
+
+}  // namespace tandem::server

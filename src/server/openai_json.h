@@ -1,0 +1,47 @@
+// The response objects of the OpenAI API: chat completions and their stream chunks, text
+// completions and theirs, usage, the model list. Field names and order follow OpenAI's.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/request.h"
+
+namespace tandem::server {
+
+// What every object of one response shares.
+struct ResponseHead {
+    std::string id;       // "chatcmpl-…" or "cmpl-…"
+    int64_t created = 0;  // Unix seconds
+    std::string model;
+};
+
+// "stop" or "length" (a cancelled or failed request has no OpenAI finish reason).
+const char* openai_finish_reason(FinishReason reason);
+
+nlohmann::json usage_json(const GenerationResult& result);
+
+nlohmann::json chat_completion(const ResponseHead& head, const std::string& content,
+                               const GenerationResult& result);
+// A chunk with one choice: `delta` ({"role": …} or {"content": …} or {}), finish_reason or null.
+nlohmann::json chat_chunk(const ResponseHead& head, const nlohmann::json& delta,
+                          const char* finish_reason);
+// The last chunk of a stream with stream_options.include_usage: no choices, the usage.
+nlohmann::json usage_chunk(const ResponseHead& head, const char* object,
+                           const GenerationResult& result);
+
+nlohmann::json text_completion(const ResponseHead& head, const std::string& text,
+                               const GenerationResult& result);
+nlohmann::json text_chunk(const ResponseHead& head, const std::string& text,
+                          const char* finish_reason);
+
+nlohmann::json model_list(const std::string& model_id, int64_t created);
+
+// Serializes for the wire; text that is not valid UTF-8 is replaced rather than thrown on.
+std::string dump(const nlohmann::json& value);
+// One server-sent event: "data: JSON\n\n".
+std::string sse_event(const nlohmann::json& value);
+
+}  // namespace tandem::server

@@ -1,0 +1,46 @@
+// One request's text, from the scheduler thread to the HTTP handler.
+#include "server/text_generation.h"
+
+namespace tandem::server {
+
+TextGeneration::TextGeneration(const Tokenizer& tokenizer, std::vector<std::string> stops)
+    : decoder_(tokenizer, /*render_special=*/false), stops_(std::move(stops)) {}
+
+bool TextGeneration::on_token(int32_t token) {
+    // The decoder and the matcher are touched only on the scheduler thread.
+    StopMatcher::Result r = stops_.feed(decoder_.feed(token));
+    if (!r.text.empty()) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        text_ += r.text;
+    }
+    ready_.notify_one();
+    return !r.stopped;
+}
+
+void TextGeneration::on_finish(const GenerationResult& result) {
+    std::string rest;
+    if (!stops_.stopped()) {
+        StopMatcher::Result r = stops_.feed(decoder_.flush());
+        rest = r.text + stops_.flush();
+    }
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        text_ += rest;
+        result_ = result;
+    }
+    ready_.notify_one();
+}
+
+TextGeneration::Update TextGeneration::wait(std::chrono::milliseconds timeout) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    ready_.wait_for(lock, timeout, [&] { return !text_.empty() || (result_ && !result_taken_); });
+    Update u;
+    u.text.swap(text_);
+    if (result_ && !result_taken_) {
+        u.finished = result_;
+        result_taken_ = true;
+    }
+    return u;
+}
+
+}  // namespace tandem::server

@@ -1,0 +1,45 @@
+// The bridge from the scheduler thread to an HTTP handler thread for one request: tokens become
+// text (whole UTF-8 characters only), stop strings are cut out, and the handler picks up what
+// has accumulated whenever it is ready to write.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/request.h"
+#include "engine/stop_matcher.h"
+#include "text/stream_decoder.h"
+#include "text/tokenizer.h"
+
+namespace tandem::server {
+
+class TextGeneration : public GenerationSink {
+  public:
+    TextGeneration(const Tokenizer& tokenizer, std::vector<std::string> stops);
+
+    // Scheduler thread.
+    bool on_token(int32_t token) override;
+    void on_finish(const GenerationResult& result) override;
+
+    struct Update {
+        std::string text;                          // new text since the last update
+        std::optional<GenerationResult> finished;  // set once, with the last text
+    };
+    // Handler thread: waits up to `timeout` for new text or the end.
+    Update wait(std::chrono::milliseconds timeout);
+
+  private:
+    StreamDecoder decoder_;
+    StopMatcher stops_;
+    std::mutex mutex_;
+    std::condition_variable ready_;
+    std::string text_;  // not yet taken by the handler
+    std::optional<GenerationResult> result_;
+    bool result_taken_ = false;
+};
+
+}  // namespace tandem::server

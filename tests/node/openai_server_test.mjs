@@ -1,0 +1,218 @@
+// Drives a running `tandem serve` with the official openai npm client (run by
+// tests/server/openai_client_test.cpp). Usage:
+//   node openai_server_test.mjs --base http://127.0.0.1:PORT --model ID --scenario NAME [--api-key KEY]
+// Scenarios: api (non-stream, stream, stop strings, usage, errors as exceptions), auth (401),
+// concurrent (8 streams at once equal their solo runs), disconnect (an aborted stream frees its
+// slot). Exits 0 when every check passes; prints what failed otherwise.
+import assert from 'node:assert/strict';
+import OpenAI from 'openai';
+
+const args = Object.fromEntries(
+  process.argv.slice(2).reduce((pairs, a, i, all) => (a.startsWith('--') ? [...pairs, [a.slice(2), all[i + 1]]] : pairs), []));
+const base = args.base;
+const model = args.model;
+const client = (apiKey = args['api-key'] ?? 'unused') =>
+  new OpenAI({ baseURL: `${base}/v1`, apiKey, maxRetries: 0, timeout: 60_000 });
+
+function log(...what) { console.log(...what); }
+
+async function health() {
+  const r = await fetch(`${base}/health`);
+  return r.json();
+}
+
+// Runs a stream to the end; returns the text, the finish reason, the usage and the chunk count.
+async function collect(stream, chat = true) {
+  let text = '', finish = null, usage = null, chunks = 0;
+  for await (const chunk of stream) {
+    chunks++;
+    if (chunk.usage) usage = chunk.usage;
+    for (const choice of chunk.choices) {
+      text += chat ? (choice.delta?.content ?? '') : (choice.text ?? '');
+      if (choice.finish_reason) finish = choice.finish_reason;
+    }
+  }
+  return { text, finish, usage, chunks };
+}
+
+async function expectError(promise, ErrorClass, status) {
+  try {
+    await promise;
+  } catch (e) {
+    assert.ok(e instanceof ErrorClass, `expected ${ErrorClass.name}, got ${e.constructor.name}: ${e.message}`);
+    assert.equal(e.status, status);
+    assert.ok(typeof e.message === 'string' && e.message.length > 0);
+    return e;
+  }
+  assert.fail(`expected ${ErrorClass.name} (${status}), the request succeeded`);
+}
+
+const chatRequest = (content, extra = {}) => ({
+  model, messages: [{ role: 'system', content: 'You are terse.' }, { role: 'user', content }],
+  max_tokens: 24, temperature: 0, ...extra,
+});
+
+async function scenarioApi() {
+  const api = client();
+  const models = await api.models.list();
+  assert.equal(models.data.length, 1);
+  assert.equal(models.data[0].id, model);
+
+  // Non-stream and stream give the same text, finish reason and usage.
+  const whole = await api.chat.completions.create(chatRequest('Hello there'));
+  assert.equal(whole.object, 'chat.completion');
+  assert.equal(whole.model, model);
+  assert.equal(whole.choices.length, 1);
+  const message = whole.choices[0].message;
+  assert.equal(message.role, 'assistant');
+  assert.equal(typeof message.content, 'string');
+  assert.ok(['stop', 'length'].includes(whole.choices[0].finish_reason));
+  const u = whole.usage;
+  assert.ok(u.prompt_tokens > 0 && u.completion_tokens > 0 && u.completion_tokens <= 24);
+  assert.equal(u.total_tokens, u.prompt_tokens + u.completion_tokens);
+  if (whole.choices[0].finish_reason === 'length') assert.equal(u.completion_tokens, 24);
+
+  const streamed = await collect(await api.chat.completions.create(
+    chatRequest('Hello there', { stream: true, stream_options: { include_usage: true } })));
+  assert.equal(streamed.text, message.content);
+  assert.equal(streamed.finish, whole.choices[0].finish_reason);
+  assert.deepEqual(streamed.usage, u);
+  assert.ok(streamed.chunks >= 3, 'role chunk, content, finish');
+  const noUsage = await collect(await api.chat.completions.create(chatRequest('Hello there', { stream: true })));
+  assert.equal(noUsage.usage, null);
+  assert.equal(noUsage.text, message.content);
+  log('chat: non-stream and stream agree:', JSON.stringify(message.content), u);
+
+  // max_completion_tokens limits like max_tokens.
+  const short = await api.chat.completions.create(chatRequest('Hello there', { max_tokens: undefined, max_completion_tokens: 3 }));
+  assert.ok(short.usage.completion_tokens <= 3);
+  assert.ok(message.content.startsWith(short.choices[0].message.content));
+
+  // Stop strings: cut out, matched wherever token boundaries fall, stream and non-stream alike.
+  let checkedStops = 0;
+  for (const prompt of ['Hello there', 'Tell me a story', 'abc', 'What is two plus two?']) {
+    const reference = await api.chat.completions.create(chatRequest(prompt, { max_tokens: 40 }));
+    const chars = Array.from(reference.choices[0].message.content);
+    if (chars.length < 8) continue;
+    for (const [from, len] of [[3, 2], [5, 3], [chars.length - 2, 2]]) {
+      const stop = chars.slice(from, from + len).join('');
+      const full = chars.join('');
+      const expected = full.slice(0, full.indexOf(stop));
+      const r = await api.chat.completions.create(chatRequest(prompt, { max_tokens: 40, stop: [stop, '\u0000never'] }));
+      assert.equal(r.choices[0].message.content, expected, `stop ${JSON.stringify(stop)}`);
+      assert.equal(r.choices[0].finish_reason, 'stop');
+      assert.ok(r.usage.completion_tokens <= reference.usage.completion_tokens);
+      const s = await collect(await api.chat.completions.create(chatRequest(prompt, { max_tokens: 40, stop, stream: true })));
+      assert.equal(s.text, expected, `streamed stop ${JSON.stringify(stop)}`);
+      assert.equal(s.finish, 'stop');
+      checkedStops++;
+    }
+  }
+  assert.ok(checkedStops >= 3, 'no reply long enough to test stop strings');
+  log('stop strings checked:', checkedStops);
+
+  // Text completions: prompt text or token ids, whole and streamed.
+  const text = await api.completions.create({ model, prompt: 'Once upon a time', max_tokens: 12, temperature: 0 });
+  assert.equal(text.object, 'text_completion');
+  assert.equal(typeof text.choices[0].text, 'string');
+  assert.ok(text.usage.completion_tokens > 0 && text.usage.completion_tokens <= 12);
+  const textStream = await collect(await api.completions.create(
+    { model, prompt: 'Once upon a time', max_tokens: 12, temperature: 0, stream: true, stream_options: { include_usage: true } }), false);
+  assert.equal(textStream.text, text.choices[0].text);
+  assert.deepEqual(textStream.usage, text.usage);
+  const ids = await api.completions.create({ model, prompt: [72, 101, 108, 108, 111], max_tokens: 5, temperature: 0 });
+  assert.equal(ids.usage.prompt_tokens, 5);
+  log('completions: ok');
+
+  // Seeded sampling repeats itself.
+  const seeded = (seed) => api.chat.completions.create(chatRequest('Hello there', { temperature: 1.0, top_p: 0.9, seed }));
+  const [a, b] = [await seeded(42), await seeded(42)];
+  assert.equal(a.choices[0].message.content, b.choices[0].message.content);
+
+  // Errors surface as the client's exceptions, with OpenAI's fields.
+  const bad = await expectError(api.chat.completions.create(chatRequest('x', { temperature: 'hot' })), OpenAI.BadRequestError, 400);
+  assert.equal(bad.param, 'temperature');
+  await expectError(api.chat.completions.create({ model, max_tokens: 4 }), OpenAI.BadRequestError, 400);
+  await expectError(api.chat.completions.create({ model, messages: [{ role: 'wizard', content: 'hi' }] }), OpenAI.BadRequestError, 400);
+  await expectError(api.chat.completions.create(chatRequest('x', { max_tokens: 1_000_000 })), OpenAI.BadRequestError, 400);
+  await expectError(api.chat.completions.create(chatRequest('x', { n: 2 })), OpenAI.BadRequestError, 400);
+  const missing = await expectError(api.chat.completions.create(chatRequest('x', { model: 'no-such-model' })), OpenAI.NotFoundError, 404);
+  assert.equal(missing.code, 'model_not_found');
+  await expectError(api.chat.completions.create(chatRequest('x', { stream: true, top_p: 7 })), OpenAI.BadRequestError, 400);
+  await expectError(api.completions.create({ model, prompt: [1, 2, 99999999], max_tokens: 2 }), OpenAI.BadRequestError, 400);
+  // And the server goes on serving.
+  const after = await api.chat.completions.create(chatRequest('Hello there'));
+  assert.equal(after.choices[0].message.content, message.content);
+  log('errors: ok');
+}
+
+async function scenarioAuth() {
+  await expectError(client('wrong-key').models.list(), OpenAI.AuthenticationError, 401);
+  await expectError(client('wrong-key').chat.completions.create(chatRequest('hi')), OpenAI.AuthenticationError, 401);
+  const ok = await client().chat.completions.create(chatRequest('hi', { max_tokens: 2 }));
+  assert.ok(ok.usage.completion_tokens > 0);
+  log('auth: ok');
+}
+
+// Eight streams at once, each equal to its solo run: greedy, and seeded sampling.
+async function scenarioConcurrent() {
+  const api = client();
+  const prompts = Array.from({ length: 8 }, (_, i) => `Request number ${i}: ${'words '.repeat(i * 3)}`);
+  const requestFor = (i) => chatRequest(prompts[i], {
+    max_tokens: 32 + 4 * i, stream: true, stream_options: { include_usage: true },
+    ...(i % 2 ? { temperature: 0.9, top_p: 0.95, seed: 1000 + i } : {}),
+  });
+  const solo = [];
+  for (let i = 0; i < 8; i++) solo.push(await collect(await api.chat.completions.create(requestFor(i))));
+  for (let round = 0; round < 2; round++) {
+    const together = await Promise.all(prompts.map(async (_, i) => collect(await api.chat.completions.create(requestFor(i)))));
+    for (let i = 0; i < 8; i++) {
+      assert.equal(together[i].text, solo[i].text, `request ${i}, round ${round}`);
+      assert.equal(together[i].finish, solo[i].finish);
+      assert.deepEqual(together[i].usage, solo[i].usage);
+    }
+  }
+  const h = await health();
+  assert.equal(h.slots_busy, 0);
+  log('concurrent: 8 streams equal their solo runs; completion tokens', solo.map((s) => s.usage.completion_tokens));
+}
+
+// A client that goes away mid-stream has its request cancelled and its slot freed; the next
+// request is served (the server runs one slot and no queue, so a held slot would be a 503).
+async function scenarioDisconnect() {
+  const api = client();
+  const before = await health();
+  const stream = await api.chat.completions.create(chatRequest('Tell me everything', { max_tokens: 15000, ignore_eos: true, stream: true }));
+  let chunks = 0;
+  for await (const chunk of stream) {
+    if (chunk.choices[0]?.delta?.content !== undefined) chunks++;
+    if (chunks === 3) break;  // leaving the loop aborts the HTTP request
+  }
+  stream.controller.abort();
+  let h = await health();
+  for (let i = 0; i < 100 && h.slots_busy !== 0; i++) {
+    await new Promise((r) => setTimeout(r, 100));
+    h = await health();
+  }
+  assert.equal(h.slots_busy, 0, 'the slot was not freed within 10 s');
+  assert.equal(h.requests_cancelled, before.requests_cancelled + 1, 'the request was not cancelled');
+  const next = await api.chat.completions.create(chatRequest('Hello there', { max_tokens: 8 }));
+  assert.ok(next.usage.completion_tokens > 0);
+  const nextStream = await collect(await api.chat.completions.create(chatRequest('Hello there', { max_tokens: 8, stream: true })));
+  assert.equal(nextStream.text, next.choices[0].message.content);
+  log('disconnect: cancelled and freed; next request served');
+}
+
+const scenarios = { api: scenarioApi, auth: scenarioAuth, concurrent: scenarioConcurrent, disconnect: scenarioDisconnect };
+const run = scenarios[args.scenario];
+if (!run || !base || !model) {
+  console.error('usage: openai_server_test.mjs --base URL --model ID --scenario api|auth|concurrent|disconnect');
+  process.exit(2);
+}
+try {
+  await run();
+  log(`scenario ${args.scenario}: passed`);
+} catch (e) {
+  console.error(`scenario ${args.scenario}: FAILED\n${e.stack ?? e}`);
+  process.exit(1);
+}

@@ -1,0 +1,320 @@
+// Plain curl against `tandem serve`: the endpoints answer, and every error status (400, 401, 404,
+// 413, 503 loading and queue full) comes in OpenAI's JSON shape while the server goes on serving.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "server_process.h"
+#include "support/oracle.h"
+
+namespace tandem::testing {
+namespace {
+
+using nlohmann::json;
+
+const std::string kHello =
+    R"({"messages":[{"role":"user","content":"Hello"}],"max_tokens":4,"temperature":0})";
+
+// Checks an error response: the status, OpenAI's error object, and the code when given.
+void expect_error(const HttpResponse& r, int status, const std::string& code = {},
+                  const std::string& context = {}) {
+    SCOPED_TRACE(context);
+    EXPECT_EQ(r.status, status) << r.body;
+    json j = json::parse(r.body, nullptr, /*allow_exceptions=*/false);
+    ASSERT_TRUE(j.is_object() && j.contains("error")) << r.body;
+    const json& e = j["error"];
+    EXPECT_TRUE(e["message"].is_string() && !e["message"].get<std::string>().empty()) << r.body;
+    EXPECT_TRUE(e["type"].is_string()) << r.body;
+    EXPECT_TRUE(e.contains("param") && e.contains("code")) << r.body;
+    if (!code.empty()) {
+        EXPECT_EQ(e["code"], code) << r.body;
+    }
+}
+
+class Served : public ::testing::Test {
+  protected:
+    static void SetUpTestSuite() {
+        server_ = new ServerProcess({"--parallel", "2", "--ctx", "256", "--max-body", "4096"});
+    }
+    static void TearDownTestSuite() {
+        delete server_;
+        server_ = nullptr;
+    }
+    static HttpResponse post(const std::string& path, const std::string& body) {
+        return http_request("POST", server_->url(path), body);
+    }
+    static ServerProcess* server_;
+};
+ServerProcess* Served::server_ = nullptr;
+
+TEST_F(Served, HealthModelsAndTokenizer) {
+    HttpResponse h = http_request("GET", server_->url("/health"));
+    ASSERT_EQ(h.status, 200);
+    json health = json::parse(h.body);
+    EXPECT_EQ(health["status"], "ok");
+    EXPECT_EQ(health["slots_total"], 2);
+
+    HttpResponse m = http_request("GET", server_->url("/v1/models"));
+    ASSERT_EQ(m.status, 200);
+    json models = json::parse(m.body);
+    EXPECT_EQ(models["object"], "list");
+    EXPECT_EQ(models["data"][0]["id"], served_model_id());
+
+    HttpResponse t = post("/tokenize", R"({"content":"Hello <|im_end|>"})");
+    ASSERT_EQ(t.status, 200) << t.body;
+    json tokens = json::parse(t.body)["tokens"];
+    ASSERT_TRUE(tokens.is_array() && tokens.size() >= 2);
+    HttpResponse d = post("/detokenize", json{{"tokens", tokens}}.dump());
+    ASSERT_EQ(d.status, 200) << d.body;
+    EXPECT_EQ(json::parse(d.body)["content"], "Hello <|im_end|>");
+    HttpResponse p = post("/tokenize", R"({"content":"Hi","with_pieces":true})");
+    ASSERT_EQ(p.status, 200);
+    EXPECT_EQ(json::parse(p.body)["tokens"][0]["piece"], "H");
+}
+
+TEST_F(Served, ChatAndCompletionAnswer) {
+    HttpResponse c = post("/v1/chat/completions", kHello);
+    ASSERT_EQ(c.status, 200) << c.body;
+    json chat = json::parse(c.body);
+    EXPECT_EQ(chat["object"], "chat.completion");
+    EXPECT_EQ(chat["choices"][0]["message"]["role"], "assistant");
+    EXPECT_LE(chat["usage"]["completion_tokens"].get<int>(), 4);
+
+    HttpResponse s = post(
+        "/v1/chat/completions",
+        R"({"messages":[{"role":"user","content":"Hello"}],"max_tokens":4,"temperature":0,"stream":true})");
+    ASSERT_EQ(s.status, 200);
+    EXPECT_EQ(s.body.rfind("data: [DONE]\n\n"), s.body.size() - 14) << s.body;
+    EXPECT_NE(s.body.find("chat.completion.chunk"), std::string::npos);
+
+    HttpResponse t = post("/v1/completions", R"({"prompt":"Once","max_tokens":3,"temperature":0})");
+    ASSERT_EQ(t.status, 200) << t.body;
+    EXPECT_EQ(json::parse(t.body)["object"], "text_completion");
+}
+
+TEST_F(Served, BadRequestsAre400) {
+    const std::vector<std::pair<std::string, std::string>> chat_cases = {
+        {"malformed JSON", R"({"messages": [)"},
+        {"not an object", R"([1, 2, 3])"},
+        {"empty body", " "},
+        {"messages missing", R"({"max_tokens": 4})"},
+        {"messages not an array", R"({"messages": "hello"})"},
+        {"messages empty", R"({"messages": []})"},
+        {"message not an object", R"({"messages": ["hello"]})"},
+        {"role missing", R"({"messages": [{"content": "hi"}]})"},
+        {"unknown role", R"({"messages": [{"role": "wizard", "content": "hi"}]})"},
+        {"role not a string", R"({"messages": [{"role": 7, "content": "hi"}]})"},
+        {"content missing", R"({"messages": [{"role": "user"}]})"},
+        {"content wrong type", R"({"messages": [{"role": "user", "content": 12}]})"},
+        {"image part",
+         R"({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]})"},
+        {"temperature a string",
+         R"({"messages": [{"role": "user", "content": "hi"}], "temperature": "hot"})"},
+        {"temperature negative",
+         R"({"messages": [{"role": "user", "content": "hi"}], "temperature": -1})"},
+        {"top_p out of range",
+         R"({"messages": [{"role": "user", "content": "hi"}], "top_p": 1.5})"},
+        {"top_k fractional", R"({"messages": [{"role": "user", "content": "hi"}], "top_k": 2.5})"},
+        {"min_p a bool", R"({"messages": [{"role": "user", "content": "hi"}], "min_p": true})"},
+        {"max_tokens a string",
+         R"({"messages": [{"role": "user", "content": "hi"}], "max_tokens": "10"})"},
+        {"max_tokens zero",
+         R"({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 0})"},
+        {"stream not a bool",
+         R"({"messages": [{"role": "user", "content": "hi"}], "stream": "yes"})"},
+        {"stop a number", R"({"messages": [{"role": "user", "content": "hi"}], "stop": 5})"},
+        {"stop list with a number",
+         R"({"messages": [{"role": "user", "content": "hi"}], "stop": ["a", 5]})"},
+        {"seed a string", R"({"messages": [{"role": "user", "content": "hi"}], "seed": "x"})"},
+        {"n = 2", R"({"messages": [{"role": "user", "content": "hi"}], "n": 2})"},
+        {"logprobs", R"({"messages": [{"role": "user", "content": "hi"}], "logprobs": true})"},
+        {"presence_penalty",
+         R"({"messages": [{"role": "user", "content": "hi"}], "presence_penalty": 0.5})"},
+        {"model a number", R"({"model": 3, "messages": [{"role": "user", "content": "hi"}]})"},
+        {"stream_options a string",
+         R"({"messages": [{"role": "user", "content": "hi"}], "stream_options": "x"})"},
+        {"prompt plus max_tokens beyond the context",
+         R"({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 250})"},
+        {"prompt beyond the context",
+         json{{"messages", {{{"role", "user"}, {"content", std::string(600, 'x')}}}}}.dump()},
+    };
+    for (const auto& [what, body] : chat_cases)
+        expect_error(post("/v1/chat/completions", body), 400, {}, what);
+
+    const std::vector<std::pair<std::string, std::string>> completion_cases = {
+        {"prompt missing", R"({"max_tokens": 2})"},
+        {"prompt a number", R"({"prompt": 5})"},
+        {"several prompts", R"({"prompt": ["a", "b"]})"},
+        {"token id outside the vocabulary", R"({"prompt": [1, 2, 100000]})"},
+        {"negative token id", R"({"prompt": [1, -2]})"},
+        {"echo", R"({"prompt": "a", "echo": true})"},
+        {"prompt plus max_tokens beyond the context", R"({"prompt": "a", "max_tokens": 300})"},
+    };
+    for (const auto& [what, body] : completion_cases)
+        expect_error(post("/v1/completions", body), 400, {}, what);
+
+    expect_error(post("/tokenize", R"({"text": "a"})"), 400, {}, "tokenize without content");
+    expect_error(post("/tokenize", "nope"), 400, {}, "tokenize malformed");
+    expect_error(post("/detokenize", R"({"tokens": [1, 999999]})"), 400, {}, "detokenize bad id");
+    expect_error(post("/detokenize", R"({"tokens": "abc"})"), 400, {}, "detokenize wrong type");
+
+    // The field at fault is named.
+    HttpResponse r = post("/v1/chat/completions",
+                          R"({"messages": [{"role": "user", "content": "hi"}], "top_p": 2})");
+    EXPECT_EQ(json::parse(r.body)["error"]["param"], "top_p");
+    // And the server is still there.
+    EXPECT_EQ(post("/v1/chat/completions", kHello).status, 200);
+}
+
+TEST_F(Served, UnknownPathsAndModelsAre404) {
+    expect_error(http_request("GET", server_->url("/v1/nothing")), 404, "unknown_url",
+                 "unknown path");
+    expect_error(post("/v2/chat/completions", kHello), 404, "unknown_url", "unknown version");
+    expect_error(http_request("DELETE", server_->url("/v1/models")), 404, {}, "wrong method");
+    expect_error(
+        post(
+            "/v1/chat/completions",
+            R"({"model": "gpt-9", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2})"),
+        404, "model_not_found", "unknown model");
+    expect_error(post("/v1/completions", R"({"model": "gpt-9", "prompt": "a", "max_tokens": 2})"),
+                 404, "model_not_found", "unknown model, completions");
+    // Its own name, and the file name, are fine.
+    EXPECT_EQ(post("/v1/chat/completions",
+                   R"({"model": ")" + served_model_id() +
+                       R"(", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2})")
+                  .status,
+              200);
+}
+
+TEST_F(Served, BodyOverTheLimitIs413) {
+    const std::string big =
+        R"({"messages": [{"role": "user", "content": ")" + std::string(10000, 'a') + R"("}]})";
+    expect_error(post("/v1/chat/completions", big), 413, "request_too_large", "chat");
+    expect_error(post("/tokenize", R"({"content": ")" + std::string(5000, 'a') + R"("})"), 413, {},
+                 "tokenize");
+    EXPECT_EQ(post("/v1/chat/completions", kHello).status, 200);
+}
+
+TEST_F(Served, GarbageNeverTakesTheServerDown) {
+    const std::vector<std::string> junk = {
+        "",
+        "\x01\x02\xff",
+        "{\"messages\": [{\"role\": \"user\", \"content\": \"\xff\xfe\"}]}",
+        "null",
+        "{\"messages\": null}",
+        "{\"messages\": [null]}",
+        "{\"messages\": [{\"role\": \"user\", \"content\": [1]}]}",
+        "1e999",
+        std::string(3000, '[')};
+    for (const std::string& body : junk) {
+        for (const char* path :
+             {"/v1/chat/completions", "/v1/completions", "/tokenize", "/detokenize"}) {
+            HttpResponse r = post(path, body);
+            EXPECT_GE(r.status, 400) << path << " " << body.substr(0, 40);
+            EXPECT_LT(r.status, 500) << path << " " << body.substr(0, 40) << ": " << r.body;
+        }
+    }
+    EXPECT_EQ(http_request("GET", server_->url("/health")).status, 200);
+    EXPECT_EQ(post("/v1/chat/completions", kHello).status, 200);
+}
+
+TEST(ServerAuth, ApiKeyRequiredExceptForHealth) {
+    ServerProcess server({"--api-key", "sesame"});
+    expect_error(http_request("POST", server.url("/v1/chat/completions"), kHello), 401,
+                 "invalid_api_key", "no key");
+    expect_error(http_request("POST", server.url("/v1/chat/completions"), kHello,
+                              {"Authorization: Bearer wrong"}),
+                 401, "invalid_api_key", "wrong key");
+    expect_error(http_request("GET", server.url("/v1/models"), {}, {"Authorization: sesame"}), 401,
+                 "invalid_api_key", "not a bearer");
+    expect_error(http_request("POST", server.url("/tokenize"), R"({"content":"a"})"), 401, {},
+                 "tokenize");
+    EXPECT_EQ(http_request("GET", server.url("/health")).status, 200);
+    EXPECT_EQ(http_request("POST", server.url("/v1/chat/completions"), kHello,
+                           {"Authorization: Bearer sesame"})
+                  .status,
+              200);
+    EXPECT_EQ(
+        http_request("GET", server.url("/v1/models"), {}, {"Authorization: Bearer sesame"}).status,
+        200);
+}
+
+TEST(ServerLoading, Answers503UntilTheModelIsLoaded) {
+    ServerProcess server({}, /*wait_ready=*/false, {{"TANDEM_TEST_LOAD_DELAY_MS", "3000"}});
+    HttpResponse h = http_request("GET", server.url("/health"));
+    EXPECT_EQ(h.status, 503);
+    EXPECT_EQ(json::parse(h.body)["status"], "loading");
+    expect_error(http_request("POST", server.url("/v1/chat/completions"), kHello), 503,
+                 "model_loading", "chat");
+    expect_error(http_request("GET", server.url("/v1/models")), 503, "model_loading", "models");
+    ASSERT_TRUE(server.wait_ready());
+    EXPECT_EQ(http_request("POST", server.url("/v1/chat/completions"), kHello).status, 200);
+}
+
+TEST(ServerQueue, FullQueueIs503) {
+    // One slot and no queue: while a long stream holds the slot, the next request is refused.
+    ServerProcess server({"--parallel", "1", "--queue", "0", "--ctx", "16384"});
+    TempDir dir;
+    const std::string stream_out = dir.file("stream");
+    const std::string body =
+        R"({"messages":[{"role":"user","content":"Go on"}],"max_tokens":16000,"ignore_eos":true,"stream":true})";
+    const pid_t curl = fork();
+    ASSERT_GE(curl, 0);
+    if (curl == 0) {
+        execlp("curl", "curl", "-sS", "-N", "--max-time", "120", "-o", stream_out.c_str(), "-H",
+               "Content-Type: application/json", "-d", body.c_str(),
+               server.url("/v1/chat/completions").c_str(), static_cast<char*>(nullptr));
+        _exit(127);
+    }
+    // Wait (bounded) for the stream's first content: the slot is taken.
+    bool streaming = false;
+    for (int i = 0; i < 600 && !streaming; ++i) {
+        std::ifstream in(stream_out);
+        std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        streaming = text.find("\"content\"") != std::string::npos;
+        if (!streaming) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    EXPECT_TRUE(streaming);
+    expect_error(http_request("POST", server.url("/v1/chat/completions"), kHello), 503,
+                 "queue_full", "queue full");
+    kill(curl, SIGTERM);
+    waitpid(curl, nullptr, 0);
+    // The stream's client is gone: its slot frees and requests are served again.
+    bool served = false;
+    for (int i = 0; i < 200 && !served; ++i) {
+        served = http_request("POST", server.url("/v1/chat/completions"), kHello).status == 200;
+        if (!served) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    EXPECT_TRUE(served);
+}
+
+TEST(ServerShutdown, SigtermStopsCleanlyWithAStreamOpen) {
+    ServerProcess server({"--parallel", "1", "--ctx", "16384"});
+    TempDir dir;
+    const std::string stream_out = dir.file("stream");
+    const std::string body =
+        R"({"messages":[{"role":"user","content":"Go on"}],"max_tokens":16000,"ignore_eos":true,"stream":true})";
+    const pid_t curl = fork();
+    ASSERT_GE(curl, 0);
+    if (curl == 0) {
+        execlp("curl", "curl", "-sS", "-N", "--max-time", "120", "-o", stream_out.c_str(), "-H",
+               "Content-Type: application/json", "-d", body.c_str(),
+               server.url("/v1/chat/completions").c_str(), static_cast<char*>(nullptr));
+        _exit(127);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    EXPECT_EQ(server.stop(), 0) << server.log();
+    int status = 0;
+    waitpid(curl, &status, 0);
+    std::ifstream in(stream_out);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_NE(text.find("data: [DONE]"), std::string::npos) << text.substr(0, 200);
+}
+
+}  // namespace
+}  // namespace tandem::testing
