@@ -94,7 +94,6 @@ inline V and_(V a, V b) { return {_mm512_and_si512(a.x, b.x)}; }
 inline V or_(V a, V b) { return {_mm512_or_si512(a.x, b.x)}; }
 inline V xor_(V a, V b) { return {_mm512_xor_si512(a.x, b.x)}; }
 inline V sub32(V a, V b) { return {_mm512_sub_epi32(a.x, b.x)}; }
-inline V add32(V a, V b) { return {_mm512_add_epi32(a.x, b.x)}; }
 template <int kBits>
 V sll16(V a) {
     return {_mm512_slli_epi16(a.x, kBits)};
@@ -164,7 +163,6 @@ inline Acc dot_scaled(Acc acc, V u, V s, V sc16) {
 #endif
 }
 inline Acc acc_zero() { return _mm512_setzero_si512(); }
-inline Acc acc_of(V v) { return v.x; }
 // 16 int16 scales (one per 16 values of a super-block), ready for pick_scales.
 struct Scales16 {
     __m512i v;
@@ -240,7 +238,6 @@ inline V and_(V a, V b) { return {_mm256_and_si256(a.lo, b.lo), _mm256_and_si256
 inline V or_(V a, V b) { return {_mm256_or_si256(a.lo, b.lo), _mm256_or_si256(a.hi, b.hi)}; }
 inline V xor_(V a, V b) { return {_mm256_xor_si256(a.lo, b.lo), _mm256_xor_si256(a.hi, b.hi)}; }
 inline V sub32(V a, V b) { return {_mm256_sub_epi32(a.lo, b.lo), _mm256_sub_epi32(a.hi, b.hi)}; }
-inline V add32(V a, V b) { return {_mm256_add_epi32(a.lo, b.lo), _mm256_add_epi32(a.hi, b.hi)}; }
 template <int kBits>
 V sll16(V a) {
     return {_mm256_slli_epi16(a.lo, kBits), _mm256_slli_epi16(a.hi, kBits)};
@@ -309,7 +306,6 @@ inline Acc dot_scaled(Acc acc, V u, V s, V sc16) {
     return dpwssd(acc, _mm256_maddubs_epi16(u.hi, s.hi), sc16.hi);
 }
 inline Acc acc_zero() { return _mm256_setzero_si256(); }
-inline Acc acc_of(V v) { return _mm256_add_epi32(v.lo, v.hi); }
 struct Scales16 {
     __m256i v0, v1;  // scales 0..7 and 8..15, each broadcast to both 128-bit lanes
 };
