@@ -1,4 +1,15 @@
 // The CPU MoE executor.
+//
+// One job per layer over the thread pool, with a single queue of work items claimed from one
+// counter:
+//   pass 1, per (expert, block of FFN rows): gate and up tiles and the activation; the thread
+//     that finishes an expert's last block quantizes its intermediate rows for the down format
+//     and marks the expert ready;
+//   pass 2, per (block of output rows, expert), block-major: down tiles into per-slot rows; the
+//     thread that finishes a block's last expert sums that block for every token in route order.
+// Pass-2 items wait only for their own expert, so threads flow from pass 1 into pass 2 without a
+// barrier (the tail of pass 1 hides behind down work of ready experts), and every item streams
+// one long run of weight rows (few restarts for the hardware prefetchers).
 #include "cpu/moe_executor.h"
 
 #include <algorithm>
@@ -10,25 +21,57 @@
 namespace tandem {
 namespace {
 
-void spin_until(const std::atomic<int64_t>& counter, int64_t target) {
-    while (counter.load(std::memory_order_acquire) < target) {
+// Work items per thread and pass: enough that threads finish together (the last item of a
+// pass is the only imbalance), few enough that each item streams a long run of rows.
+constexpr int64_t kItemsPerThread = 8;
+// Row blocks are multiples of 16 values: 64-byte lines of f32 outputs are never shared by two
+// threads.
+constexpr int64_t kRowAlign = 16;
+// Multiply-adds of one block's weighted sum (done by one thread): bounds that serial step in
+// large batches.
+constexpr int64_t kSumWork = 1 << 16;
+// Weight bytes a tile with many columns keeps in L2 while it runs through the column groups.
+constexpr size_t kTileBlockBytes = 64 << 10;
+
+void spin_until_set(const std::atomic<int>& flag) {
+    while (flag.load(std::memory_order_acquire) == 0) {
 #if defined(__x86_64__)
         __builtin_ia32_pause();
 #endif
     }
 }
 
-int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+int64_t round_up(int64_t x, int64_t m) {
+    return (x + m - 1) / m * m;
+}
+int64_t ceil_div(int64_t x, int64_t m) {
+    return (x + m - 1) / m;
+}
 
-// Calls the tile kernel over up to kMaxTileCols activation rows at a time.
+// Rows [r0, r1) of w times n_act activation rows. Up to kMaxTileCols columns go to the kernel in
+// one call (the weights are read once); with more, rows go in blocks that stay in L2 while the
+// column groups run over them.
 void tile(DotTileFn dot, const WeightMatrix& w, int64_t r0, int64_t r1, const uint8_t* act,
           size_t act_bytes, int n_act, float* out, size_t out_stride) {
-    for (int c0 = 0; c0 < n_act; c0 += kMaxTileCols) {
-        int n = std::min(kMaxTileCols, n_act - c0);
-        dot(w.cols, w.row(r0), w.row_bytes, static_cast<int>(r1 - r0), act + c0 * act_bytes,
-            act_bytes, n, out + c0 * out_stride + r0, out_stride);
+    const int64_t block =
+        n_act <= kMaxTileCols
+            ? r1 - r0
+            : std::max<int64_t>(kRowAlign, static_cast<int64_t>(kTileBlockBytes / w.row_bytes));
+    for (int64_t b0 = r0; b0 < r1; b0 += block) {
+        const int64_t b1 = std::min(r1, b0 + block);
+        for (int c0 = 0; c0 < n_act; c0 += kMaxTileCols) {
+            const int n = std::min(kMaxTileCols, n_act - c0);
+            dot(w.cols, w.row(b0), w.row_bytes, static_cast<int>(b1 - b0), act + c0 * act_bytes,
+                act_bytes, n, out + c0 * out_stride + b0, out_stride);
+        }
     }
 }
+
+// A counter alone on its cache line: the claim counter is written by every thread on every
+// item and must not share a line with flags other threads spin on.
+struct alignas(64) PaddedCounter {
+    std::atomic<int64_t> value{0};
+};
 
 }  // namespace
 
@@ -39,25 +82,26 @@ struct MoeExecutor::Plan {
     const Route* routes = nullptr;
     int n_tokens = 0;
     // Activation formats of this layer's dot products and their row sizes.
-    GgmlType gate_format{}, up_format{}, down_format{};
     size_t gate_bytes = 0, up_bytes = 0, down_bytes = 0;
     bool separate_up_input = false;
     ActQuantizeFn quantize_gate = nullptr, quantize_up = nullptr, quantize_down = nullptr;
     DotTileFn dot_gate = nullptr, dot_up = nullptr, dot_down = nullptr;
 
     // Routes grouped by expert: slots [first[a], first[a] + count[a]) belong to active[a].
-    std::vector<int> expert_count;   // per expert id
+    std::vector<int> expert_count;  // per expert id
     std::vector<int> active, first, count;
-    std::vector<int> slot_token;     // slot -> token
-    std::vector<int> route_slot;     // token * top_k + j -> slot, or -1
+    std::vector<int> slot_token;  // slot -> token
+    std::vector<int> route_slot;  // token * top_k + j -> slot, or -1
     int n_slots = 0;
     int n_active = 0;
 
-    // Tiles.
-    int64_t ff_chunk = 0;
-    int chunks_per_expert = 0;
-    int64_t embd_chunk = 0;
-    int64_t n_gate_up_items = 0, n_down_items = 0;
+    // Work items: [0, n_pass1) pass 1, then n_blocks * n_active pass-2 items.
+    int64_t ff_block = 0;    // FFN rows per pass-1 item
+    int ff_blocks = 0;       // pass-1 items per expert
+    int64_t embd_block = 0;  // output rows per pass-2 block
+    int n_blocks = 0;
+    int64_t n_pass1 = 0, n_items = 0;
+    bool parallel_inputs = false;  // phase 0 in the job (large batches) or in submit()
 
     // Buffers, sized at start-up.
     std::vector<uint8_t> in_gate, in_up;  // slots × activation row (gathered per expert)
@@ -66,16 +110,19 @@ struct MoeExecutor::Plan {
     std::vector<float> y;                 // slots × n_embd
     std::vector<float> out;               // tokens × n_embd
 
-    // Work counters.
-    std::atomic<int64_t> next_input{0}, inputs_done{0};
-    std::atomic<int64_t> next_gate_up{0};
-    std::unique_ptr<std::atomic<int>[]> chunks_done;  // per active expert
-    std::atomic<int64_t> experts_ready{0};
-    std::atomic<int64_t> next_down{0};
+    // Progress.
+    PaddedCounter next_item, next_input, inputs_done;
+    std::unique_ptr<std::atomic<int>[]> blocks_done;   // per active expert: pass-1 items done
+    std::unique_ptr<std::atomic<int>[]> ready;         // per active expert: intermediate quantized
+    std::unique_ptr<std::atomic<int>[]> experts_done;  // per pass-2 block: experts done
 };
 
 MoeExecutor::MoeExecutor(std::vector<MoeLayer> layers, int max_tokens, int top_k, ThreadPool& pool)
-    : layers_(std::move(layers)), max_tokens_(max_tokens), top_k_(top_k), pool_(pool), plan_(std::make_unique<Plan>()) {
+    : layers_(std::move(layers)),
+      max_tokens_(max_tokens),
+      top_k_(top_k),
+      pool_(pool),
+      plan_(std::make_unique<Plan>()) {
     if (layers_.empty() || max_tokens <= 0 || top_k <= 0) fail("moe executor: nothing to execute");
     int max_expert = 0;
     int64_t max_embd = 0, max_ff = 0;
@@ -94,7 +141,9 @@ MoeExecutor::MoeExecutor(std::vector<MoeLayer> layers, int max_tokens, int top_k
     p.active.resize(max_expert);
     p.first.resize(max_expert);
     p.count.resize(max_expert);
-    p.chunks_done = std::make_unique<std::atomic<int>[]>(max_expert);
+    p.blocks_done = std::make_unique<std::atomic<int>[]>(max_expert);
+    p.ready = std::make_unique<std::atomic<int>[]>(max_expert);
+    p.experts_done = std::make_unique<std::atomic<int>[]>(ceil_div(max_embd, kRowAlign));
     p.slot_token.resize(slots);
     p.route_slot.resize(slots);
     p.in_gate.resize(slots * max_in);
@@ -107,7 +156,7 @@ MoeExecutor::MoeExecutor(std::vector<MoeLayer> layers, int max_tokens, int top_k
 }
 
 MoeExecutor::~MoeExecutor() {
-    if (pending_) pool_.wait();
+    if (pending_ && job_running_) pool_.wait();
 }
 
 void MoeExecutor::submit(int il, const float* hidden, int n_tokens, const Route* routes) {
@@ -123,20 +172,21 @@ void MoeExecutor::submit(int il, const float* hidden, int n_tokens, const Route*
     p.routes = routes;
     p.n_tokens = n_tokens;
     const KernelTable& k = kernels();
-    p.gate_format = L.gate.matrix.format->dot_type;
-    p.up_format = L.up.matrix.format->dot_type;
-    p.down_format = L.down.matrix.format->dot_type;
-    p.gate_bytes = row_bytes(p.gate_format, L.n_embd);
-    p.up_bytes = row_bytes(p.up_format, L.n_embd);
-    p.down_bytes = row_bytes(p.down_format, L.n_ff);
-    p.separate_up_input = p.up_format != p.gate_format;
-    p.quantize_gate = k.quantize[type_id(p.gate_format)];
-    p.quantize_up = k.quantize[type_id(p.up_format)];
-    p.quantize_down = k.quantize[type_id(p.down_format)];
+    const GgmlType gate_format = L.gate.matrix.format->dot_type;
+    const GgmlType up_format = L.up.matrix.format->dot_type;
+    const GgmlType down_format = L.down.matrix.format->dot_type;
+    p.gate_bytes = row_bytes(gate_format, L.n_embd);
+    p.up_bytes = row_bytes(up_format, L.n_embd);
+    p.down_bytes = row_bytes(down_format, L.n_ff);
+    p.separate_up_input = up_format != gate_format;
+    p.quantize_gate = k.quantize[type_id(gate_format)];
+    p.quantize_up = k.quantize[type_id(up_format)];
+    p.quantize_down = k.quantize[type_id(down_format)];
     p.dot_gate = k.dot[type_id(L.gate.matrix.format->type)];
     p.dot_up = k.dot[type_id(L.up.matrix.format->type)];
     p.dot_down = k.dot[type_id(L.down.matrix.format->type)];
-    if (!p.quantize_gate || !p.quantize_up || !p.quantize_down || !p.dot_gate || !p.dot_up || !p.dot_down) {
+    if (!p.quantize_gate || !p.quantize_up || !p.quantize_down || !p.dot_gate || !p.dot_up ||
+        !p.dot_down) {
         fail("moe executor: layer {}: no {} kernel for experts of types {}/{}/{}", il, k.name,
              L.gate.matrix.format->name, L.up.matrix.format->name, L.down.matrix.format->name);
     }
@@ -146,7 +196,8 @@ void MoeExecutor::submit(int il, const float* hidden, int n_tokens, const Route*
     const int n_routes = n_tokens * top_k_;
     for (int r = 0; r < n_routes; ++r) {
         int e = routes[r].expert;
-        if (e < -1 || e >= L.n_expert) fail("moe executor: layer {}: route to expert {} of {}", il, e, L.n_expert);
+        if (e < -1 || e >= L.n_expert)
+            fail("moe executor: layer {}: route to expert {} of {}", il, e, L.n_expert);
         if (e >= 0) ++p.expert_count[e];
     }
     // expert_count becomes expert -> active index once the expert's slots are placed.
@@ -173,53 +224,77 @@ void MoeExecutor::submit(int il, const float* hidden, int n_tokens, const Route*
         p.route_slot[r] = sl;
         p.slot_token[sl] = r / top_k_;
     }
-
-    // Tile sizes: several work items per thread so threads finish together.
-    const int threads = pool_.size();
-    if (n_active > 0) {
-        const int64_t want = 8 * static_cast<int64_t>(threads);
-        p.chunks_per_expert = static_cast<int>(std::clamp<int64_t>((want + n_active - 1) / n_active, 1,
-                                                                   std::max<int64_t>(1, L.n_ff / 16)));
-        p.ff_chunk = round_up((L.n_ff + p.chunks_per_expert - 1) / p.chunks_per_expert, 8);
-        p.chunks_per_expert = static_cast<int>((L.n_ff + p.ff_chunk - 1) / p.ff_chunk);
-        for (int a = 0; a < n_active; ++a) p.chunks_done[a].store(0, std::memory_order_relaxed);
-    }
-    p.n_gate_up_items = static_cast<int64_t>(n_active) * p.chunks_per_expert;
-    p.embd_chunk = round_up(std::clamp<int64_t>(L.n_embd / (8 * threads), 8, 256), 8);
-    p.n_down_items = (L.n_embd + p.embd_chunk - 1) / p.embd_chunk;
-
-    p.next_input.store(0, std::memory_order_relaxed);
-    p.inputs_done.store(0, std::memory_order_relaxed);
-    p.next_gate_up.store(0, std::memory_order_relaxed);
-    p.experts_ready.store(0, std::memory_order_relaxed);
-    p.next_down.store(0, std::memory_order_relaxed);
     pending_ = true;
+    if (n_active == 0) {
+        // Every route is taken elsewhere: the output is zero and there is nothing to run.
+        std::fill(p.out.begin(), p.out.begin() + static_cast<int64_t>(n_tokens) * L.n_embd, 0.0f);
+        job_running_ = false;
+        return;
+    }
+
+    // Work items. Pass 1: ff_blocks per expert. Pass 2: n_blocks blocks of output rows, each
+    // small enough that its weighted sum (one thread) stays short.
+    const int64_t want = kItemsPerThread * pool_.size();
+    p.ff_blocks = static_cast<int>(
+        std::clamp<int64_t>(ceil_div(want, n_active), 1, std::max<int64_t>(1, L.n_ff / kRowAlign)));
+    p.ff_block = round_up(ceil_div(L.n_ff, p.ff_blocks), kRowAlign);
+    p.ff_blocks = static_cast<int>(ceil_div(L.n_ff, p.ff_block));
+    const int64_t sum_blocks =
+        ceil_div(static_cast<int64_t>(n_tokens) * top_k_ * L.n_embd, kSumWork);
+    const int64_t blocks = std::clamp<int64_t>(std::max(ceil_div(want, n_active), sum_blocks), 1,
+                                               std::max<int64_t>(1, L.n_embd / kRowAlign));
+    p.embd_block = round_up(ceil_div(L.n_embd, blocks), kRowAlign);
+    p.n_blocks = static_cast<int>(ceil_div(L.n_embd, p.embd_block));
+    p.n_pass1 = static_cast<int64_t>(n_active) * p.ff_blocks;
+    p.n_items = p.n_pass1 + static_cast<int64_t>(p.n_blocks) * n_active;
+    for (int a = 0; a < n_active; ++a) {
+        p.blocks_done[a].store(0, std::memory_order_relaxed);
+        p.ready[a].store(0, std::memory_order_relaxed);
+    }
+    for (int b = 0; b < p.n_blocks; ++b) p.experts_done[b].store(0, std::memory_order_relaxed);
+    p.next_item.value.store(0, std::memory_order_relaxed);
+    p.next_input.value.store(0, std::memory_order_relaxed);
+    p.inputs_done.value.store(0, std::memory_order_relaxed);
+
+    // Phase 0 (a few rows): quantized here, so the job starts straight into pass 1.
+    p.parallel_inputs = n_tokens > pool_.size();
+    if (!p.parallel_inputs) {
+        for (int t = 0; t < n_tokens; ++t) prepare_inputs(t);
+    }
+    job_running_ = true;
     pool_.start([this](int worker) { run_job(worker); });
 }
 
 const float* MoeExecutor::wait() {
     if (!pending_) fail("moe executor: wait() without submit()");
-    pool_.wait();
+    if (job_running_) pool_.wait();
     pending_ = false;
+    job_running_ = false;
     return plan_->out.data();
 }
 
 void MoeExecutor::run_job(int worker) {
     Plan& p = *plan_;
-    // Phase 0: quantize each token's hidden row once per activation format, into its slots.
-    for (int64_t t; (t = p.next_input.fetch_add(1, std::memory_order_relaxed)) < p.n_tokens;) {
-        prepare_inputs(t);
-        p.inputs_done.fetch_add(1, std::memory_order_release);
+    if (p.parallel_inputs) {
+        // Phase 0: each token's hidden row quantized once per activation format, into its slots.
+        for (int64_t t;
+             (t = p.next_input.value.fetch_add(1, std::memory_order_relaxed)) < p.n_tokens;) {
+            prepare_inputs(t);
+            p.inputs_done.value.fetch_add(1, std::memory_order_release);
+        }
+        while (p.inputs_done.value.load(std::memory_order_acquire) < p.n_tokens) {
+#if defined(__x86_64__)
+            __builtin_ia32_pause();
+#endif
+        }
     }
-    spin_until(p.inputs_done, p.n_tokens);
-    // Pass 1: gate, up and the activation, per (expert, rows) tile.
-    for (int64_t i; (i = p.next_gate_up.fetch_add(1, std::memory_order_relaxed)) < p.n_gate_up_items;) {
-        gate_up_tile(i, worker);
-    }
-    spin_until(p.experts_ready, p.n_active);
-    // Pass 2: down and the weighted sum, per tile of output rows across all experts.
-    for (int64_t i; (i = p.next_down.fetch_add(1, std::memory_order_relaxed)) < p.n_down_items;) {
-        down_tile(i, worker);
+    for (int64_t i; (i = p.next_item.value.fetch_add(1, std::memory_order_relaxed)) < p.n_items;) {
+        if (i < p.n_pass1) {
+            gate_up_item(i, worker);
+        } else {
+            const int64_t j = i - p.n_pass1;
+            down_item(static_cast<int>(j / p.n_active), static_cast<int>(j % p.n_active), worker);
+        }
     }
 }
 
@@ -239,41 +314,48 @@ void MoeExecutor::prepare_inputs(int64_t t) {
             first_slot = s;
         } else {
             std::memcpy(gate_dst, p.in_gate.data() + first_slot * p.gate_bytes, p.gate_bytes);
-            if (p.separate_up_input) std::memcpy(up_dst, p.in_up.data() + first_slot * p.up_bytes, p.up_bytes);
+            if (p.separate_up_input)
+                std::memcpy(up_dst, p.in_up.data() + first_slot * p.up_bytes, p.up_bytes);
         }
     }
 }
 
-void MoeExecutor::gate_up_tile(int64_t item, int) {
+void MoeExecutor::gate_up_item(int64_t item, int) {
     Plan& p = *plan_;
     const MoeLayer& L = *p.layer;
-    const int a = static_cast<int>(item / p.chunks_per_expert);
-    const int64_t r0 = (item % p.chunks_per_expert) * p.ff_chunk;
-    const int64_t r1 = std::min(L.n_ff, r0 + p.ff_chunk);
+    const int a = static_cast<int>(item / p.ff_blocks);
+    const int64_t r0 = (item % p.ff_blocks) * p.ff_block;
+    const int64_t r1 = std::min(L.n_ff, r0 + p.ff_block);
     const int e = p.active[a], s0 = p.first[a], n = p.count[a];
     const WeightMatrix gate = L.gate.expert(e), up = L.up.expert(e);
     const uint8_t* up_in = p.separate_up_input ? p.in_up.data() : p.in_gate.data();
     const size_t up_bytes = p.separate_up_input ? p.up_bytes : p.gate_bytes;
     float* g = p.mid_gate.data() + s0 * L.n_ff;
     float* u = p.mid_up.data() + s0 * L.n_ff;
-    tile(p.dot_gate, gate, r0, r1, p.in_gate.data() + s0 * p.gate_bytes, p.gate_bytes, n, g, L.n_ff);
+    tile(p.dot_gate, gate, r0, r1, p.in_gate.data() + s0 * p.gate_bytes, p.gate_bytes, n, g,
+         L.n_ff);
     tile(p.dot_up, up, r0, r1, up_in + s0 * up_bytes, up_bytes, n, u, L.n_ff);
     // Second-level scales and biases apply to each projection before the activation.
     const float* gate_bias = L.gate.expert_bias(e);
     const float* up_bias = L.up.expert_bias(e);
+    const bool adjust =
+        gate.scale != 1.0f || up.scale != 1.0f || gate_bias != nullptr || up_bias != nullptr;
     for (int c = 0; c < n; ++c) {
         float* gc = g + c * L.n_ff;
         float* uc = u + c * L.n_ff;
-        for (int64_t r = r0; r < r1; ++r) {
-            float gv = gc[r] * gate.scale, uv = uc[r] * up.scale;
-            if (gate_bias) gv += gate_bias[r];
-            if (up_bias) uv += up_bias[r];
-            gc[r] = gv;
-            uc[r] = uv;
+        if (adjust) {
+            for (int64_t r = r0; r < r1; ++r) {
+                float gv = gc[r] * gate.scale, uv = uc[r] * up.scale;
+                if (gate_bias) gv += gate_bias[r];
+                if (up_bias) uv += up_bias[r];
+                gc[r] = gv;
+                uc[r] = uv;
+            }
         }
         glu(L.activation, gc + r0, uc + r0, r1 - r0, gc + r0);
     }
-    if (p.chunks_done[a].fetch_add(1, std::memory_order_acq_rel) + 1 == p.chunks_per_expert) finish_expert(a);
+    if (p.blocks_done[a].fetch_add(1, std::memory_order_acq_rel) + 1 == p.ff_blocks)
+        finish_expert(a);
 }
 
 void MoeExecutor::finish_expert(int a) {
@@ -283,26 +365,34 @@ void MoeExecutor::finish_expert(int a) {
         const int s = p.first[a] + c;
         p.quantize_down(p.mid_gate.data() + s * L.n_ff, p.mid_q.data() + s * p.down_bytes, L.n_ff);
     }
-    p.experts_ready.fetch_add(1, std::memory_order_release);
+    p.ready[a].store(1, std::memory_order_release);
 }
 
-void MoeExecutor::down_tile(int64_t item, int) {
+void MoeExecutor::down_item(int block, int a, int) {
     Plan& p = *plan_;
     const MoeLayer& L = *p.layer;
-    const int64_t h0 = item * p.embd_chunk, h1 = std::min(L.n_embd, h0 + p.embd_chunk);
-    for (int a = 0; a < p.n_active; ++a) {
-        const int e = p.active[a], s0 = p.first[a], n = p.count[a];
-        const WeightMatrix down = L.down.expert(e);
-        float* y = p.y.data() + s0 * L.n_embd;
-        tile(p.dot_down, down, h0, h1, p.mid_q.data() + s0 * p.down_bytes, p.down_bytes, n, y, L.n_embd);
-        const float* bias = L.down.expert_bias(e);
-        if (down.scale != 1.0f || bias != nullptr) {
-            for (int c = 0; c < n; ++c) {
-                float* yc = y + c * L.n_embd;
-                for (int64_t h = h0; h < h1; ++h) yc[h] = yc[h] * down.scale + (bias ? bias[h] : 0.0f);
-            }
+    const int64_t h0 = block * p.embd_block, h1 = std::min(L.n_embd, h0 + p.embd_block);
+    // Items are claimed in order, so every pass-1 item of this expert is already running.
+    spin_until_set(p.ready[a]);
+    const int e = p.active[a], s0 = p.first[a], n = p.count[a];
+    const WeightMatrix down = L.down.expert(e);
+    float* y = p.y.data() + s0 * L.n_embd;
+    tile(p.dot_down, down, h0, h1, p.mid_q.data() + s0 * p.down_bytes, p.down_bytes, n, y,
+         L.n_embd);
+    const float* bias = L.down.expert_bias(e);
+    if (down.scale != 1.0f || bias != nullptr) {
+        for (int c = 0; c < n; ++c) {
+            float* yc = y + c * L.n_embd;
+            for (int64_t h = h0; h < h1; ++h) yc[h] = yc[h] * down.scale + (bias ? bias[h] : 0.0f);
         }
     }
+    if (p.experts_done[block].fetch_add(1, std::memory_order_acq_rel) + 1 == p.n_active)
+        weighted_sum(h0, h1);
+}
+
+void MoeExecutor::weighted_sum(int64_t h0, int64_t h1) {
+    Plan& p = *plan_;
+    const MoeLayer& L = *p.layer;
     // out[t] = y[slot(t,0)]·w0 + y[slot(t,1)]·w1 + ..., summed in route order as llama.cpp does.
     for (int t = 0; t < p.n_tokens; ++t) {
         float* o = p.out.data() + static_cast<int64_t>(t) * L.n_embd;

@@ -6,7 +6,8 @@
 // intermediate, quantized once for the down format by whichever thread finishes an expert's
 // last tile; pass 2 computes down and the weighted sum per token, in route order (as llama.cpp
 // adds experts), so results do not depend on the number of threads. Work is split into tiles
-// claimed from shared counters; the passes are separated by completion counters, not locks.
+// claimed from one shared counter; a pass-2 tile waits only for its own expert (a completion
+// flag, no locks and no barrier between the passes).
 #pragma once
 
 #include <atomic>
@@ -20,7 +21,7 @@
 namespace tandem {
 
 class MoeExecutor {
-public:
+  public:
     // Buffers are sized here for batches of up to max_tokens tokens with top_k routes each;
     // nothing is allocated per call.
     MoeExecutor(std::vector<MoeLayer> layers, int max_tokens, int top_k, ThreadPool& pool);
@@ -38,20 +39,22 @@ public:
     int max_tokens() const { return max_tokens_; }
     int top_k() const { return top_k_; }
 
-private:
+  private:
     struct Plan;
     void run_job(int worker);
     void prepare_inputs(int64_t token);
-    void gate_up_tile(int64_t item, int worker);
+    void gate_up_item(int64_t item, int worker);
     void finish_expert(int active_index);
-    void down_tile(int64_t item, int worker);
+    void down_item(int block, int active_index, int worker);
+    void weighted_sum(int64_t h0, int64_t h1);
 
     std::vector<MoeLayer> layers_;
     int max_tokens_;
     int top_k_;
     ThreadPool& pool_;
     std::unique_ptr<Plan> plan_;
-    bool pending_ = false;
+    bool pending_ = false;      // submitted, not yet waited for
+    bool job_running_ = false;  // the pool runs this layer's job
 };
 
 }  // namespace tandem
