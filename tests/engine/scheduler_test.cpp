@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <filesystem>
 #include <memory>
 #include <mutex>
 #include <random>
@@ -16,6 +17,7 @@
 #include "engine/session.h"
 #include "model/model.h"
 #include "model/synthetic_model.h"
+#include "support/oracle.h"
 #include "support/temp_dir.h"
 
 namespace tandem {
@@ -349,6 +351,19 @@ TEST(Scheduler, ShutdownCancelsEverything) {
         EXPECT_EQ(r.sink->finishes(), 1);
         EXPECT_EQ(r.sink->wait().reason, FinishReason::kCancelled);
     }
+}
+
+// The tests above on the baseline kernels too, in a child process: there batched rows are bit
+// for bit equal to solo ones (batch_rows_test.cpp), so token equality cannot hold by luck.
+TEST(SchedulerBaseline, SameTestsWithBaselineKernels) {
+    const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
+    std::string out;
+    const int status =
+        testing::run_command("TANDEM_CPU_VARIANT=baseline " + testing::shell_quote(self) +
+                                 " --gtest_filter='Scheduler.*'",
+                             &out);
+    EXPECT_EQ(status, 0) << out;
+    EXPECT_NE(out.find("kernel variant baseline"), std::string::npos) << out;
 }
 
 }  // namespace
