@@ -71,7 +71,8 @@ Timing time_passes(ThreadPool& pool, const std::function<void(int)>& pass, doubl
     const int reps = t1 < 5e-3 ? static_cast<int>(5e-3 / std::max(t1, 1e-7)) + 1 : 1;
     std::vector<double> runs;
     const double start = now_seconds();
-    while ((now_seconds() - start < seconds || runs.size() < 5) && runs.size() < 4096) runs.push_back(timed(reps));
+    while ((now_seconds() - start < seconds || runs.size() < 5) && runs.size() < 4096)
+        runs.push_back(timed(reps));
     std::sort(runs.begin(), runs.end());
     return {runs.front(), runs[runs.size() / 2]};
 }
@@ -126,7 +127,8 @@ uint64_t sum_bytes(const uint8_t* p, size_t n) {
         s3 = _mm_add_epi64(s3, _mm_load_si128(q + 7));
     }
     const __m128i s = _mm_add_epi64(_mm_add_epi64(s0, s1), _mm_add_epi64(s2, s3));
-    return static_cast<uint64_t>(_mm_cvtsi128_si64(s)) + static_cast<uint64_t>(_mm_cvtsi128_si64(_mm_unpackhi_epi64(s, s)));
+    return static_cast<uint64_t>(_mm_cvtsi128_si64(s)) +
+           static_cast<uint64_t>(_mm_cvtsi128_si64(_mm_unpackhi_epi64(s, s)));
 #else
     uint64_t s[8] = {};
     for (size_t i = 0; i + 64 <= n; i += 64) {
@@ -145,10 +147,13 @@ double stream_read_gbs(ThreadPool& pool, size_t bytes, double seconds, bool best
     std::memset(buf.get(), 1, bytes);
     const size_t lines = bytes / 128;
     std::vector<uint64_t> sinks(pool.size());
-    const Timing t = time_passes(pool, [&](int worker) {
-        const size_t b = lines * worker / pool.size(), e = lines * (worker + 1) / pool.size();
-        sinks[worker] = sum_bytes(buf.get() + 128 * b, 128 * (e - b));
-    }, seconds);
+    const Timing t = time_passes(
+        pool,
+        [&](int worker) {
+            const size_t b = lines * worker / pool.size(), e = lines * (worker + 1) / pool.size();
+            sinks[worker] = sum_bytes(buf.get() + 128 * b, 128 * (e - b));
+        },
+        seconds);
     return bytes / (best ? t.best : t.median) / 1e9;
 }
 
@@ -161,8 +166,10 @@ struct GgmlResult {
 
 std::string kern_path() {
     if (const char* bin = std::getenv("ORACLE_BIN"); bin && *bin) return std::string(bin) + "/kern";
-    if (const char* dir = std::getenv("TANDEM_ORACLE_DIR"); dir && *dir) return std::string(dir) + "/bin/kern";
-    if (const char* home = std::getenv("HOME"); home && *home) return std::string(home) + "/.cache/tandem-oracle/bin/kern";
+    if (const char* dir = std::getenv("TANDEM_ORACLE_DIR"); dir && *dir)
+        return std::string(dir) + "/bin/kern";
+    if (const char* home = std::getenv("HOME"); home && *home)
+        return std::string(home) + "/.cache/tandem-oracle/bin/kern";
     return "";
 }
 
@@ -170,8 +177,8 @@ GgmlResult run_kern(const std::string& kern, const BenchKernelsOptions& o, const
                     int threads, double cache_kib) {
     std::string cmd = kern;
     if (!o.ggml_variant.empty()) cmd += " -v " + o.ggml_variant;
-    cmd += fmt::format(" bench -t {} -K {} --mib {} --cache-kib {} --seconds {} {} 2>/dev/null", threads,
-                       o.k, o.mib, cache_kib, o.seconds, type);
+    cmd += fmt::format(" bench -t {} -K {} --mib {} --cache-kib {} --seconds {} {} 2>/dev/null",
+                       threads, o.k, o.mib, cache_kib, o.seconds, type);
     GgmlResult r;
     FILE* p = popen(cmd.c_str(), "r");
     if (p == nullptr) return r;
@@ -183,9 +190,10 @@ GgmlResult run_kern(const std::string& kern, const BenchKernelsOptions& o, const
         if (std::sscanf(line, "bench %*s %15s variant=%63s", label, variant) != 2) continue;
         const char* med = std::strstr(line, o.best ? "| best " : "| median ");
         double ms = 0, gbs = 0, ns = 0;
-        if (med == nullptr ||
-            std::sscanf(med, o.best ? "| best %lf ms %lf GB/s %lf ns/row" : "| median %lf ms %lf GB/s %lf ns/row",
-                        &ms, &gbs, &ns) != 3) {
+        if (med == nullptr || std::sscanf(med,
+                                          o.best ? "| best %lf ms %lf GB/s %lf ns/row"
+                                                 : "| median %lf ms %lf GB/s %lf ns/row",
+                                          &ms, &gbs, &ns) != 3) {
             continue;
         }
         r.variant = variant;
@@ -222,15 +230,16 @@ void fill_weights(const FormatTraits& f, int64_t k, uint8_t* w, int64_t rows) {
             f.random_blocks(src.data() + r * rs, k / f.block_size, 17 + r, 1.0f);
         } else {
             std::vector<float> x(k);
-            for (int64_t i = 0; i < k; ++i) x[i] = static_cast<float>((i * 7919 + r * 104729) % 2001) / 1000.0f - 1.0f;
+            for (int64_t i = 0; i < k; ++i)
+                x[i] = static_cast<float>((i * 7919 + r * 104729) % 2001) / 1000.0f - 1.0f;
             f.quantize_row(x.data(), src.data() + r * rs, k);
         }
     }
     for (int64_t r = 0; r < rows; ++r) std::memcpy(w + r * rs, src.data() + (r % n_src) * rs, rs);
 }
 
-Measure measure(ThreadPool& pool, const KernelTable& kt, const FormatTraits& f, int64_t k, size_t target_bytes,
-                int cols, const char* label, double seconds, bool best) {
+Measure measure(ThreadPool& pool, const KernelTable& kt, const FormatTraits& f, int64_t k,
+                size_t target_bytes, int cols, const char* label, double seconds, bool best) {
     const size_t rs = row_bytes(f, k);
     const int64_t rows = std::max<int64_t>(static_cast<int64_t>(target_bytes / rs), pool.size());
     const size_t bytes = rs * rows;
@@ -241,19 +250,24 @@ Measure measure(ThreadPool& pool, const KernelTable& kt, const FormatTraits& f, 
     Aligned a(as * cols + 64);
     for (int c = 0; c < cols; ++c) {
         std::vector<float> x(k);
-        for (int64_t i = 0; i < k; ++i) x[i] = static_cast<float>((i * 31 + c * 17) % 201) / 100.0f - 1.0f;
+        for (int64_t i = 0; i < k; ++i)
+            x[i] = static_cast<float>((i * 31 + c * 17) % 201) / 100.0f - 1.0f;
         kt.quantize[type_id(f.dot_type)](x.data(), a.get() + c * as, k);
     }
     std::vector<float> out(static_cast<size_t>(rows) * cols);
     const DotTileFn dot = kt.dot[type_id(f.type)];
-    const Timing timing = time_passes(pool, [&](int worker) {
-        const int64_t r0 = rows * worker / pool.size(), r1 = rows * (worker + 1) / pool.size();
-        // One call per slice (chunks of 4096 rows keep n_rows an int for any size).
-        for (int64_t r = r0; r < r1; r += 4096) {
-            const int n = static_cast<int>(std::min<int64_t>(4096, r1 - r));
-            dot(k, w.get() + r * rs, rs, n, a.get(), as, cols, out.data() + r, static_cast<size_t>(rows));
-        }
-    }, seconds);
+    const Timing timing = time_passes(
+        pool,
+        [&](int worker) {
+            const int64_t r0 = rows * worker / pool.size(), r1 = rows * (worker + 1) / pool.size();
+            // One call per slice (chunks of 4096 rows keep n_rows an int for any size).
+            for (int64_t r = r0; r < r1; r += 4096) {
+                const int n = static_cast<int>(std::min<int64_t>(4096, r1 - r));
+                dot(k, w.get() + r * rs, rs, n, a.get(), as, cols, out.data() + r,
+                    static_cast<size_t>(rows));
+            }
+        },
+        seconds);
     const double t = best ? timing.best : timing.median;
     Measure m;
     m.label = label;
@@ -267,15 +281,19 @@ Measure measure(ThreadPool& pool, const KernelTable& kt, const FormatTraits& f, 
 }
 
 void run_bench(const BenchKernelsOptions& o) {
-    const std::vector<GgmlType> types = parse_type_list(o.types.empty() ? kDefaultTypes : o.types, "--types");
-    const KernelVariant* variant = o.variant.empty() ? &chosen_kernel_variant() : find_kernel_variant(o.variant);
+    const std::vector<GgmlType> types =
+        parse_type_list(o.types.empty() ? kDefaultTypes : o.types, "--types");
+    const KernelVariant* variant =
+        o.variant.empty() ? &chosen_kernel_variant() : find_kernel_variant(o.variant);
     if (variant == nullptr) fail("--variant {}: unknown kernel variant", o.variant);
-    if (variant->score(cpu_features()) <= 0) fail("--variant {}: this CPU cannot run it", o.variant);
+    if (variant->score(cpu_features()) <= 0)
+        fail("--variant {}: this CPU cannot run it", o.variant);
     const KernelTable& kt = *variant->table();
     ThreadPool pool(o.threads);
     const int threads = pool.size();
     const size_t l2 = cache_bytes(2);
-    const double cache_kib = o.cache_kib > 0 ? o.cache_kib : (l2 ? l2 / 2 : 256 << 10) * threads / 1024.0;
+    const double cache_kib =
+        o.cache_kib > 0 ? o.cache_kib : (l2 ? l2 / 2 : 256 << 10) * threads / 1024.0;
     const size_t dram_bytes = static_cast<size_t>(o.mib * 1048576);
     const size_t cache_bytes_total = static_cast<size_t>(cache_kib * 1024);
 
@@ -284,15 +302,19 @@ void run_bench(const BenchKernelsOptions& o) {
 
     const double stream = stream_read_gbs(pool, dram_bytes, o.seconds, o.best);
     if (!o.json) {
-        std::printf("tandem bench kernels: variant %s, %d threads, K=%ld, DRAM case %.0f MiB, L2 case %.0f KiB\n",
-                    std::string(variant->name).c_str(), threads, static_cast<long>(o.k), o.mib, cache_kib);
-        std::printf("STREAM-style read: %.2f GB/s (%d threads, %.0f MiB)\n", stream, threads, o.mib);
+        std::printf(
+            "tandem bench kernels: variant %s, %d threads, K=%ld, DRAM case %.0f MiB, L2 case %.0f "
+            "KiB\n",
+            std::string(variant->name).c_str(), threads, static_cast<long>(o.k), o.mib, cache_kib);
+        std::printf("STREAM-style read: %.2f GB/s (%d threads, %.0f MiB)\n", stream, threads,
+                    o.mib);
         if (kern.empty()) {
-            std::printf("oracle kit not set up (no kern: set ORACLE_BIN, see ../shared/oracle/README.md): "
-                        "our numbers only\n");
+            std::printf(
+                "oracle kit not set up (no kern: set ORACLE_BIN, see ../shared/oracle/README.md): "
+                "our numbers only\n");
         }
-        std::printf("\n%-7s %-6s %9s %8s | %8s %9s %6s | %8s %9s | %6s  %s\n", "type", "case", "MiB", "rows",
-                    "GB/s", "ns/row", "%read", "ggml", "ns/row", "ratio", "notes");
+        std::printf("\n%-7s %-6s %9s %8s | %8s %9s %6s | %8s %9s | %6s  %s\n", "type", "case",
+                    "MiB", "rows", "GB/s", "ns/row", "%read", "ggml", "ns/row", "ratio", "notes");
     }
     nlohmann::json results = nlohmann::json::array();
     struct Summary {
@@ -303,14 +325,18 @@ void run_bench(const BenchKernelsOptions& o) {
     std::string ggml_variant;
     for (GgmlType type : types) {
         const FormatTraits& f = format_of(type);
-        if (kt.dot[type_id(type)] == nullptr || f.ref_dot == nullptr) fail("--types: {} is not a weight type", f.name);
-        if (o.k % f.block_size != 0) fail("K={} is not a multiple of the {} block size", o.k, f.name);
+        if (kt.dot[type_id(type)] == nullptr || f.ref_dot == nullptr)
+            fail("--types: {} is not a weight type", f.name);
+        if (o.k % f.block_size != 0)
+            fail("K={} is not a multiple of the {} block size", o.k, f.name);
         std::vector<Measure> ms;
         ms.push_back(measure(pool, kt, f, o.k, dram_bytes, 1, "dram", o.seconds, o.best));
         ms.push_back(measure(pool, kt, f, o.k, cache_bytes_total, 1, "cache", o.seconds, o.best));
         ms.push_back(measure(pool, kt, f, o.k, dram_bytes, 4, "C=4", o.seconds, o.best));
         ms.push_back(measure(pool, kt, f, o.k, dram_bytes, 8, "C=8", o.seconds, o.best));
-        const GgmlResult g = kern.empty() ? GgmlResult{} : run_kern(kern, o, std::string(f.name), threads, cache_kib);
+        const GgmlResult g = kern.empty()
+                                 ? GgmlResult{}
+                                 : run_kern(kern, o, std::string(f.name), threads, cache_kib);
         if (g.ok) ggml_variant = g.variant;
         Summary s{std::string(f.name)};
         for (const Measure& m : ms) {
@@ -333,24 +359,38 @@ void run_bench(const BenchKernelsOptions& o) {
             }
             const double pct = m.label == "cache" ? 0 : 100 * m.gbs / stream;
             if (!o.json) {
-                std::printf("%-7s %-6s %9.2f %8ld | %8.2f %9.2f %5.0f%% | %8s %9s | %6s  %s\n", f.name.data(),
-                            m.label.c_str(), m.mib, static_cast<long>(m.rows), m.gbs, m.ns_per_row,
-                            pct, ggml_gbs > 0 ? fmt::format("{:.2f}", ggml_gbs).c_str() : "-",
+                std::printf("%-7s %-6s %9.2f %8ld | %8.2f %9.2f %5.0f%% | %8s %9s | %6s  %s\n",
+                            f.name.data(), m.label.c_str(), m.mib, static_cast<long>(m.rows), m.gbs,
+                            m.ns_per_row, pct,
+                            ggml_gbs > 0 ? fmt::format("{:.2f}", ggml_gbs).c_str() : "-",
                             ggml_ns > 0 ? fmt::format("{:.2f}", ggml_ns).c_str() : "-",
-                            ratio > 0 && m.cols == 1 ? fmt::format("{:.2f}", ratio).c_str() : "-", note.c_str());
+                            ratio > 0 && m.cols == 1 ? fmt::format("{:.2f}", ratio).c_str() : "-",
+                            note.c_str());
                 std::fflush(stdout);
             }
-            results.push_back({{"type", f.name}, {"case", m.label}, {"cols", m.cols}, {"rows", m.rows},
-                               {"mib", m.mib}, {"gbs", m.gbs}, {"ns_per_row", m.ns_per_row},
-                               {"read_fraction", m.gbs / stream}, {"ggml_gbs", ggml_gbs},
-                               {"ggml_ns_per_row", ggml_ns}, {"ratio_vs_ggml", ratio}});
+            results.push_back({{"type", f.name},
+                               {"case", m.label},
+                               {"cols", m.cols},
+                               {"rows", m.rows},
+                               {"mib", m.mib},
+                               {"gbs", m.gbs},
+                               {"ns_per_row", m.ns_per_row},
+                               {"read_fraction", m.gbs / stream},
+                               {"ggml_gbs", ggml_gbs},
+                               {"ggml_ns_per_row", ggml_ns},
+                               {"ratio_vs_ggml", ratio}});
         }
         summary.push_back(s);
     }
     if (o.json) {
-        nlohmann::json doc = {{"variant", variant->name}, {"threads", threads}, {"k", o.k},
-                              {"dram_mib", o.mib}, {"cache_kib", cache_kib}, {"stream_read_gbs", stream},
-                              {"ggml_variant", ggml_variant}, {"results", results}};
+        nlohmann::json doc = {{"variant", variant->name},
+                              {"threads", threads},
+                              {"k", o.k},
+                              {"dram_mib", o.mib},
+                              {"cache_kib", cache_kib},
+                              {"stream_read_gbs", stream},
+                              {"ggml_variant", ggml_variant},
+                              {"results", results}};
         std::printf("%s\n", doc.dump(2).c_str());
         return;
     }
@@ -368,16 +408,20 @@ void run_bench(const BenchKernelsOptions& o) {
 
 void add_bench_kernels(CLI::App* bench) {
     auto o = std::make_shared<BenchKernelsOptions>();
-    CLI::App* cmd = bench->add_subcommand("kernels", "CPU dot kernels per weight type vs ggml's vec_dot and the memory bandwidth");
-    cmd->add_option("--types", o->types, "Comma-separated weight types (default: those with kernels of their own)");
+    CLI::App* cmd = bench->add_subcommand(
+        "kernels", "CPU dot kernels per weight type vs ggml's vec_dot and the memory bandwidth");
+    cmd->add_option("--types", o->types,
+                    "Comma-separated weight types (default: those with kernels of their own)");
     cmd->add_option("--threads", o->threads, "Threads (default: one per physical core)");
     cmd->add_flag("--json", o->json, "Print JSON instead of tables");
     cmd->add_option("-K,--cols", o->k, "Values per weight row")->capture_default_str();
     cmd->add_option("--mib", o->mib, "Weights of the DRAM-sized cases, MiB")->capture_default_str();
-    cmd->add_option("--cache-kib", o->cache_kib, "Weights of the in-cache case, KiB (default: threads x L2 / 2)");
+    cmd->add_option("--cache-kib", o->cache_kib,
+                    "Weights of the in-cache case, KiB (default: threads x L2 / 2)");
     cmd->add_option("--seconds", o->seconds, "Time per measurement")->capture_default_str();
     cmd->add_option("--variant", o->variant, "Kernel variant to measure (default: the chosen one)");
-    cmd->add_option("--ggml-variant", o->ggml_variant, "ggml CPU variant for kern -v (default: its best)");
+    cmd->add_option("--ggml-variant", o->ggml_variant,
+                    "ggml CPU variant for kern -v (default: its best)");
     cmd->add_flag("--no-ggml", o->no_ggml, "Do not run the oracle kit's kern bench");
     cmd->add_flag("--best", o->best, "Report the best run (default: the median; both sides alike)");
     cmd->callback([o] { run_bench(*o); });

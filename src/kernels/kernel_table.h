@@ -49,7 +49,9 @@ std::span<const KernelVariant> kernel_variants();
 // The variant in use: the best-scoring one, or TANDEM_CPU_VARIANT=name (an Error when the CPU
 // cannot run it or the name is unknown). Chosen and logged on first call.
 const KernelVariant& chosen_kernel_variant();
-inline const KernelTable& kernels() { return *chosen_kernel_variant().table(); }
+inline const KernelTable& kernels() {
+    return *chosen_kernel_variant().table();
+}
 
 // The variant of that name, or nullptr.
 const KernelVariant* find_kernel_variant(std::string_view name);

@@ -36,9 +36,13 @@ KernelTable make_table() {
     KernelTable t{};
     t.name = "reference";
     [&]<uint32_t... Ids>(std::integer_sequence<uint32_t, Ids...>) {
-        ((t.dot[Ids] = (find_format(Ids) && find_format(Ids)->ref_dot) ? &dot_tile<Ids> : nullptr), ...);
-        ((t.quantize[Ids] = (find_format(Ids) && find_format(Ids)->quantize_row) ? &quantize<Ids> : nullptr), ...);
-    }(std::make_integer_sequence<uint32_t, kGgmlTypeIdLimit>{});
+        ((t.dot[Ids] = (find_format(Ids) && find_format(Ids)->ref_dot) ? &dot_tile<Ids> : nullptr),
+         ...);
+        ((t.quantize[Ids] =
+              (find_format(Ids) && find_format(Ids)->quantize_row) ? &quantize<Ids> : nullptr),
+         ...);
+    }
+    (std::make_integer_sequence<uint32_t, kGgmlTypeIdLimit>{});
     return t;
 }
 

@@ -21,15 +21,31 @@ bool has_avx512(const CpuFeatures& c) {
     return has_avx2(c) && c.os_zmm && c.avx512f && c.avx512cd && c.avx512vl && c.avx512dq &&
            c.avx512bw;
 }
-bool has_avx512_vnni(const CpuFeatures& c) { return has_avx512(c) && c.avx512vnni && c.avx512vbmi; }
+bool has_avx512_vnni(const CpuFeatures& c) {
+    return has_avx512(c) && c.avx512vnni && c.avx512vbmi;
+}
 
-int score_reference(const CpuFeatures&) { return 1; }
-int score_baseline(const CpuFeatures&) { return 10; }
-int score_avx2(const CpuFeatures& c) { return has_avx2(c) ? 20 : 0; }
-int score_avx_vnni(const CpuFeatures& c) { return has_avx2(c) && c.avx_vnni ? 30 : 0; }
-int score_avx512(const CpuFeatures& c) { return has_avx512(c) ? 40 : 0; }
-int score_avx512_vnni(const CpuFeatures& c) { return has_avx512_vnni(c) ? 50 : 0; }
-int score_avx512_bf16(const CpuFeatures& c) { return has_avx512_vnni(c) && c.avx512bf16 ? 60 : 0; }
+int score_reference(const CpuFeatures&) {
+    return 1;
+}
+int score_baseline(const CpuFeatures&) {
+    return 10;
+}
+int score_avx2(const CpuFeatures& c) {
+    return has_avx2(c) ? 20 : 0;
+}
+int score_avx_vnni(const CpuFeatures& c) {
+    return has_avx2(c) && c.avx_vnni ? 30 : 0;
+}
+int score_avx512(const CpuFeatures& c) {
+    return has_avx512(c) ? 40 : 0;
+}
+int score_avx512_vnni(const CpuFeatures& c) {
+    return has_avx512_vnni(c) ? 50 : 0;
+}
+int score_avx512_bf16(const CpuFeatures& c) {
+    return has_avx512_vnni(c) && c.avx512bf16 ? 60 : 0;
+}
 
 template <const KernelTable* kTable>
 const KernelTable* table_of() {
@@ -63,7 +79,8 @@ constexpr KernelVariant kVariants[] = {
 
 std::string variant_names() {
     std::string names;
-    for (const KernelVariant& k : kVariants) names += (names.empty() ? "" : ", ") + std::string(k.name);
+    for (const KernelVariant& k : kVariants)
+        names += (names.empty() ? "" : ", ") + std::string(k.name);
     return names;
 }
 
@@ -97,7 +114,9 @@ const KernelVariant& choose() {
 
 }  // namespace
 
-std::span<const KernelVariant> kernel_variants() { return kVariants; }
+std::span<const KernelVariant> kernel_variants() {
+    return kVariants;
+}
 
 const KernelVariant* find_kernel_variant(std::string_view name) {
     for (const KernelVariant& v : kVariants) {

@@ -7,11 +7,23 @@
 
 namespace tandem {
 
-namespace kernels_baseline { extern const KernelTable kKernelTable; }
-namespace kernels_avx2 { extern const KernelTable kKernelTable; }
-namespace kernels_avx_vnni { extern const KernelTable kKernelTable; }
-namespace kernels_avx512 { extern const KernelTable kKernelTable; }
-namespace kernels_avx512_vnni { extern const KernelTable kKernelTable; }
-namespace kernels_avx512_bf16 { extern const KernelTable kKernelTable; }
+namespace kernels_baseline {
+extern const KernelTable kKernelTable;
+}
+namespace kernels_avx2 {
+extern const KernelTable kKernelTable;
+}
+namespace kernels_avx_vnni {
+extern const KernelTable kKernelTable;
+}
+namespace kernels_avx512 {
+extern const KernelTable kKernelTable;
+}
+namespace kernels_avx512_vnni {
+extern const KernelTable kKernelTable;
+}
+namespace kernels_avx512_bf16 {
+extern const KernelTable kKernelTable;
+}
 
 }  // namespace tandem

@@ -43,7 +43,7 @@ std::vector<std::string> variant_names() {
 }
 
 class KernelVariantTest : public ::testing::TestWithParam<std::string> {
-protected:
+  protected:
     void SetUp() override {
         variant_ = find_kernel_variant(GetParam());
         ASSERT_NE(variant_, nullptr);
@@ -57,8 +57,8 @@ protected:
 };
 
 // The weight types with kernels of their own in this round (the rest use the reference).
-const char* const kKernelTypes[] = {"f32",  "f16",  "bf16", "q4_0", "q4_1",   "q5_0",
-                                    "q5_1", "q8_0", "q2_K", "q3_K", "q4_K",   "q5_K",
+const char* const kKernelTypes[] = {"f32",  "f16",    "bf16",   "q4_0",  "q4_1", "q5_0",
+                                    "q5_1", "q8_0",   "q2_K",   "q3_K",  "q4_K", "q5_K",
                                     "q6_K", "iq4_nl", "iq4_xs", "mxfp4", "nvfp4"};
 
 // Row lengths for a block size: one block, an odd count (the last half-step of 32-value
@@ -66,7 +66,8 @@ const char* const kKernelTypes[] = {"f32",  "f16",  "bf16", "q4_0", "q4_1",   "q
 // activation (16384 values); float types also get ragged tails.
 std::vector<int64_t> row_lengths(int64_t block) {
     if (block == 1) return {1, 7, 16, 33, 100, 4099};
-    return {block, 3 * block, (640 / block + 1) * block, (4096 / block + 1) * block, (16384 / block + 1) * block};
+    return {block, 3 * block, (640 / block + 1) * block, (4096 / block + 1) * block,
+            (16384 / block + 1) * block};
 }
 
 struct Case {
@@ -142,8 +143,9 @@ TEST_P(KernelVariantTest, DotTilesMatchReference) {
                         got.data(), out_stride);
                     for (int col = 0; col < n_cols; ++col) {
                         for (int r = 0; r < n_rows; ++r) {
-                            const double diff = std::fabs(static_cast<double>(got[col * out_stride + r]) -
-                                                          want[col * out_stride + r]);
+                            const double diff =
+                                std::fabs(static_cast<double>(got[col * out_stride + r]) -
+                                          want[col * out_stride + r]);
                             const double scale = c.abs_terms[col * kRows + r];
                             const double rel = diff / (scale + 1e-30);
                             if (rel > worst) {
@@ -151,10 +153,10 @@ TEST_P(KernelVariantTest, DotTilesMatchReference) {
                                 worst_where = std::string(name) + " k=" + std::to_string(k);
                             }
                             ASSERT_LE(diff, kTolerance * scale + 1e-30)
-                                << variant_->name << " " << name << " k=" << k << " n_cols=" << n_cols
-                                << " n_rows=" << n_rows << " row " << r << " col " << col
-                                << ": got " << got[col * out_stride + r] << " want "
-                                << want[col * out_stride + r];
+                                << variant_->name << " " << name << " k=" << k
+                                << " n_cols=" << n_cols << " n_rows=" << n_rows << " row " << r
+                                << " col " << col << ": got " << got[col * out_stride + r]
+                                << " want " << want[col * out_stride + r];
                         }
                     }
                     // Nothing written outside the tile.
@@ -177,7 +179,7 @@ TEST_P(KernelVariantTest, DotTilesMatchReference) {
 // all-zero block, exact halves (rounding ties), repeated maxima of both signs, huge and tiny.
 std::vector<float> quantizer_input(int64_t k, uint64_t seed) {
     auto x = random_floats(k, seed, seed % 3 == 0 ? 1e-3f : (seed % 3 == 1 ? 1.0f : 300.0f));
-    for (int64_t i = 0; i < k && i < 32; ++i) x[i] = 0.0f;                        // zero block
+    for (int64_t i = 0; i < k && i < 32; ++i) x[i] = 0.0f;  // zero block
     for (int64_t i = 32; i < k && i < 64; ++i) x[i] = static_cast<float>(i % 9 - 4) * 0.5f;  // ties
     if (k >= 256) {
         x[100] = 5.0f;
@@ -195,8 +197,8 @@ TEST_P(KernelVariantTest, QuantizersMatchReferenceBytes) {
         const ActQuantizeFn quantize = table_->quantize[type_id(f->type)];
         ASSERT_NE(quantize, nullptr) << variant_->name << " has no quantizer for " << name;
         uint64_t seed = 1;
-        for (int64_t k : {f->block_size == 1 ? int64_t{1} : f->block_size, int64_t{256}, int64_t{4096},
-                          int64_t{4096 + 256}, int64_t{12288}}) {
+        for (int64_t k : {f->block_size == 1 ? int64_t{1} : f->block_size, int64_t{256},
+                          int64_t{4096}, int64_t{4096 + 256}, int64_t{12288}}) {
             if (k % f->block_size != 0) continue;
             for (int rep = 0; rep < 3; ++rep) {
                 const auto x = quantizer_input(k, seed++);
@@ -213,20 +215,24 @@ TEST_P(KernelVariantTest, QuantizersMatchReferenceBytes) {
         }
     }
     // Float conversions of special values (NaN, infinities, overflow, subnormals, -0).
-    std::vector<float> special = {NAN, -NAN, INFINITY, -INFINITY, 1e6f, -70000.0f, 65519.0f,
-                                  65520.0f, 1e-40f, -3e-8f, 6e-8f, -0.0f, 1.0f / 3, 3.0e38f,
-                                  -1.17549435e-38f, 2.5f};
+    std::vector<float> special = {NAN,      -NAN,     INFINITY,         -INFINITY, 1e6f,  -70000.0f,
+                                  65519.0f, 65520.0f, 1e-40f,           -3e-8f,    6e-8f, -0.0f,
+                                  1.0f / 3, 3.0e38f,  -1.17549435e-38f, 2.5f};
     for (const char* name : {"f16", "bf16"}) {
         const FormatTraits* f = find_format(name);
         std::vector<uint8_t> want(2 * special.size()), got(2 * special.size());
         f->quantize_row(special.data(), want.data(), static_cast<int64_t>(special.size()));
-        table_->quantize[type_id(f->type)](special.data(), got.data(), static_cast<int64_t>(special.size()));
-        EXPECT_EQ(0, std::memcmp(want.data(), got.data(), want.size())) << variant_->name << " " << name;
+        table_->quantize[type_id(f->type)](special.data(), got.data(),
+                                           static_cast<int64_t>(special.size()));
+        EXPECT_EQ(0, std::memcmp(want.data(), got.data(), want.size()))
+            << variant_->name << " " << name;
     }
 }
 
 INSTANTIATE_TEST_SUITE_P(Variants, KernelVariantTest, ::testing::ValuesIn(variant_names()),
-                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                             return info.param;
+                         });
 
 // Every variant's table, whether or not this CPU runs it, has a kernel for every weight type
 // of the format table and a quantizer for every activation format they use.
@@ -249,7 +255,8 @@ TEST(KernelTables, ChosenVariantRunsHere) {
     EXPECT_GT(chosen.score(cpu_features()), 0);
     for (const KernelVariant& v : kernel_variants()) {
         if (v.score(cpu_features()) > chosen.score(cpu_features())) {
-            EXPECT_NE(std::getenv("TANDEM_CPU_VARIANT"), nullptr) << v.name << " outscores " << chosen.name;
+            EXPECT_NE(std::getenv("TANDEM_CPU_VARIANT"), nullptr)
+                << v.name << " outscores " << chosen.name;
         }
     }
 }

@@ -38,20 +38,24 @@ std::vector<VariantObjects> read_object_lists() {
 
 TEST(VariantObjects, NoStaticInitialisersNorForeignInlineCode) {
 #if defined(__SANITIZE_ADDRESS__)
-    GTEST_SKIP() << "AddressSanitizer adds a module constructor to every object; checked in the release build";
+    GTEST_SKIP() << "AddressSanitizer adds a module constructor to every object; checked in the "
+                    "release build";
 #endif
     const auto lists = read_object_lists();
     ASSERT_FALSE(lists.empty()) << "no " << TANDEM_BINARY_DIR << "/kernel_variant_objects.tsv";
     std::string out;
-    if (testing::run_command("readelf --version", &out) != 0 || testing::run_command("nm --version", &out) != 0) {
+    if (testing::run_command("readelf --version", &out) != 0 ||
+        testing::run_command("nm --version", &out) != 0) {
         GTEST_SKIP() << "readelf / nm (binutils) not installed";
     }
     for (const VariantObjects& v : lists) {
         ASSERT_FALSE(v.objects.empty()) << v.variant;
         for (const std::string& obj : v.objects) {
-            ASSERT_EQ(0, testing::run_command("readelf -SW " + testing::shell_quote(obj), &out)) << out;
+            ASSERT_EQ(0, testing::run_command("readelf -SW " + testing::shell_quote(obj), &out))
+                << out;
             for (const char* section : {".init_array", ".ctors", ".preinit_array"}) {
-                EXPECT_EQ(out.find(section), std::string::npos) << obj << " has a " << section << " section";
+                EXPECT_EQ(out.find(section), std::string::npos)
+                    << obj << " has a " << section << " section";
             }
             if (v.variant == "baseline") continue;  // built with baseline flags anyway
             ASSERT_EQ(0, testing::run_command("nm -C " + testing::shell_quote(obj), &out)) << out;
@@ -64,7 +68,8 @@ TEST(VariantObjects, NoStaticInitialisersNorForeignInlineCode) {
                 if (line.size() < 20) continue;
                 const char type = line[17];
                 if (type != 'W' && type != 'V' && type != 'u') continue;
-                EXPECT_NE(line.find(own), std::string::npos) << obj << " defines shared symbol: " << line;
+                EXPECT_NE(line.find(own), std::string::npos)
+                    << obj << " defines shared symbol: " << line;
             }
         }
     }

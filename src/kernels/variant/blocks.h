@@ -106,8 +106,7 @@ struct Q8K {
 static_assert(sizeof(Q4_0) == 18 && sizeof(Q4_1) == 20 && sizeof(Q5_0) == 22 &&
               sizeof(Q5_1) == 24 && sizeof(Q8_0) == 34 && sizeof(Q8_1) == 36 &&
               sizeof(Iq4Nl) == 18 && sizeof(Mxfp4) == 17 && sizeof(Nvfp4) == 36);
-static_assert(sizeof(Q2K) == 84 && sizeof(Q3K) == 110 && sizeof(Q4K) == 144 &&
-              sizeof(Q5K) == 176 && sizeof(Q6K) == 210 && sizeof(Iq4Xs) == 136 &&
-              sizeof(Q8K) == 292);
+static_assert(sizeof(Q2K) == 84 && sizeof(Q3K) == 110 && sizeof(Q4K) == 144 && sizeof(Q5K) == 176 &&
+              sizeof(Q6K) == 210 && sizeof(Iq4Xs) == 136 && sizeof(Q8K) == 292);
 
 }  // namespace tandem::kernel_blocks

@@ -23,7 +23,9 @@ Block load(const uint8_t* p) {
     return b;
 }
 
-int nibble(const uint8_t* qs, int j) { return j < 16 ? qs[j] & 15 : qs[j - 16] >> 4; }
+int nibble(const uint8_t* qs, int j) {
+    return j < 16 ? qs[j] & 15 : qs[j - 16] >> 4;
+}
 uint32_t load_u32(const uint8_t* p) {
     uint32_t v;
     std::memcpy(&v, p, 4);
@@ -132,8 +134,12 @@ struct DecodeNvfp4 {
 template <bool kQ8_1>
 struct ActBlock {
     static constexpr int kBytes = kQ8_1 ? 36 : 34;
-    static float d(const uint8_t* b) { return fp16_to_f32(static_cast<uint16_t>(b[0] | b[1] << 8)); }
-    static float s(const uint8_t* b) { return fp16_to_f32(static_cast<uint16_t>(b[2] | b[3] << 8)); }
+    static float d(const uint8_t* b) {
+        return fp16_to_f32(static_cast<uint16_t>(b[0] | b[1] << 8));
+    }
+    static float s(const uint8_t* b) {
+        return fp16_to_f32(static_cast<uint16_t>(b[2] | b[3] << 8));
+    }
     static const int8_t* qs(const uint8_t* b) {
         return reinterpret_cast<const int8_t*>(b + (kQ8_1 ? 4 : 2));
     }
@@ -193,7 +199,8 @@ struct DecodeQ2K {
     static void super(const uint8_t* p, Super& s) {
         const auto b = load<kb::Q2K>(p);
         for (int v = 0; v < 256; ++v) {
-            s.q[v] = static_cast<int8_t>((b.qs[32 * (v / 128) + v % 32] >> (2 * ((v % 128) / 32))) & 3);
+            s.q[v] =
+                static_cast<int8_t>((b.qs[32 * (v / 128) + v % 32] >> (2 * ((v % 128) / 32))) & 3);
         }
         for (int j = 0; j < 16; ++j) {
             s.sc[j] = b.scales[j] & 15;
@@ -269,7 +276,8 @@ struct DecodeIq4Xs {
     static void super(const uint8_t* p, Super& s) {
         const auto b = load<kb::Iq4Xs>(p);
         for (int sub = 0; sub < 8; ++sub) {
-            for (int j = 0; j < 32; ++j) s.q[32 * sub + j] = kIq4nlValues[nibble(b.qs + 16 * sub, j)];
+            for (int j = 0; j < 32; ++j)
+                s.q[32 * sub + j] = kIq4nlValues[nibble(b.qs + 16 * sub, j)];
             const int ls = ((b.scales_l[sub / 2] >> (4 * (sub % 2))) & 15) |
                            ((b.scales_h >> (2 * sub)) & 3) << 4;
             s.sc[2 * sub] = s.sc[2 * sub + 1] = static_cast<int16_t>(ls - 32);
@@ -341,7 +349,8 @@ void dot_floats(TANDEM_DOT_TILE_PARAMS) {
             float lanes[kLanes] = {};
             int64_t i = 0;
             for (; i + kLanes <= k; i += kLanes) {
-                for (int l = 0; l < kLanes; ++l) lanes[l] += Load::at(row, i + l) * Load::at(col, i + l);
+                for (int l = 0; l < kLanes; ++l)
+                    lanes[l] += Load::at(row, i + l) * Load::at(col, i + l);
             }
             float sum = 0;
             for (; i < k; ++i) sum += Load::at(row, i) * Load::at(col, i);
@@ -359,16 +368,23 @@ template <double (*kRefDot)(int64_t, const void*, const void*)>
 void dot_reference(TANDEM_DOT_TILE_PARAMS) {
     for (int c = 0; c < n_cols; ++c) {
         for (int r = 0; r < n_rows; ++r) {
-            out[c * out_stride + r] = static_cast<float>(kRefDot(k, w + r * w_stride, a + c * a_stride));
+            out[c * out_stride + r] =
+                static_cast<float>(kRefDot(k, w + r * w_stride, a + c * a_stride));
         }
     }
 }
 
 }  // namespace
 
-void dot_f32(TANDEM_DOT_TILE_PARAMS) { dot_floats<LoadF32>(k, w, w_stride, n_rows, a, a_stride, n_cols, out, out_stride); }
-void dot_f16(TANDEM_DOT_TILE_PARAMS) { dot_floats<LoadF16>(k, w, w_stride, n_rows, a, a_stride, n_cols, out, out_stride); }
-void dot_bf16(TANDEM_DOT_TILE_PARAMS) { dot_floats<LoadBf16>(k, w, w_stride, n_rows, a, a_stride, n_cols, out, out_stride); }
+void dot_f32(TANDEM_DOT_TILE_PARAMS) {
+    dot_floats<LoadF32>(k, w, w_stride, n_rows, a, a_stride, n_cols, out, out_stride);
+}
+void dot_f16(TANDEM_DOT_TILE_PARAMS) {
+    dot_floats<LoadF16>(k, w, w_stride, n_rows, a, a_stride, n_cols, out, out_stride);
+}
+void dot_bf16(TANDEM_DOT_TILE_PARAMS) {
+    dot_floats<LoadBf16>(k, w, w_stride, n_rows, a, a_stride, n_cols, out, out_stride);
+}
 
 #define TANDEM_PIECES(name, Decode, q8_1)                                                       \
     void dot_##name(TANDEM_DOT_TILE_PARAMS) {                                                   \
@@ -384,8 +400,8 @@ TANDEM_PIECES(mxfp4, DecodeMxfp4, false)
 TANDEM_PIECES(nvfp4, DecodeNvfp4, false)
 #undef TANDEM_PIECES
 
-#define TANDEM_SUPERS(name, Decode)                                                         \
-    void dot_##name(TANDEM_DOT_TILE_PARAMS) {                                               \
+#define TANDEM_SUPERS(name, Decode)                                                       \
+    void dot_##name(TANDEM_DOT_TILE_PARAMS) {                                             \
         dot_supers<Decode>(k, w, w_stride, n_rows, a, a_stride, n_cols, out, out_stride); \
     }
 TANDEM_SUPERS(q2_K, DecodeQ2K)
@@ -396,9 +412,10 @@ TANDEM_SUPERS(q6_K, DecodeQ6K)
 TANDEM_SUPERS(iq4_xs, DecodeIq4Xs)
 #undef TANDEM_SUPERS
 
-#define TANDEM_REFERENCE(name)                                                                   \
-    void dot_##name(TANDEM_DOT_TILE_PARAMS) {                                                    \
-        dot_reference<&ref_dot_##name>(k, w, w_stride, n_rows, a, a_stride, n_cols, out, out_stride); \
+#define TANDEM_REFERENCE(name)                                                           \
+    void dot_##name(TANDEM_DOT_TILE_PARAMS) {                                            \
+        dot_reference<&ref_dot_##name>(k, w, w_stride, n_rows, a, a_stride, n_cols, out, \
+                                       out_stride);                                      \
     }
 TANDEM_REFERENCE(iq2_xxs)
 TANDEM_REFERENCE(iq2_xs)

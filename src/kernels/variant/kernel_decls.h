@@ -8,10 +8,11 @@
 
 #include "kernels/kernel_table.h"
 
+// clang-format off
 // A DotTileFn's parameters (kernel_table.h).
-#define TANDEM_DOT_TILE_PARAMS                                                               \
-    int64_t k, const uint8_t *w, size_t w_stride, int n_rows, const uint8_t *a,             \
-        size_t a_stride, int n_cols, float *out, size_t out_stride
+#define TANDEM_DOT_TILE_PARAMS                                                              \
+    int64_t k, const uint8_t* w, size_t w_stride, int n_rows, const uint8_t* a,            \
+        size_t a_stride, int n_cols, float* out, size_t out_stride
 
 // Every weight type: X(function suffix, GgmlType enumerator without the k). The baseline
 // variant defines dot_<suffix> for all of them.
@@ -33,6 +34,7 @@
 // quantize_<suffix>; the baseline's are the format table's reference quantizers.
 #define TANDEM_ACTIVATION_TYPES(X) \
     X(f32, F32) X(f16, F16) X(bf16, BF16) X(q8_0, Q8_0) X(q8_1, Q8_1) X(q8_K, Q8_K)
+// clang-format on
 
 namespace tandem::kernels_baseline {
 #define TANDEM_DECLARE_DOT(name, id) void dot_##name(TANDEM_DOT_TILE_PARAMS);
@@ -45,7 +47,8 @@ namespace tandem::TANDEM_VARIANT_NS {
 #define TANDEM_DECLARE_DOT(name, id) void dot_##name(TANDEM_DOT_TILE_PARAMS);
 TANDEM_SIMD_WEIGHT_TYPES(TANDEM_DECLARE_DOT)
 #undef TANDEM_DECLARE_DOT
-#define TANDEM_DECLARE_QUANTIZE(name, id) void quantize_##name(const float* x, void* dst, int64_t k);
+#define TANDEM_DECLARE_QUANTIZE(name, id) \
+    void quantize_##name(const float* x, void* dst, int64_t k);
 TANDEM_ACTIVATION_TYPES(TANDEM_DECLARE_QUANTIZE)
 #undef TANDEM_DECLARE_QUANTIZE
 }  // namespace tandem::TANDEM_VARIANT_NS

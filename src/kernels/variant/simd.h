@@ -63,7 +63,9 @@ inline float load_f32(const uint8_t* p) {
     return v;
 }
 // IEEE half at p -> float (F16C; exact).
-inline float fp16(const uint8_t* p) { return _cvtsh_ss(load_u16(p)); }
+inline float fp16(const uint8_t* p) {
+    return _cvtsh_ss(load_u16(p));
+}
 
 // ---------------------------------------------------------------- 64-value vectors
 
@@ -77,9 +79,15 @@ struct VF {
 using Acc = __m512i;  // one register of int32 sums
 using FAcc = __m512;  // one register of float sums
 
-inline V zero() { return {_mm512_setzero_si512()}; }
-inline V set1_8(uint8_t b) { return {_mm512_set1_epi8(static_cast<char>(b))}; }
-inline V load64(const void* p) { return {_mm512_loadu_si512(p)}; }
+inline V zero() {
+    return {_mm512_setzero_si512()};
+}
+inline V set1_8(uint8_t b) {
+    return {_mm512_set1_epi8(static_cast<char>(b))};
+}
+inline V load64(const void* p) {
+    return {_mm512_loadu_si512(p)};
+}
 inline V load32x2(const void* p0, const void* p1) {
     const __m512i lo = _mm512_castsi256_si512(_mm256_loadu_si256(static_cast<const __m256i*>(p0)));
     return {_mm512_inserti64x4(lo, _mm256_loadu_si256(static_cast<const __m256i*>(p1)), 1)};
@@ -90,10 +98,18 @@ inline V load32_lo(const void* p) {
 inline V bcast32(const void* p) {
     return {_mm512_broadcast_i64x4(_mm256_loadu_si256(static_cast<const __m256i*>(p)))};
 }
-inline V and_(V a, V b) { return {_mm512_and_si512(a.x, b.x)}; }
-inline V or_(V a, V b) { return {_mm512_or_si512(a.x, b.x)}; }
-inline V xor_(V a, V b) { return {_mm512_xor_si512(a.x, b.x)}; }
-inline V sub32(V a, V b) { return {_mm512_sub_epi32(a.x, b.x)}; }
+inline V and_(V a, V b) {
+    return {_mm512_and_si512(a.x, b.x)};
+}
+inline V or_(V a, V b) {
+    return {_mm512_or_si512(a.x, b.x)};
+}
+inline V xor_(V a, V b) {
+    return {_mm512_xor_si512(a.x, b.x)};
+}
+inline V sub32(V a, V b) {
+    return {_mm512_sub_epi32(a.x, b.x)};
+}
 template <int kBits>
 V sll16(V a) {
     return {_mm512_slli_epi16(a.x, kBits)};
@@ -162,30 +178,45 @@ inline Acc dot_scaled(Acc acc, V u, V s, V sc16) {
     return _mm512_add_epi32(acc, _mm512_madd_epi16(p, sc16.x));
 #endif
 }
-inline Acc acc_zero() { return _mm512_setzero_si512(); }
+inline Acc acc_zero() {
+    return _mm512_setzero_si512();
+}
 // 16 int16 scales (one per 16 values of a super-block), ready for pick_scales.
 struct Scales16 {
     __m512i v;
 };
-inline Scales16 scales16(__m256i values) { return {_mm512_castsi256_si512(values)}; }
+inline Scales16 scales16(__m256i values) {
+    return {_mm512_castsi256_si512(values)};
+}
 // The scales of step j (values 64j..64j+63) per int16 lane of a maddubs result.
-inline VF cvt(V v) { return {_mm512_cvtepi32_ps(v.x)}; }
-inline VF mul(VF a, VF b) { return {_mm512_mul_ps(a.x, b.x)}; }
-inline FAcc fma_acc(FAcc acc, VF a, VF b) { return _mm512_fmadd_ps(a.x, b.x, acc); }
-inline FAcc facc_zero() { return _mm512_setzero_ps(); }
+inline VF cvt(V v) {
+    return {_mm512_cvtepi32_ps(v.x)};
+}
+inline VF mul(VF a, VF b) {
+    return {_mm512_mul_ps(a.x, b.x)};
+}
+inline FAcc fma_acc(FAcc acc, VF a, VF b) {
+    return _mm512_fmadd_ps(a.x, b.x, acc);
+}
+inline FAcc facc_zero() {
+    return _mm512_setzero_ps();
+}
 // Lanes 0..7 = a, lanes 8..15 = b.
 inline VF halves(float a, float b) {
     return {_mm512_insertf32x8(_mm512_set1_ps(a), _mm256_set1_ps(b), 1)};
 }
 // Lane 0 = the IEEE half at p0, lane 8 = the one at p1, others 0.
 inline VF lane0s_fp16(const uint8_t* p0, const uint8_t* p1) {
-    const __m128 f = _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(load_u16(p0) | static_cast<uint32_t>(load_u16(p1)) << 16)));
-    return {_mm512_maskz_permutexvar_ps(0x0101, _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0),
-                                        _mm512_castps128_ps512(f))};
+    const __m128 f = _mm_cvtph_ps(_mm_cvtsi32_si128(
+        static_cast<int>(load_u16(p0) | static_cast<uint32_t>(load_u16(p1)) << 16)));
+    return {_mm512_maskz_permutexvar_ps(
+        0x0101, _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0),
+        _mm512_castps128_ps512(f))};
 }
 // halves() of the IEEE halves at p0 and p1: one conversion, one permute.
 inline VF halves_fp16(const uint8_t* p0, const uint8_t* p1) {
-    const __m128 f = _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(load_u16(p0) | static_cast<uint32_t>(load_u16(p1)) << 16)));
+    const __m128 f = _mm_cvtph_ps(_mm_cvtsi32_si128(
+        static_cast<int>(load_u16(p0) | static_cast<uint32_t>(load_u16(p1)) << 16)));
     return {_mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1),
                                   _mm512_castps128_ps512(f))};
 }
@@ -202,8 +233,12 @@ inline FAcc fma_bcast(FAcc acc, Acc i, __m128 f) {
     return _mm512_fmadd_ps(_mm512_cvtepi32_ps(i), _mm512_broadcastss_ps(f), acc);
 }
 // a minus b in the low 8 int32 lanes.
-inline Acc sub_low(Acc a, __m256i b) { return _mm512_sub_epi32(a, _mm512_zextsi256_si512(b)); }
-inline FAcc facc_of(__m256 x) { return _mm512_zextps256_ps512(x); }
+inline Acc sub_low(Acc a, __m256i b) {
+    return _mm512_sub_epi32(a, _mm512_zextsi256_si512(b));
+}
+inline FAcc facc_of(__m256 x) {
+    return _mm512_zextps256_ps512(x);
+}
 inline __m256i fold(Acc a) {
     return _mm256_add_epi32(_mm512_castsi512_si256(a), _mm512_extracti64x4_epi64(a, 1));
 }
@@ -219,8 +254,12 @@ struct VF {
 using Acc = __m256i;
 using FAcc = __m256;
 
-inline __m256i loadu(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
-inline V zero() { return {_mm256_setzero_si256(), _mm256_setzero_si256()}; }
+inline __m256i loadu(const void* p) {
+    return _mm256_loadu_si256(static_cast<const __m256i*>(p));
+}
+inline V zero() {
+    return {_mm256_setzero_si256(), _mm256_setzero_si256()};
+}
 inline V set1_8(uint8_t b) {
     const __m256i x = _mm256_set1_epi8(static_cast<char>(b));
     return {x, x};
@@ -228,16 +267,28 @@ inline V set1_8(uint8_t b) {
 inline V load64(const void* p) {
     return {loadu(p), loadu(static_cast<const uint8_t*>(p) + 32)};
 }
-inline V load32x2(const void* p0, const void* p1) { return {loadu(p0), loadu(p1)}; }
-inline V load32_lo(const void* p) { return {loadu(p), _mm256_setzero_si256()}; }
+inline V load32x2(const void* p0, const void* p1) {
+    return {loadu(p0), loadu(p1)};
+}
+inline V load32_lo(const void* p) {
+    return {loadu(p), _mm256_setzero_si256()};
+}
 inline V bcast32(const void* p) {
     const __m256i x = loadu(p);
     return {x, x};
 }
-inline V and_(V a, V b) { return {_mm256_and_si256(a.lo, b.lo), _mm256_and_si256(a.hi, b.hi)}; }
-inline V or_(V a, V b) { return {_mm256_or_si256(a.lo, b.lo), _mm256_or_si256(a.hi, b.hi)}; }
-inline V xor_(V a, V b) { return {_mm256_xor_si256(a.lo, b.lo), _mm256_xor_si256(a.hi, b.hi)}; }
-inline V sub32(V a, V b) { return {_mm256_sub_epi32(a.lo, b.lo), _mm256_sub_epi32(a.hi, b.hi)}; }
+inline V and_(V a, V b) {
+    return {_mm256_and_si256(a.lo, b.lo), _mm256_and_si256(a.hi, b.hi)};
+}
+inline V or_(V a, V b) {
+    return {_mm256_or_si256(a.lo, b.lo), _mm256_or_si256(a.hi, b.hi)};
+}
+inline V xor_(V a, V b) {
+    return {_mm256_xor_si256(a.lo, b.lo), _mm256_xor_si256(a.hi, b.hi)};
+}
+inline V sub32(V a, V b) {
+    return {_mm256_sub_epi32(a.lo, b.lo), _mm256_sub_epi32(a.hi, b.hi)};
+}
 template <int kBits>
 V sll16(V a) {
     return {_mm256_slli_epi16(a.lo, kBits), _mm256_slli_epi16(a.hi, kBits)};
@@ -255,7 +306,9 @@ inline __m256i nibbles16(const uint8_t* p) {
     const __m256i y = _mm256_inserti128_si256(_mm256_castsi128_si256(x), _mm_srli_epi16(x, 4), 1);
     return _mm256_and_si256(y, _mm256_set1_epi8(15));
 }
-inline V nibbles16x2(const uint8_t* p0, const uint8_t* p1) { return {nibbles16(p0), nibbles16(p1)}; }
+inline V nibbles16x2(const uint8_t* p0, const uint8_t* p1) {
+    return {nibbles16(p0), nibbles16(p1)};
+}
 inline V nibbles32(const uint8_t* p) {
     const __m256i x = loadu(p), m = _mm256_set1_epi8(15);
     return {_mm256_and_si256(x, m), _mm256_and_si256(_mm256_srli_epi16(x, 4), m)};
@@ -276,7 +329,9 @@ inline __m256i bits_to_bytes32(uint32_t m) {
     const __m256i others = _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe);
     return _mm256_cmpeq_epi8(_mm256_or_si256(spread, others), _mm256_set1_epi64x(-1));
 }
-inline V bits_to_bytes(uint32_t m0, uint32_t m1) { return {bits_to_bytes32(m0), bits_to_bytes32(m1)}; }
+inline V bits_to_bytes(uint32_t m0, uint32_t m1) {
+    return {bits_to_bytes32(m0), bits_to_bytes32(m1)};
+}
 
 inline __m256i dot4(__m256i acc, __m256i u, __m256i s) {
 #if defined(__AVX512VNNI__) && defined(__AVX512VL__)
@@ -284,10 +339,13 @@ inline __m256i dot4(__m256i acc, __m256i u, __m256i s) {
 #elif defined(__AVXVNNI__)
     return _mm256_dpbusd_avx_epi32(acc, u, s);
 #else
-    return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
+    return _mm256_add_epi32(acc,
+                            _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
 #endif
 }
-inline V dot4(V acc, V u, V s) { return {dot4(acc.lo, u.lo, s.lo), dot4(acc.hi, u.hi, s.hi)}; }
+inline V dot4(V acc, V u, V s) {
+    return {dot4(acc.lo, u.lo, s.lo), dot4(acc.hi, u.hi, s.hi)};
+}
 inline void sign_split(V w, V s, V& abs_w, V& signed_s) {
     abs_w = {_mm256_sign_epi8(w.lo, w.lo), _mm256_sign_epi8(w.hi, w.hi)};
     signed_s = {_mm256_sign_epi8(s.lo, w.lo), _mm256_sign_epi8(s.hi, w.hi)};
@@ -305,7 +363,9 @@ inline Acc dot_scaled(Acc acc, V u, V s, V sc16) {
     acc = dpwssd(acc, _mm256_maddubs_epi16(u.lo, s.lo), sc16.lo);
     return dpwssd(acc, _mm256_maddubs_epi16(u.hi, s.hi), sc16.hi);
 }
-inline Acc acc_zero() { return _mm256_setzero_si256(); }
+inline Acc acc_zero() {
+    return _mm256_setzero_si256();
+}
 struct Scales16 {
     __m256i v0, v1;  // scales 0..7 and 8..15, each broadcast to both 128-bit lanes
 };
@@ -313,19 +373,29 @@ inline Scales16 scales16(__m256i values) {
     return {_mm256_permute2x128_si256(values, values, 0x00),
             _mm256_permute2x128_si256(values, values, 0x11)};
 }
-inline VF cvt(V v) { return {_mm256_cvtepi32_ps(v.lo), _mm256_cvtepi32_ps(v.hi)}; }
-inline VF mul(VF a, VF b) { return {_mm256_mul_ps(a.lo, b.lo), _mm256_mul_ps(a.hi, b.hi)}; }
+inline VF cvt(V v) {
+    return {_mm256_cvtepi32_ps(v.lo), _mm256_cvtepi32_ps(v.hi)};
+}
+inline VF mul(VF a, VF b) {
+    return {_mm256_mul_ps(a.lo, b.lo), _mm256_mul_ps(a.hi, b.hi)};
+}
 inline FAcc fma_acc(FAcc acc, VF a, VF b) {
     return _mm256_fmadd_ps(a.hi, b.hi, _mm256_fmadd_ps(a.lo, b.lo, acc));
 }
-inline FAcc facc_zero() { return _mm256_setzero_ps(); }
-inline VF halves(float a, float b) { return {_mm256_set1_ps(a), _mm256_set1_ps(b)}; }
+inline FAcc facc_zero() {
+    return _mm256_setzero_ps();
+}
+inline VF halves(float a, float b) {
+    return {_mm256_set1_ps(a), _mm256_set1_ps(b)};
+}
 inline VF halves_fp16(const uint8_t* p0, const uint8_t* p1) {
-    const __m128 f = _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(load_u16(p0) | static_cast<uint32_t>(load_u16(p1)) << 16)));
+    const __m128 f = _mm_cvtph_ps(_mm_cvtsi32_si128(
+        static_cast<int>(load_u16(p0) | static_cast<uint32_t>(load_u16(p1)) << 16)));
     return {_mm256_broadcastss_ps(f), _mm256_broadcastss_ps(_mm_movehdup_ps(f))};
 }
 inline VF lane0s_fp16(const uint8_t* p0, const uint8_t* p1) {
-    const __m128 f = _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(load_u16(p0) | static_cast<uint32_t>(load_u16(p1)) << 16)));
+    const __m128 f = _mm_cvtph_ps(_mm_cvtsi32_si128(
+        static_cast<int>(load_u16(p0) | static_cast<uint32_t>(load_u16(p1)) << 16)));
     const __m256 z = _mm256_setzero_ps();
     return {_mm256_blend_ps(z, _mm256_broadcastss_ps(f), 1),
             _mm256_blend_ps(z, _mm256_broadcastss_ps(_mm_movehdup_ps(f)), 1)};
@@ -335,13 +405,21 @@ inline VF quarters(__m128 s) {
     return {_mm256_permutevar8x32_ps(x, _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1)),
             _mm256_permutevar8x32_ps(x, _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3))};
 }
-inline __m256 fold(FAcc a) { return a; }
+inline __m256 fold(FAcc a) {
+    return a;
+}
 inline FAcc fma_bcast(FAcc acc, Acc i, __m128 f) {
     return _mm256_fmadd_ps(_mm256_cvtepi32_ps(i), _mm256_broadcastss_ps(f), acc);
 }
-inline Acc sub_low(Acc a, __m256i b) { return _mm256_sub_epi32(a, b); }
-inline FAcc facc_of(__m256 x) { return x; }
-inline __m256i fold(Acc a) { return a; }
+inline Acc sub_low(Acc a, __m256i b) {
+    return _mm256_sub_epi32(a, b);
+}
+inline FAcc facc_of(__m256 x) {
+    return x;
+}
+inline __m256i fold(Acc a) {
+    return a;
+}
 
 #endif
 
@@ -379,7 +457,8 @@ V pick_scales(const Scales16& s) {
 #else
     const __m256i src = kSub == 32 || kStep < 2 ? s.v0 : s.v1;
     return {_mm256_shuffle_epi8(src, _mm256_load_si256(reinterpret_cast<const __m256i*>(pattern))),
-            _mm256_shuffle_epi8(src, _mm256_load_si256(reinterpret_cast<const __m256i*>(pattern + 32)))};
+            _mm256_shuffle_epi8(src,
+                                _mm256_load_si256(reinterpret_cast<const __m256i*>(pattern + 32)))};
 #endif
 }
 
@@ -414,7 +493,8 @@ TANDEM_ALWAYS_INLINE __m256i transpose_sums(const __m256i (&v)[kN]) {
         const __m256i h45 = _mm256_hadd_epi32(lane_or_zero<4>(v), lane_or_zero<5>(v));
         const __m256i h67 = _mm256_hadd_epi32(lane_or_zero<6>(v), lane_or_zero<7>(v));
         const __m256i q1 = _mm256_hadd_epi32(h45, h67);
-        return _mm256_add_epi32(_mm256_permute2x128_si256(q0, q1, 0x20), _mm256_permute2x128_si256(q0, q1, 0x31));
+        return _mm256_add_epi32(_mm256_permute2x128_si256(q0, q1, 0x20),
+                                _mm256_permute2x128_si256(q0, q1, 0x31));
     }
 }
 

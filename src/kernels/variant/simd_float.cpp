@@ -14,44 +14,66 @@ namespace {
 #if defined(TANDEM_SIMD_ZMM)
 using F = __m512;
 constexpr int kLanes = 16;
-inline F fzero() { return _mm512_setzero_ps(); }
-inline F fma(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
-inline F fadd(F a, F b) { return _mm512_add_ps(a, b); }
-inline float fsum(F a) { return _mm512_reduce_add_ps(a); }
+inline F fzero() {
+    return _mm512_setzero_ps();
+}
+inline F fma(F a, F b, F c) {
+    return _mm512_fmadd_ps(a, b, c);
+}
+inline F fadd(F a, F b) {
+    return _mm512_add_ps(a, b);
+}
+inline float fsum(F a) {
+    return _mm512_reduce_add_ps(a);
+}
 struct LoadF32 {
     static constexpr int kBytes = 4;
     static F load(const uint8_t* p) { return _mm512_loadu_ps(p); }
 };
 struct LoadF16 {
     static constexpr int kBytes = 2;
-    static F load(const uint8_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
+    static F load(const uint8_t* p) {
+        return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    }
 };
 struct LoadBf16 {
     static constexpr int kBytes = 2;
     static F load(const uint8_t* p) {
-        const __m512i x = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+        const __m512i x =
+            _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
         return _mm512_castsi512_ps(_mm512_slli_epi32(x, 16));
     }
 };
 #else
 using F = __m256;
 constexpr int kLanes = 8;
-inline F fzero() { return _mm256_setzero_ps(); }
-inline F fma(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
-inline F fadd(F a, F b) { return _mm256_add_ps(a, b); }
-inline float fsum(F a) { return simd::hsum(a); }
+inline F fzero() {
+    return _mm256_setzero_ps();
+}
+inline F fma(F a, F b, F c) {
+    return _mm256_fmadd_ps(a, b, c);
+}
+inline F fadd(F a, F b) {
+    return _mm256_add_ps(a, b);
+}
+inline float fsum(F a) {
+    return simd::hsum(a);
+}
 struct LoadF32 {
     static constexpr int kBytes = 4;
     static F load(const uint8_t* p) { return _mm256_loadu_ps(reinterpret_cast<const float*>(p)); }
 };
 struct LoadF16 {
     static constexpr int kBytes = 2;
-    static F load(const uint8_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+    static F load(const uint8_t* p) {
+        return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    }
 };
 struct LoadBf16 {
     static constexpr int kBytes = 2;
     static F load(const uint8_t* p) {
-        const __m256i x = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+        const __m256i x =
+            _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
         return _mm256_castsi256_ps(_mm256_slli_epi32(x, 16));
     }
 };
@@ -81,7 +103,9 @@ template <int R, int C>
 struct Bf16Pairs {
     static constexpr int kStep = 32;
     static constexpr int kBytes = 2;
-    static __m512bh load(const uint8_t* p) { return reinterpret_cast<__m512bh>(_mm512_loadu_si512(p)); }
+    static __m512bh load(const uint8_t* p) {
+        return reinterpret_cast<__m512bh>(_mm512_loadu_si512(p));
+    }
     static void step(const uint8_t* const* w, const uint8_t* const* a, F (&acc)[R][C]) {
         __m512bh x[R];
         TANDEM_UNROLL
@@ -114,9 +138,10 @@ struct FloatTileOf {
         static void run(int64_t k, const uint8_t* w, size_t w_stride, int n_rows, const uint8_t* a,
                         size_t a_stride, float* out, size_t out_stride) {
             const size_t ahead = prefetch_ahead(R, w_stride);
-            for_row_groups<R>(w, w_stride, n_rows, [&](const uint8_t* const* rows, int n_valid, int r0) {
-                tile(k, rows, n_valid, ahead, a, a_stride, out + r0, out_stride);
-            });
+            for_row_groups<R>(w, w_stride, n_rows,
+                              [&](const uint8_t* const* rows, int n_valid, int r0) {
+                                  tile(k, rows, n_valid, ahead, a, a_stride, out + r0, out_stride);
+                              });
         }
 
         static void tile(int64_t k, const uint8_t* const* rows, int n_valid, size_t ahead,
@@ -161,7 +186,8 @@ struct FloatTileOf {
             for (; s + kU <= n_steps; s += kU) {
                 if constexpr (R == 1) prefetch_next_page(w[0], kU * kStepBytes);
                 TANDEM_UNROLL
-                for (int u = 0; u < kU; ++u) one_step(acc[u], kPrefetchEvery == 1 || u % kPrefetchEvery == 0);
+                for (int u = 0; u < kU; ++u)
+                    one_step(acc[u], kPrefetchEvery == 1 || u % kPrefetchEvery == 0);
             }
             for (; s < n_steps; ++s) {
                 if constexpr (R == 1) prefetch_next_page(w[0], kStepBytes);
@@ -202,17 +228,25 @@ struct FloatTileOf {
 template <template <typename, int, int> class Step, typename Load>
 void dot_float(TANDEM_DOT_TILE_PARAMS) {
     for_tiles<FloatTileOf<Step, Load>::template Tile, void>(k, w, w_stride, n_rows, a, a_stride,
-                                                                         n_cols, out, out_stride);
+                                                            n_cols, out, out_stride);
 }
 
 }  // namespace
 
-void dot_f32(TANDEM_DOT_TILE_PARAMS) { dot_float<Widen, LoadF32>(k, w, w_stride, n_rows, a, a_stride, n_cols, out, out_stride); }
-void dot_f16(TANDEM_DOT_TILE_PARAMS) { dot_float<Widen, LoadF16>(k, w, w_stride, n_rows, a, a_stride, n_cols, out, out_stride); }
+void dot_f32(TANDEM_DOT_TILE_PARAMS) {
+    dot_float<Widen, LoadF32>(k, w, w_stride, n_rows, a, a_stride, n_cols, out, out_stride);
+}
+void dot_f16(TANDEM_DOT_TILE_PARAMS) {
+    dot_float<Widen, LoadF16>(k, w, w_stride, n_rows, a, a_stride, n_cols, out, out_stride);
+}
 #if defined(__AVX512BF16__)
-void dot_bf16(TANDEM_DOT_TILE_PARAMS) { dot_float<Bf16Step, LoadBf16>(k, w, w_stride, n_rows, a, a_stride, n_cols, out, out_stride); }
+void dot_bf16(TANDEM_DOT_TILE_PARAMS) {
+    dot_float<Bf16Step, LoadBf16>(k, w, w_stride, n_rows, a, a_stride, n_cols, out, out_stride);
+}
 #else
-void dot_bf16(TANDEM_DOT_TILE_PARAMS) { dot_float<Widen, LoadBf16>(k, w, w_stride, n_rows, a, a_stride, n_cols, out, out_stride); }
+void dot_bf16(TANDEM_DOT_TILE_PARAMS) {
+    dot_float<Widen, LoadBf16>(k, w, w_stride, n_rows, a, a_stride, n_cols, out, out_stride);
+}
 #endif
 
 }  // namespace tandem::TANDEM_VARIANT_NS

@@ -22,8 +22,12 @@ struct Prep {
     __m128 dd;     // lane 0: d, lane 1: dmin
 };
 
-inline __m128 fp16x2(const uint8_t* p) { return _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(load_u32(p)))); }
-inline __m128 fp16x1(const uint8_t* p) { return _mm_cvtph_ps(_mm_cvtsi32_si128(load_u16(p))); }
+inline __m128 fp16x2(const uint8_t* p) {
+    return _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(load_u32(p))));
+}
+inline __m128 fp16x1(const uint8_t* p) {
+    return _mm_cvtph_ps(_mm_cvtsi32_si128(load_u16(p)));
+}
 
 // q4_K / q5_K: the eight 6-bit scales and mins packed in 12 bytes (ggml's get_scale_min_k4):
 //   j < 4: sc = s[j] & 63, m = s[j+4] & 63; j >= 4: sc = (s[j+4] & 15) | (s[j-4] >> 6) << 4,
@@ -31,17 +35,21 @@ inline __m128 fp16x1(const uint8_t* p) { return _mm_cvtph_ps(_mm_cvtsi32_si128(l
 // Unpacked with byte shuffles into [sc0..sc7, m0..m7] (the 16-byte load reads 4 bytes of qs).
 inline __m128i k4_scales_mins(const uint8_t* s) {
     const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s));
-    const __m128i a = _mm_shuffle_epi8(x, _mm_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11));
+    const __m128i a =
+        _mm_shuffle_epi8(x, _mm_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11));
     const __m128i low = _mm_or_si128(
         _mm_and_si128(a, _mm_setr_epi8(63, 63, 63, 63, 15, 15, 15, 15, 63, 63, 63, 63, 0, 0, 0, 0)),
-        _mm_and_si128(_mm_srli_epi16(a, 4), _mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 15, 15, 15, 15)));
-    const __m128i b = _mm_shuffle_epi8(x, _mm_setr_epi8(-1, -1, -1, -1, 0, 1, 2, 3, -1, -1, -1, -1, 4, 5, 6, 7));
+        _mm_and_si128(_mm_srli_epi16(a, 4),
+                      _mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 15, 15, 15, 15)));
+    const __m128i b =
+        _mm_shuffle_epi8(x, _mm_setr_epi8(-1, -1, -1, -1, 0, 1, 2, 3, -1, -1, -1, -1, 4, 5, 6, 7));
     return _mm_or_si128(low, _mm_and_si128(_mm_srli_epi16(b, 2), _mm_set1_epi8(0x30)));
 }
 // int16 lanes 8..15 (the mins of 32-value sub-blocks), each twice: one per 16 values.
 inline __m256i dup_high8(__m256i x) {
 #if defined(__AVX512BW__) && defined(__AVX512VL__)
-    return _mm256_permutexvar_epi16(_mm256_setr_epi16(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15), x);
+    return _mm256_permutexvar_epi16(
+        _mm256_setr_epi16(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15), x);
 #else
     const __m128i h = _mm256_extracti128_si256(x, 1);
     return _mm256_set_m128i(_mm_unpackhi_epi16(h, h), _mm_unpacklo_epi16(h, h));
@@ -131,7 +139,8 @@ struct Q6K {
     static V decode(const uint8_t* b) {
         constexpr int n = kJ / 2, odd = kJ % 2;
         const V low = and_(srl16_halves(load64(b + 64 * n), 4 * odd, 4 * odd), set1_8(15));
-        const V high = and_(srl16_halves(bcast32(b + 128 + 32 * n), 4 * odd, 4 * odd + 2), set1_8(3));
+        const V high =
+            and_(srl16_halves(bcast32(b + 128 + 32 * n), 4 * odd, 4 * odd + 2), set1_8(3));
         return or_(low, sll16<4>(high));
     }
 };
@@ -142,14 +151,17 @@ struct Iq4Xs {
     // (placed by multiplying the broadcast scales_h, then taking the top 2 bits).
     static void prepare(const uint8_t* b, Prep& p) {
         const __m128i l = _mm_cvtsi32_si128(static_cast<int>(load_u32(b + 4)));
-        const __m128i lo = _mm_unpacklo_epi8(_mm_and_si128(l, _mm_set1_epi8(15)),
-                                             _mm_and_si128(_mm_srli_epi16(l, 4), _mm_set1_epi8(15)));
+        const __m128i lo =
+            _mm_unpacklo_epi8(_mm_and_si128(l, _mm_set1_epi8(15)),
+                              _mm_and_si128(_mm_srli_epi16(l, 4), _mm_set1_epi8(15)));
         const __m128i h = _mm_srli_epi16(
-            _mm_mullo_epi16(_mm_set1_epi16(static_cast<short>(load_u16(b + 2))),
-                            _mm_setr_epi16(1 << 14, 1 << 12, 1 << 10, 1 << 8, 1 << 6, 1 << 4, 1 << 2, 1)),
+            _mm_mullo_epi16(
+                _mm_set1_epi16(static_cast<short>(load_u16(b + 2))),
+                _mm_setr_epi16(1 << 14, 1 << 12, 1 << 10, 1 << 8, 1 << 6, 1 << 4, 1 << 2, 1)),
             14);
         const __m128i ls = _mm_or_si128(_mm_cvtepu8_epi16(lo), _mm_slli_epi16(h, 4));
-        p.sc16 = _mm256_inserti128_si256(_mm256_setzero_si256(), _mm_sub_epi16(ls, _mm_set1_epi16(32)), 0);
+        p.sc16 = _mm256_inserti128_si256(_mm256_setzero_si256(),
+                                         _mm_sub_epi16(ls, _mm_set1_epi16(32)), 0);
         p.dd = fp16x1(b);
     }
     template <int kJ>
@@ -196,9 +208,10 @@ struct KTile {
         } else {
             constexpr int R = k_rows(C);
             const size_t ahead = prefetch_ahead(R, w_stride);
-            for_row_groups<R>(w, w_stride, n_rows, [&](const uint8_t* const* rows, int n_valid, int r0) {
-                tile<R>(k, rows, n_valid, ahead, a, a_stride, out + r0, out_stride);
-            });
+            for_row_groups<R>(
+                w, w_stride, n_rows, [&](const uint8_t* const* rows, int n_valid, int r0) {
+                    tile<R>(k, rows, n_valid, ahead, a, a_stride, out + r0, out_stride);
+                });
         }
     }
 
@@ -215,17 +228,22 @@ struct KTile {
             const Scales16 sc = scales16(p.sc16);
             const uint8_t* y = a + i * kQ8KBytes;
             Acc iacc = acc_zero();
-            iacc = step_dot<T, 0>(iacc, T::template decode<0>(b), load64(y + 4), pick_scales<0, T::kSub>(sc));
-            iacc = step_dot<T, 1>(iacc, T::template decode<1>(b), load64(y + 68), pick_scales<1, T::kSub>(sc));
-            iacc = step_dot<T, 2>(iacc, T::template decode<2>(b), load64(y + 132), pick_scales<2, T::kSub>(sc));
-            iacc = step_dot<T, 3>(iacc, T::template decode<3>(b), load64(y + 196), pick_scales<3, T::kSub>(sc));
+            iacc = step_dot<T, 0>(iacc, T::template decode<0>(b), load64(y + 4),
+                                  pick_scales<0, T::kSub>(sc));
+            iacc = step_dot<T, 1>(iacc, T::template decode<1>(b), load64(y + 68),
+                                  pick_scales<1, T::kSub>(sc));
+            iacc = step_dot<T, 2>(iacc, T::template decode<2>(b), load64(y + 132),
+                                  pick_scales<2, T::kSub>(sc));
+            iacc = step_dot<T, 3>(iacc, T::template decode<3>(b), load64(y + 196),
+                                  pick_scales<3, T::kSub>(sc));
             const __m128 f = _mm_mul_ps(p.dd, _mm_set1_ps(load_f32(y)));  // d * dy, dmin * dy
             if constexpr (T::kBias != 0 || T::kMins) {
                 const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y + 260));
                 if constexpr (T::kBias != 0) iacc = sub_low(iacc, bias_sums<T>(p, bsums));
                 if constexpr (T::kMins) {
                     const __m256 mins = _mm256_cvtepi32_ps(_mm256_madd_epi16(p.mn16, bsums));
-                    acc_min = _mm256_fnmadd_ps(mins, _mm256_broadcastss_ps(_mm_movehdup_ps(f)), acc_min);
+                    acc_min =
+                        _mm256_fnmadd_ps(mins, _mm256_broadcastss_ps(_mm_movehdup_ps(f)), acc_min);
                 }
             }
             acc = fma_bcast(acc, iacc, f);
@@ -269,8 +287,8 @@ struct KTile {
     }
 
     template <int R>
-    static void super_block(int64_t i, const uint8_t* const* rows, size_t ahead,
-                            const uint8_t* a, size_t a_stride, __m256 (&facc)[R]) {
+    static void super_block(int64_t i, const uint8_t* const* rows, size_t ahead, const uint8_t* a,
+                            size_t a_stride, __m256 (&facc)[R]) {
         const uint8_t* blocks[R];
         Prep prep[R];
         Scales16 sc[R];
@@ -303,13 +321,15 @@ struct KTile {
                 const __m256i bsums = _mm256_loadu_si256(
                     reinterpret_cast<const __m256i*>(a + c * a_stride + i * kQ8KBytes + 260));
                 sums[c] = fold(iacc[r][c]);
-                if constexpr (T::kBias != 0) sums[c] = _mm256_sub_epi32(sums[c], bias_sums<T>(prep[r], bsums));
+                if constexpr (T::kBias != 0)
+                    sums[c] = _mm256_sub_epi32(sums[c], bias_sums<T>(prep[r], bsums));
                 if constexpr (T::kMins) mins[c] = _mm256_madd_epi16(prep[r].mn16, bsums);
             }
             const __m256 d = _mm256_mul_ps(_mm256_broadcastss_ps(prep[r].dd), dy);
             __m256 f = _mm256_fmadd_ps(_mm256_cvtepi32_ps(transpose_sums<C>(sums)), d, facc[r]);
             if constexpr (T::kMins) {
-                const __m256 dmin = _mm256_mul_ps(_mm256_broadcastss_ps(_mm_movehdup_ps(prep[r].dd)), dy);
+                const __m256 dmin =
+                    _mm256_mul_ps(_mm256_broadcastss_ps(_mm_movehdup_ps(prep[r].dd)), dy);
                 f = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(transpose_sums<C>(mins)), dmin, f);
             }
             facc[r] = f;
@@ -332,11 +352,23 @@ void dot_k(TANDEM_DOT_TILE_PARAMS) {
 
 }  // namespace
 
-void dot_q2_K(TANDEM_DOT_TILE_PARAMS) { dot_k<Q2K>(k, w, w_stride, n_rows, a, a_stride, n_cols, out, out_stride); }
-void dot_q3_K(TANDEM_DOT_TILE_PARAMS) { dot_k<Q3K>(k, w, w_stride, n_rows, a, a_stride, n_cols, out, out_stride); }
-void dot_q4_K(TANDEM_DOT_TILE_PARAMS) { dot_k<Q4K>(k, w, w_stride, n_rows, a, a_stride, n_cols, out, out_stride); }
-void dot_q5_K(TANDEM_DOT_TILE_PARAMS) { dot_k<Q5K>(k, w, w_stride, n_rows, a, a_stride, n_cols, out, out_stride); }
-void dot_q6_K(TANDEM_DOT_TILE_PARAMS) { dot_k<Q6K>(k, w, w_stride, n_rows, a, a_stride, n_cols, out, out_stride); }
-void dot_iq4_xs(TANDEM_DOT_TILE_PARAMS) { dot_k<Iq4Xs>(k, w, w_stride, n_rows, a, a_stride, n_cols, out, out_stride); }
+void dot_q2_K(TANDEM_DOT_TILE_PARAMS) {
+    dot_k<Q2K>(k, w, w_stride, n_rows, a, a_stride, n_cols, out, out_stride);
+}
+void dot_q3_K(TANDEM_DOT_TILE_PARAMS) {
+    dot_k<Q3K>(k, w, w_stride, n_rows, a, a_stride, n_cols, out, out_stride);
+}
+void dot_q4_K(TANDEM_DOT_TILE_PARAMS) {
+    dot_k<Q4K>(k, w, w_stride, n_rows, a, a_stride, n_cols, out, out_stride);
+}
+void dot_q5_K(TANDEM_DOT_TILE_PARAMS) {
+    dot_k<Q5K>(k, w, w_stride, n_rows, a, a_stride, n_cols, out, out_stride);
+}
+void dot_q6_K(TANDEM_DOT_TILE_PARAMS) {
+    dot_k<Q6K>(k, w, w_stride, n_rows, a, a_stride, n_cols, out, out_stride);
+}
+void dot_iq4_xs(TANDEM_DOT_TILE_PARAMS) {
+    dot_k<Iq4Xs>(k, w, w_stride, n_rows, a, a_stride, n_cols, out, out_stride);
+}
 
 }  // namespace tandem::TANDEM_VARIANT_NS

@@ -90,7 +90,9 @@ struct Mxfp4 {
     static V decode(const uint8_t* p0, const uint8_t* p1) {
         return lookup16(nibbles16x2(p0 + 1, p1 + 1), shifted_table(kE2m1DoubledValues, kBias));
     }
-    static VF scale(const uint8_t* p0, const uint8_t* p1) { return halves(kE8m0.half[*p0], kE8m0.half[*p1]); }
+    static VF scale(const uint8_t* p0, const uint8_t* p1) {
+        return halves(kE8m0.half[*p0], kE8m0.half[*p1]);
+    }
 };
 // Four UE4M3 scales, halved (doubled E2M1 values): the 7 low bits placed at float bit 20 make
 // 2^(e - 127) (1 + m / 8) (or m 2^-129 when e = 0); times 2^119 that is half of
@@ -186,8 +188,8 @@ struct LegacyTile {
 
     static void run(int64_t k, const uint8_t* w, size_t w_stride, int n_rows, const uint8_t* a,
                     size_t a_stride, float* out, size_t out_stride);
-    static void run_tiles(int64_t k, const uint8_t* w, size_t w_stride, int n_rows, const uint8_t* a,
-                          size_t a_stride, float* out, size_t out_stride) {
+    static void run_tiles(int64_t k, const uint8_t* w, size_t w_stride, int n_rows,
+                          const uint8_t* a, size_t a_stride, float* out, size_t out_stride) {
         const int64_t n_act = k / 32, n_steps = (n_act + 1) / 2;
         alignas(64) Col cols[kChunk][C];
         if (n_steps <= kChunk) {
@@ -199,7 +201,8 @@ struct LegacyTile {
             for (int64_t s0 = 0; s0 < n_steps; s0 += kChunk) {
                 const int64_t ns = min_i64(kChunk, n_steps - s0);
                 prepare(a, a_stride, n_act, s0, ns, cols);
-                rows(w, w_stride, rb, min_int(kRowBlock, n_rows - rb), n_act, s0, ns, cols, out, out_stride);
+                rows(w, w_stride, rb, min_int(kRowBlock, n_rows - rb), n_act, s0, ns, cols, out,
+                     out_stride);
             }
         }
     }
@@ -224,17 +227,20 @@ struct LegacyTile {
 
     // Rows [r_begin, r_begin + count) over steps [s0, s0 + ns); the first chunk stores, later
     // chunks add.
-    static void rows(const uint8_t* w, size_t w_stride, int r_begin, int count, int64_t n_act, int64_t s0,
-                     int64_t ns, const Col (&cols)[kChunk][C], float* out, size_t out_stride) {
+    static void rows(const uint8_t* w, size_t w_stride, int r_begin, int count, int64_t n_act,
+                     int64_t s0, int64_t ns, const Col (&cols)[kChunk][C], float* out,
+                     size_t out_stride) {
         const size_t ahead = prefetch_ahead(R, w_stride);
         for_row_groups<R>(w + r_begin * w_stride + s0 * kStepBytes, w_stride, count,
                           [&](const uint8_t* const* rows, int n_valid, int r0) {
-                              tile(rows, n_valid, ahead, n_act, s0, ns, cols, out + r_begin + r0, out_stride);
+                              tile(rows, n_valid, ahead, n_act, s0, ns, cols, out + r_begin + r0,
+                                   out_stride);
                           });
     }
 
-    static void tile(const uint8_t* const* rows, int n_valid, size_t ahead, int64_t n_act, int64_t s0,
-                     int64_t ns, const Col (&cols)[kChunk][C], float* out, size_t out_stride) {
+    static void tile(const uint8_t* const* rows, int n_valid, size_t ahead, int64_t n_act,
+                     int64_t s0, int64_t ns, const Col (&cols)[kChunk][C], float* out,
+                     size_t out_stride) {
         FAcc acc[kSets][R][C];
         TANDEM_UNROLL
         for (auto& set : acc) {
@@ -249,7 +255,8 @@ struct LegacyTile {
         int64_t i = 0;
         for (; i + kSets <= n_full; i += kSets) {
             TANDEM_UNROLL
-            for (int set = 0; set < kSets; ++set) step(rows, ahead, i + set, T::kBlockBytes, cols, acc[set]);
+            for (int set = 0; set < kSets; ++set)
+                step(rows, ahead, i + set, T::kBlockBytes, cols, acc[set]);
         }
         for (; i < ns; ++i) step(rows, ahead, i, i < n_full ? T::kBlockBytes : 0, cols, acc[0]);
         TANDEM_UNROLL
@@ -258,14 +265,16 @@ struct LegacyTile {
             for (int r = 0; r < R; ++r) {
                 float sum = hsum(acc[0][r][c]);
                 if constexpr (kSets == 2) sum += hsum(acc[1][r][c]);
-                if (r < n_valid) out[c * out_stride + r] = s0 == 0 ? sum : out[c * out_stride + r] + sum;
+                if (r < n_valid)
+                    out[c * out_stride + r] = s0 == 0 ? sum : out[c * out_stride + r] + sum;
             }
         }
     }
 
     // Step i of the chunk: each row decoded once, then dotted with every column.
-    TANDEM_ALWAYS_INLINE static void step(const uint8_t* const* rows, size_t ahead, int64_t i, int next,
-                                          const Col (&cols)[kChunk][C], FAcc (&acc)[R][C]) {
+    TANDEM_ALWAYS_INLINE static void step(const uint8_t* const* rows, size_t ahead, int64_t i,
+                                          int next, const Col (&cols)[kChunk][C],
+                                          FAcc (&acc)[R][C]) {
         V u[R];
         VF dw[R], mw[R];
         TANDEM_UNROLL
@@ -323,13 +332,16 @@ struct LegacyLanes {
         for (int64_t s0 = 0; s0 < n_steps; s0 += kChunk) {
             const int64_t ns = min_i64(kChunk, n_steps - s0);
             prepare(a, a_stride, n_act, s0, ns, cols);
-            for_row_groups<kRows>(w + s0 * kStepBytes, w_stride, n_rows, [&](const uint8_t* const* rows, int n_valid, int r0) {
-                tile(rows, n_valid, ahead, n_act, s0, ns, a, a_stride, cols, out + r0, out_stride);
-            });
+            for_row_groups<kRows>(w + s0 * kStepBytes, w_stride, n_rows,
+                                  [&](const uint8_t* const* rows, int n_valid, int r0) {
+                                      tile(rows, n_valid, ahead, n_act, s0, ns, a, a_stride, cols,
+                                           out + r0, out_stride);
+                                  });
         }
     }
 
-    static void prepare(const uint8_t* a, size_t a_stride, int64_t n_act, int64_t s0, int64_t ns, Col (&cols)[kChunk][C]) {
+    static void prepare(const uint8_t* a, size_t a_stride, int64_t n_act, int64_t s0, int64_t ns,
+                        Col (&cols)[kChunk][C]) {
         for (int64_t i = 0; i < ns; ++i) {
             const int64_t b = 2 * (s0 + i);
             const bool two = b + 1 < n_act;
@@ -343,7 +355,8 @@ struct LegacyLanes {
                     col.s[h] = here && kQ8_1 ? fp16(ab + 2) : 0.0f;
                     for (int g = 0; g < kSeg / 2; ++g) {
                         int sum = 0;
-                        const auto* q = reinterpret_cast<const int8_t*>(ab + kActQs) + g * 64 / kSeg;
+                        const auto* q =
+                            reinterpret_cast<const int8_t*>(ab + kActQs) + g * 64 / kSeg;
                         if (here) {
                             for (int j = 0; j < 64 / kSeg; ++j) sum += q[j];
                         }
@@ -370,7 +383,8 @@ struct LegacyLanes {
             u[4 * k + 3] = _mm512_unpackhi_epi64(t[4 * k + 1], t[4 * k + 3]);
         }
         TANDEM_UNROLL
-        for (int j = 0; j < 4; ++j) {  // gather 128-bit lane L of u[j], u[4 + j], u[8 + j], u[12 + j]
+        for (int j = 0; j < 4;
+             ++j) {  // gather 128-bit lane L of u[j], u[4 + j], u[8 + j], u[12 + j]
             const __m512i v0 = _mm512_shuffle_i32x4(u[j], u[4 + j], 0x44);
             const __m512i v1 = _mm512_shuffle_i32x4(u[j], u[4 + j], 0xee);
             const __m512i v2 = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0x44);
@@ -382,14 +396,16 @@ struct LegacyLanes {
         }
     }
 
-    static void tile(const uint8_t* const* rows, int n_valid, size_t ahead, int64_t n_act, int64_t s0, int64_t ns,
-                     const uint8_t* a, size_t a_stride, const Col (&cols)[kChunk][C], float* out, size_t out_stride) {
+    static void tile(const uint8_t* const* rows, int n_valid, size_t ahead, int64_t n_act,
+                     int64_t s0, int64_t ns, const uint8_t* a, size_t a_stride,
+                     const Col (&cols)[kChunk][C], float* out, size_t out_stride) {
         alignas(64) float sbuf[kRows][16], mbuf[kRows][16];
         __m512 acc[C];
         TANDEM_UNROLL
         for (auto& x : acc) x = _mm512_setzero_ps();
-        const __m512i lane_index = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                                      _mm512_set1_epi32(16));
+        const __m512i lane_index = _mm512_mullo_epi32(
+            _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+            _mm512_set1_epi32(16));
         for (int64_t i = 0; i < ns; ++i) {
             const int64_t b = 2 * (s0 + i);
             const bool two = b + 1 < n_act;
@@ -408,11 +424,14 @@ struct LegacyLanes {
             __m512 seg[kSeg], m[2];
             TANDEM_UNROLL
             for (int sg = 0; sg < kSeg; ++sg) {
-                seg[sg] = _mm512_i32gather_ps(_mm512_add_epi32(lane_index, _mm512_set1_epi32(sg * kGroupsPerSeg)), &sbuf[0][0], 4);
+                seg[sg] = _mm512_i32gather_ps(
+                    _mm512_add_epi32(lane_index, _mm512_set1_epi32(sg * kGroupsPerSeg)),
+                    &sbuf[0][0], 4);
             }
             if constexpr (T::kMin) {
                 m[0] = _mm512_i32gather_ps(lane_index, &mbuf[0][0], 4);
-                m[1] = _mm512_i32gather_ps(_mm512_add_epi32(lane_index, _mm512_set1_epi32(8)), &mbuf[0][0], 4);
+                m[1] = _mm512_i32gather_ps(_mm512_add_epi32(lane_index, _mm512_set1_epi32(8)),
+                                           &mbuf[0][0], 4);
             }
             // Segment by segment, the C columns' sums advance together (C independent chains).
             const int n_seg = two ? kSeg : kSeg / 2;
@@ -426,17 +445,20 @@ struct LegacyLanes {
                 TANDEM_UNROLL
                 for (int gg = 0; gg < kGroupsPerSeg; ++gg) {
                     const int g = sg * kGroupsPerSeg + gg;
-                    const int offset = static_cast<int>(b + half) * kActBytes + kActQs + 4 * (g % 8);
+                    const int offset =
+                        static_cast<int>(b + half) * kActBytes + kActQs + 4 * (g % 8);
                     TANDEM_UNROLL
                     for (int c = 0; c < C; ++c) {
-                        const __m512i q = _mm512_broadcastd_epi32(_mm_loadu_si32(a + c * a_stride + offset));
+                        const __m512i q =
+                            _mm512_broadcastd_epi32(_mm_loadu_si32(a + c * a_stride + offset));
                         isum[c] = _mm512_dpbusd_epi32(isum[c], wv[g], q);
                     }
                 }
                 TANDEM_UNROLL
                 for (int c = 0; c < C; ++c) {
-                    acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[c]), _mm512_mul_ps(seg[sg], _mm512_set1_ps(cols[i][c].d[half])),
-                                             acc[c]);
+                    acc[c] = _mm512_fmadd_ps(
+                        _mm512_cvtepi32_ps(isum[c]),
+                        _mm512_mul_ps(seg[sg], _mm512_set1_ps(cols[i][c].d[half])), acc[c]);
                 }
             }
             if constexpr (T::kMin) {
@@ -463,8 +485,8 @@ constexpr bool kUseLanes = C >= 4;
 #endif
 
 template <typename T, int C>
-void LegacyTile<T, C>::run(int64_t k, const uint8_t* w, size_t w_stride, int n_rows, const uint8_t* a, size_t a_stride,
-                           float* out, size_t out_stride) {
+void LegacyTile<T, C>::run(int64_t k, const uint8_t* w, size_t w_stride, int n_rows,
+                           const uint8_t* a, size_t a_stride, float* out, size_t out_stride) {
 #if defined(TANDEM_SIMD_ZMM) && defined(__AVX512VNNI__)
     if constexpr (kUseLanes<T, C>) {
         LegacyLanes<T, C>::run(k, w, w_stride, n_rows, a, a_stride, out, out_stride);
@@ -481,13 +503,29 @@ void dot_legacy(TANDEM_DOT_TILE_PARAMS) {
 
 }  // namespace
 
-void dot_q4_0(TANDEM_DOT_TILE_PARAMS) { dot_legacy<Q4_0>(k, w, w_stride, n_rows, a, a_stride, n_cols, out, out_stride); }
-void dot_q4_1(TANDEM_DOT_TILE_PARAMS) { dot_legacy<Q4_1>(k, w, w_stride, n_rows, a, a_stride, n_cols, out, out_stride); }
-void dot_q5_0(TANDEM_DOT_TILE_PARAMS) { dot_legacy<Q5_0>(k, w, w_stride, n_rows, a, a_stride, n_cols, out, out_stride); }
-void dot_q5_1(TANDEM_DOT_TILE_PARAMS) { dot_legacy<Q5_1>(k, w, w_stride, n_rows, a, a_stride, n_cols, out, out_stride); }
-void dot_q8_0(TANDEM_DOT_TILE_PARAMS) { dot_legacy<Q8_0>(k, w, w_stride, n_rows, a, a_stride, n_cols, out, out_stride); }
-void dot_iq4_nl(TANDEM_DOT_TILE_PARAMS) { dot_legacy<Iq4Nl>(k, w, w_stride, n_rows, a, a_stride, n_cols, out, out_stride); }
-void dot_mxfp4(TANDEM_DOT_TILE_PARAMS) { dot_legacy<Mxfp4>(k, w, w_stride, n_rows, a, a_stride, n_cols, out, out_stride); }
-void dot_nvfp4(TANDEM_DOT_TILE_PARAMS) { dot_legacy<Nvfp4>(k, w, w_stride, n_rows, a, a_stride, n_cols, out, out_stride); }
+void dot_q4_0(TANDEM_DOT_TILE_PARAMS) {
+    dot_legacy<Q4_0>(k, w, w_stride, n_rows, a, a_stride, n_cols, out, out_stride);
+}
+void dot_q4_1(TANDEM_DOT_TILE_PARAMS) {
+    dot_legacy<Q4_1>(k, w, w_stride, n_rows, a, a_stride, n_cols, out, out_stride);
+}
+void dot_q5_0(TANDEM_DOT_TILE_PARAMS) {
+    dot_legacy<Q5_0>(k, w, w_stride, n_rows, a, a_stride, n_cols, out, out_stride);
+}
+void dot_q5_1(TANDEM_DOT_TILE_PARAMS) {
+    dot_legacy<Q5_1>(k, w, w_stride, n_rows, a, a_stride, n_cols, out, out_stride);
+}
+void dot_q8_0(TANDEM_DOT_TILE_PARAMS) {
+    dot_legacy<Q8_0>(k, w, w_stride, n_rows, a, a_stride, n_cols, out, out_stride);
+}
+void dot_iq4_nl(TANDEM_DOT_TILE_PARAMS) {
+    dot_legacy<Iq4Nl>(k, w, w_stride, n_rows, a, a_stride, n_cols, out, out_stride);
+}
+void dot_mxfp4(TANDEM_DOT_TILE_PARAMS) {
+    dot_legacy<Mxfp4>(k, w, w_stride, n_rows, a, a_stride, n_cols, out, out_stride);
+}
+void dot_nvfp4(TANDEM_DOT_TILE_PARAMS) {
+    dot_legacy<Nvfp4>(k, w, w_stride, n_rows, a, a_stride, n_cols, out, out_stride);
+}
 
 }  // namespace tandem::TANDEM_VARIANT_NS

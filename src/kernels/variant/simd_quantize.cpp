@@ -10,7 +10,9 @@
 namespace tandem::TANDEM_VARIANT_NS {
 namespace {
 
-inline __m256 abs_ps(__m256 x) { return _mm256_and_ps(x, _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff))); }
+inline __m256 abs_ps(__m256 x) {
+    return _mm256_and_ps(x, _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff)));
+}
 // Max over lanes; a NaN lane never wins (vmaxps returns its second operand then), as fmax.
 inline float hmax(__m256 m) {
     __m128 x = _mm_max_ps(_mm256_extractf128_ps(m, 1), _mm256_castps256_ps128(m));
@@ -21,13 +23,15 @@ inline float hmax(__m256 m) {
 inline uint16_t to_fp16(float f) {
     uint32_t bits;
     std::memcpy(&bits, &f, 4);
-    if ((bits & 0x7fffffff) > 0x7f800000) return static_cast<uint16_t>((bits >> 16 & 0x8000) | 0x7e00);
+    if ((bits & 0x7fffffff) > 0x7f800000)
+        return static_cast<uint16_t>((bits >> 16 & 0x8000) | 0x7e00);
     return static_cast<uint16_t>(_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT));
 }
 // Four vectors of 8 int32 (values -128..127) to 32 int8 in order.
 inline __m256i pack_i8(__m256i a, __m256i b, __m256i c, __m256i d) {
     const __m256i ab = _mm256_packs_epi32(a, b), cd = _mm256_packs_epi32(c, d);
-    return _mm256_permutevar8x32_epi32(_mm256_packs_epi16(ab, cd), _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    return _mm256_permutevar8x32_epi32(_mm256_packs_epi16(ab, cd),
+                                       _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
 }
 inline int hsum_i32(__m256i v) {
     __m128i x = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
@@ -53,7 +57,8 @@ float q8_block(const float* x, uint8_t* d_out, int8_t* qs, int* sum) {
     for (int i = 0; i < 4; ++i) q[i] = _mm256_cvtps_epi32(_mm256_mul_ps(v[i], _mm256_set1_ps(id)));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(qs), pack_i8(q[0], q[1], q[2], q[3]));
     if (sum != nullptr) {
-        *sum = hsum_i32(_mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3])));
+        *sum =
+            hsum_i32(_mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3])));
     }
     return d;
 }
@@ -89,7 +94,8 @@ void quantize_q8_K(const float* x, void* dst, int64_t k) {
         const float* xb = x + i * 256;
         uint8_t* b = out + i * 292;
         __m256 amax = _mm256_setzero_ps();
-        for (int j = 0; j < 32; ++j) amax = _mm256_max_ps(abs_ps(_mm256_loadu_ps(xb + 8 * j)), amax);
+        for (int j = 0; j < 32; ++j)
+            amax = _mm256_max_ps(abs_ps(_mm256_loadu_ps(xb + 8 * j)), amax);
         const float a = hmax(amax);
         if (a == 0) {  // (also when every value is NaN: the reference never picks a max then)
             std::memset(b, 0, 292);
@@ -111,7 +117,8 @@ void quantize_q8_K(const float* x, void* dst, int64_t k) {
                 const __m256 p = _mm256_mul_ps(vs, _mm256_loadu_ps(xb + 32 * g + 8 * j));
                 q[j] = _mm256_min_epi32(_mm256_cvtps_epi32(p), _mm256_set1_epi32(127));
             }
-            _mm256_storeu_si256(reinterpret_cast<__m256i*>(b + 4 + 32 * g), pack_i8(q[0], q[1], q[2], q[3]));
+            _mm256_storeu_si256(reinterpret_cast<__m256i*>(b + 4 + 32 * g),
+                                pack_i8(q[0], q[1], q[2], q[3]));
             bsums[2 * g] = static_cast<int16_t>(hsum_i32(_mm256_add_epi32(q[0], q[1])));
             bsums[2 * g + 1] = static_cast<int16_t>(hsum_i32(_mm256_add_epi32(q[2], q[3])));
         }
@@ -121,7 +128,9 @@ void quantize_q8_K(const float* x, void* dst, int64_t k) {
     }
 }
 
-void quantize_f32(const float* x, void* dst, int64_t k) { std::memcpy(dst, x, static_cast<size_t>(k) * 4); }
+void quantize_f32(const float* x, void* dst, int64_t k) {
+    std::memcpy(dst, x, static_cast<size_t>(k) * 4);
+}
 
 // vcvtps2ph rounds to nearest even like the reference; only NaNs differ (the reference makes
 // them 0x7e00 with the sign), so a block holding one goes through the scalar path.
@@ -131,7 +140,8 @@ void quantize_f16(const float* x, void* dst, int64_t k) {
     for (; i + 8 <= k; i += 8) {
         const __m256 v = _mm256_loadu_ps(x + i);
         if (_mm256_movemask_ps(_mm256_cmp_ps(v, v, _CMP_UNORD_Q)) == 0) {
-            _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 2 * i), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+            _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 2 * i),
+                             _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
         } else {
             for (int j = 0; j < 8; ++j) {
                 const uint16_t h = to_fp16(x[i + j]);
@@ -155,9 +165,10 @@ void quantize_bf16(const float* x, void* dst, int64_t k) {
         for (int h = 0; h < 2; ++h) {
             const __m256i u = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i + 8 * h));
             const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
-            const __m256i rounded = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7fff)), lsb), 16);
-            const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff)),
-                                                   _mm256_set1_epi32(0x7f800000));
+            const __m256i rounded = _mm256_srli_epi32(
+                _mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7fff)), lsb), 16);
+            const __m256i nan = _mm256_cmpgt_epi32(
+                _mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff)), _mm256_set1_epi32(0x7f800000));
             const __m256i quiet = _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(64));
             r[h] = _mm256_blendv_epi8(rounded, quiet, nan);
         }
@@ -167,8 +178,9 @@ void quantize_bf16(const float* x, void* dst, int64_t k) {
     for (; i < k; ++i) {
         uint32_t u;
         std::memcpy(&u, x + i, 4);
-        const uint16_t h = (u & 0x7fffffff) > 0x7f800000 ? static_cast<uint16_t>((u >> 16) | 64)
-                                                          : static_cast<uint16_t>((u + (0x7fff + ((u >> 16) & 1))) >> 16);
+        const uint16_t h = (u & 0x7fffffff) > 0x7f800000
+                               ? static_cast<uint16_t>((u >> 16) | 64)
+                               : static_cast<uint16_t>((u + (0x7fff + ((u >> 16) & 1))) >> 16);
         std::memcpy(out + 2 * i, &h, 2);
     }
 }

@@ -16,7 +16,8 @@ consteval KernelTable make_table() {
     TANDEM_WEIGHT_TYPES(TANDEM_SET_DOT)
 #undef TANDEM_SET_DOT
     // The baseline's activation quantizers are the format table's references themselves.
-#define TANDEM_SET_QUANTIZE(name, id) t.quantize[type_id(GgmlType::k##id)] = &tandem::quantize_##name;
+#define TANDEM_SET_QUANTIZE(name, id) \
+    t.quantize[type_id(GgmlType::k##id)] = &tandem::quantize_##name;
     TANDEM_ACTIVATION_TYPES(TANDEM_SET_QUANTIZE)
 #undef TANDEM_SET_QUANTIZE
 #if !defined(TANDEM_VARIANT_BASELINE)

@@ -15,8 +15,12 @@ namespace tandem::TANDEM_VARIANT_NS {
 #define TANDEM_UNROLL _Pragma("GCC unroll 16")
 
 // (std::min would be an inline function shared with code built for other variants.)
-constexpr int min_int(int a, int b) { return a < b ? a : b; }
-constexpr int64_t min_i64(int64_t a, int64_t b) { return a < b ? a : b; }
+constexpr int min_int(int a, int b) {
+    return a < b ? a : b;
+}
+constexpr int64_t min_i64(int64_t a, int64_t b) {
+    return a < b ? a : b;
+}
 
 // Weights stream from DRAM in matvecs: the hardware prefetchers follow one row read front to
 // back well, except that they start late on each new 4 KiB page; they do not follow several
@@ -27,13 +31,17 @@ constexpr int64_t min_i64(int64_t a, int64_t b) { return a < b ? a : b; }
 // f32 one row + a prefetch per line 33 GB/s but 25 % slower from L2 (load slots), one per page
 // 32 GB/s at full L2 speed.
 constexpr int kPrefetchRows = 4;
-inline void prefetch_l2(const uint8_t* p) { __builtin_prefetch(p, 0, 2); }
+inline void prefetch_l2(const uint8_t* p) {
+    __builtin_prefetch(p, 0, 2);
+}
 // For a row read front to back in steps of step_bytes.
 inline void prefetch_next_page(const uint8_t* p, int step_bytes) {
-    if ((reinterpret_cast<uintptr_t>(p) & 4095) < static_cast<uintptr_t>(step_bytes)) prefetch_l2(p + 4096);
+    if ((reinterpret_cast<uintptr_t>(p) & 4095) < static_cast<uintptr_t>(step_bytes))
+        prefetch_l2(p + 4096);
 }
 inline size_t prefetch_ahead(int rows_per_group, size_t w_stride) {
-    return static_cast<size_t>(rows_per_group > kPrefetchRows ? rows_per_group : kPrefetchRows) * w_stride;
+    return static_cast<size_t>(rows_per_group > kPrefetchRows ? rows_per_group : kPrefetchRows) *
+           w_stride;
 }
 
 // fn(rows[R], n_valid, r0) for each group of R rows.
@@ -42,7 +50,8 @@ void for_row_groups(const uint8_t* w, size_t w_stride, int n_rows, Fn&& fn) {
     for (int r0 = 0; r0 < n_rows; r0 += R) {
         const int n_valid = min_int(R, n_rows - r0);
         const uint8_t* rows[R];
-        for (int i = 0; i < R; ++i) rows[i] = w + static_cast<size_t>(r0 + min_int(i, n_valid - 1)) * w_stride;
+        for (int i = 0; i < R; ++i)
+            rows[i] = w + static_cast<size_t>(r0 + min_int(i, n_valid - 1)) * w_stride;
         fn(rows, n_valid, r0);
     }
 }
@@ -56,8 +65,8 @@ void for_tiles(int64_t k, const uint8_t* w, size_t w_stride, int n_rows, const u
         const uint8_t* ac = a + static_cast<size_t>(c0) * a_stride;
         float* oc = out + static_cast<size_t>(c0) * out_stride;
         switch (min_int(kMaxTileCols, n_cols - c0)) {
-#define TANDEM_TILE_CASE(C)                                                   \
-    case C:                                                                   \
+#define TANDEM_TILE_CASE(C)                                                    \
+    case C:                                                                    \
         Tile<T, C>::run(k, w, w_stride, n_rows, ac, a_stride, oc, out_stride); \
         break;
             TANDEM_TILE_CASE(1)
