@@ -23,6 +23,12 @@ inline F fma(F a, F b, F c) {
 inline F fadd(F a, F b) {
     return _mm512_add_ps(a, b);
 }
+inline F fload(const float* p) {
+    return _mm512_load_ps(p);
+}
+inline void store(float* p, F v) {
+    _mm512_store_ps(p, v);
+}
 inline float fsum(F a) {
     return _mm512_reduce_add_ps(a);
 }
@@ -55,6 +61,12 @@ inline F fma(F a, F b, F c) {
 }
 inline F fadd(F a, F b) {
     return _mm256_add_ps(a, b);
+}
+inline F fload(const float* p) {
+    return _mm256_load_ps(p);
+}
+inline void store(float* p, F v) {
+    _mm256_store_ps(p, v);
 }
 inline float fsum(F a) {
     return simd::hsum(a);
@@ -135,13 +147,61 @@ struct FloatTileOf {
         static constexpr int R = float_rows(C);
         using S = Step<Load, R, C>;
 
+        // Matvecs of 16-bit floats convert the activation once per call, not once per row.
+        static constexpr bool kConvertColumn = C == 1 && Load::kBytes == 2 && S::kStep == kLanes;
+
         static void run(int64_t k, const uint8_t* w, size_t w_stride, int n_rows, const uint8_t* a,
                         size_t a_stride, float* out, size_t out_stride) {
+            if constexpr (kConvertColumn) {
+                matvec_converted(k, w, w_stride, n_rows, a, out);
+                return;
+            }
             const size_t ahead = prefetch_ahead(R, w_stride);
             for_row_groups<R>(w, w_stride, n_rows,
                               [&](const uint8_t* const* rows, int n_valid, int r0) {
                                   tile(k, rows, n_valid, ahead, a, a_stride, out + r0, out_stride);
                               });
+        }
+
+        static void matvec_converted(int64_t k, const uint8_t* w, size_t w_stride, int n_rows,
+                                     const uint8_t* a, float* out) {
+            constexpr int64_t kChunk = 4096;  // values per converted chunk (16 KiB)
+            alignas(64) float y[kChunk + kLanes];
+            alignas(64) uint8_t pad[kLanes * 2];
+            for (int64_t k0 = 0; k0 < k; k0 += kChunk) {
+                const int64_t kc = min_i64(kChunk, k - k0);
+                const int64_t n_steps = kc / kLanes, tail = kc - n_steps * kLanes;
+                for (int64_t s = 0; s < n_steps; ++s)
+                    store(y + s * kLanes, Load::load(a + 2 * (k0 + s * kLanes)));
+                if (tail > 0) {
+                    std::memset(pad, 0, sizeof(pad));
+                    std::memcpy(pad, a + 2 * (k0 + n_steps * kLanes), 2 * tail);
+                    store(y + n_steps * kLanes, Load::load(pad));
+                }
+                for (int r = 0; r < n_rows; ++r) {
+                    const uint8_t* row = w + r * w_stride + 2 * k0;
+                    F acc[4] = {fzero(), fzero(), fzero(), fzero()};
+                    int64_t s = 0;
+                    for (; s + 4 <= n_steps; s += 4) {
+                        prefetch_next_page(row + 2 * s * kLanes, 8 * kLanes);
+                        TANDEM_UNROLL
+                        for (int u = 0; u < 4; ++u) {
+                            acc[u] = fma(Load::load(row + 2 * (s + u) * kLanes),
+                                         fload(y + (s + u) * kLanes), acc[u]);
+                        }
+                    }
+                    for (; s < n_steps; ++s)
+                        acc[0] =
+                            fma(Load::load(row + 2 * s * kLanes), fload(y + s * kLanes), acc[0]);
+                    if (tail > 0) {
+                        std::memset(pad, 0, sizeof(pad));
+                        std::memcpy(pad, row + 2 * n_steps * kLanes, 2 * tail);
+                        acc[1] = fma(Load::load(pad), fload(y + n_steps * kLanes), acc[1]);
+                    }
+                    const float sum = fsum(fadd(fadd(acc[0], acc[1]), fadd(acc[2], acc[3])));
+                    out[r] = k0 == 0 ? sum : out[r] + sum;
+                }
+            }
         }
 
         static void tile(int64_t k, const uint8_t* const* rows, int n_valid, size_t ahead,
