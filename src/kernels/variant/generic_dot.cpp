@@ -2,6 +2,7 @@
 // aarch64 CPU) and the fallback of the SIMD variants for types they do not implement. Each
 // weight block is decoded once into a layout-neutral form (int8 values and scales), then dotted
 // with every activation column; integer sums per block are scaled in float as ggml does.
+#include <cstddef>
 #include <cstring>
 
 #include "formats/float16.h"
@@ -298,15 +299,17 @@ void dot_supers(TANDEM_DOT_TILE_PARAMS) {
         for (int64_t i = 0; i < nb; ++i) {
             Decode::super(row + i * Decode::kBytes, s);
             for (int c = 0; c < n_cols; ++c) {
-                const auto* y = reinterpret_cast<const kb::Q8K*>(a + c * a_stride) + i;
+                // q8_K fields by byte offset (rows need not be aligned): d, qs[256], bsums[16]
+                const uint8_t* y = a + c * a_stride + i * sizeof(kb::Q8K);
+                const auto* qs = reinterpret_cast<const int8_t*>(y + offsetof(kb::Q8K, qs));
                 float da;
                 int16_t bsums[16];
-                std::memcpy(&da, &y->d, 4);
-                std::memcpy(bsums, y->bsums, sizeof(bsums));
+                std::memcpy(&da, y + offsetof(kb::Q8K, d), 4);
+                std::memcpy(bsums, y + offsetof(kb::Q8K, bsums), sizeof(bsums));
                 int isum = 0, imin = 0;
                 for (int j = 0; j < 16; ++j) {
                     int part = 0;
-                    for (int l = 0; l < 16; ++l) part += s.q[16 * j + l] * y->qs[16 * j + l];
+                    for (int l = 0; l < 16; ++l) part += s.q[16 * j + l] * qs[16 * j + l];
                     isum += s.sc[j] * part;
                     imin += s.mn[j] * bsums[j];
                 }
