@@ -1,70 +1,102 @@
 // Causal multi-head attention over the KV cache.
 #include "cpu/attention.h"
 
+#include <algorithm>
 #include <cstring>
 
+#include "base/error.h"
 #include "cpu/elementwise.h"
-#include "formats/float16.h"
+#include "kernels/kernel_table.h"
 
 namespace tandem {
+namespace {
 
-Attention::Attention(int n_threads, int n_ctx, int head_dim)
-    : n_ctx_(n_ctx), scores_(n_threads, std::vector<float>(n_ctx)),
-      query_(n_threads, std::vector<float>(head_dim)) {}
+GgmlType cache_format(const KvCache& cache) {
+    return cache.type() == KvType::kF16 ? GgmlType::kF16 : GgmlType::kF32;
+}
+
+// out[c * out_stride + r] = row r · column c, columns in groups the tile contract allows.
+void dot_columns(DotTileFn dot, int64_t k, const uint8_t* w, size_t w_stride, int n_rows,
+                 const uint8_t* a, size_t a_stride, int n_cols, float* out, size_t out_stride) {
+    for (int c0 = 0; c0 < n_cols; c0 += kMaxTileCols) {
+        dot(k, w, w_stride, n_rows, a + c0 * a_stride, a_stride,
+            std::min(kMaxTileCols, n_cols - c0), out + c0 * out_stride, out_stride);
+    }
+}
+
+}  // namespace
+
+Attention::Attention(int n_threads, int n_ctx, int head_dim, int max_group)
+    : n_ctx_(n_ctx), head_dim_(head_dim), scratch_(n_threads) {
+    for (Scratch& s : scratch_) {
+        // f32 is the wider cache type: 4 bytes per value.
+        s.query.resize(static_cast<size_t>(max_group) * head_dim * 4);
+        s.scores.resize(static_cast<size_t>(max_group) * n_ctx);
+        s.weights.resize(static_cast<size_t>(max_group) * n_ctx * 4);
+    }
+}
 
 void Attention::run(const KvCache& cache, int layer, const float* q, const TokenPlace* places,
                     int n_tokens, int n_head, float scale, float* out, ThreadPool& pool) {
     const KvShape& s = cache.shape();
     const int group = n_head / s.n_kv_head;
-    const int64_t items = static_cast<int64_t>(n_tokens) * n_head;
+    if (static_cast<size_t>(group) * s.head_dim_k * 4 > scratch_[0].query.size() ||
+        s.head_dim_k > head_dim_ || s.head_dim_v > head_dim_) {
+        fail("attention: {} heads per KV head of {}/{} values exceed the scratch", group,
+             s.head_dim_k, s.head_dim_v);
+    }
+    // Items: (token, KV head, part of its query heads). Whole groups read each key and value
+    // once for all their heads; groups are split only when there are too few for the threads.
+    int parts = 1;
+    while (parts < group &&
+           static_cast<int64_t>(n_tokens) * s.n_kv_head * parts < 2 * pool.size()) {
+        do ++parts;
+        while (group % parts != 0);
+    }
+    const int per_part = group / parts;
+    const int64_t items = static_cast<int64_t>(n_tokens) * s.n_kv_head * parts;
     pool.parallel_for(items, 1, [&](int64_t i0, int64_t i1, int worker) {
         for (int64_t i = i0; i < i1; ++i) {
-            const int t = static_cast<int>(i / n_head), h = static_cast<int>(i % n_head);
-            one_head(cache, layer, q + (static_cast<int64_t>(t) * n_head + h) * s.head_dim_k, places[t],
-                     h / group, scale,
-                     out + (static_cast<int64_t>(t) * n_head + h) * s.head_dim_v, worker);
+            const int t = static_cast<int>(i / (s.n_kv_head * parts));
+            const int rest = static_cast<int>(i % (s.n_kv_head * parts));
+            const int kv_head = rest / parts;
+            const int h0 = kv_head * group + (rest % parts) * per_part;
+            const int64_t row = static_cast<int64_t>(t) * n_head + h0;
+            head_group(cache, layer, q + row * s.head_dim_k, places[t], kv_head, per_part, scale,
+                       out + row * s.head_dim_v, worker);
         }
     });
 }
 
-void Attention::one_head(const KvCache& cache, int layer, const float* q, TokenPlace place,
-                         int kv_head, float scale, float* out, int worker) {
+void Attention::head_group(const KvCache& cache, int layer, const float* q, TokenPlace place,
+                           int kv_head, int n, float scale, float* out, int worker) {
     const KvShape& s = cache.shape();
     const int n_kv = place.pos + 1;
     const int dk = s.head_dim_k, dv = s.head_dim_v;
-    float* scores = scores_[worker].data();
-    float* query = query_[worker].data();
-    const bool f16 = cache.type() == KvType::kF16;
+    const GgmlType format = cache_format(cache);
+    const KernelTable& kt = kernels();
+    const DotTileFn dot = kt.dot[type_id(format)];
+    const ActQuantizeFn convert = kt.quantize[type_id(format)];
+    Scratch& sc = scratch_[worker];
+    const size_t vb = cache.value_bytes();
 
-    // Scores q·k_j; ggml converts q to the cache's f16 before the dot product.
-    for (int d = 0; d < dk; ++d) query[d] = f16 ? fp16_to_f32(f32_to_fp16(q[d])) : q[d];
-    for (int j = 0; j < n_kv; ++j) {
-        const uint8_t* k = cache.k(layer, place.seq, j) + static_cast<size_t>(kv_head) * dk * cache.value_bytes();
-        float dot = 0.0f;
-        if (f16) {
-            const uint16_t* kh = reinterpret_cast<const uint16_t*>(k);
-            for (int d = 0; d < dk; ++d) dot += query[d] * fp16_to_f32(kh[d]);
-        } else {
-            const float* kf = reinterpret_cast<const float*>(k);
-            for (int d = 0; d < dk; ++d) dot += query[d] * kf[d];
-        }
-        scores[j] = dot;
-    }
-    softmax(scores, n_kv, scale);
+    // Scores: the keys (rows, one per position) times the queries in the cache type (columns),
+    // as ggml converts q to the f16 of the cache before the dot products.
+    for (int c = 0; c < n; ++c)
+        convert(q + static_cast<size_t>(c) * dk, sc.query.data() + c * dk * vb, dk);
+    dot_columns(dot, dk, cache.k_head(layer, place.seq, kv_head), cache.k_position_bytes(), n_kv,
+                sc.query.data(), dk * vb, n, sc.scores.data(), n_ctx_);
 
-    // Weighted sum of values; with an f16 cache the weights are rounded to f16 first.
-    std::memset(out, 0, sizeof(float) * dv);
-    for (int j = 0; j < n_kv; ++j) {
-        const float p = f16 ? fp16_to_f32(f32_to_fp16(scores[j])) : scores[j];
-        const uint8_t* v = cache.v(layer, place.seq, j) + static_cast<size_t>(kv_head) * dv * cache.value_bytes();
-        if (f16) {
-            const uint16_t* vh = reinterpret_cast<const uint16_t*>(v);
-            for (int d = 0; d < dv; ++d) out[d] += p * fp16_to_f32(vh[d]);
-        } else {
-            const float* vf = reinterpret_cast<const float*>(v);
-            for (int d = 0; d < dv; ++d) out[d] += p * vf[d];
-        }
+    // Softmax per head, the weights in the cache type (ggml rounds them to f16 for an f16 cache).
+    for (int c = 0; c < n; ++c) {
+        float* p = sc.scores.data() + static_cast<size_t>(c) * n_ctx_;
+        softmax(p, n_kv, scale);
+        convert(p, sc.weights.data() + static_cast<size_t>(c) * n_ctx_ * vb, n_kv);
     }
+
+    // Values: the transposed values (rows, one per dimension, of n_kv positions) times the weights.
+    dot_columns(dot, n_kv, cache.v_head(layer, place.seq, kv_head), cache.v_row_bytes(), dv,
+                sc.weights.data(), n_ctx_ * vb, n, out, dv);
 }
 
 }  // namespace tandem

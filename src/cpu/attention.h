@@ -1,6 +1,7 @@
 // Causal multi-head attention over the KV cache, with grouped-query heads, computed as
-// llama.cpp's CPU graph does without flash attention: with an f16 cache the query and the
-// softmax weights are rounded to f16 before their dot products, as ggml converts them.
+// llama.cpp's CPU graph does without flash attention: scores q·K as a matrix product of the
+// keys with the queries (rounded to the cache type), softmax, then the transposed values times
+// the softmax weights (rounded to the cache type), through the chosen kernel variant.
 #pragma once
 
 #include <cstdint>
@@ -18,9 +19,10 @@ struct TokenPlace {
 };
 
 class Attention {
-public:
-    // Scratch for n_threads workers over sequences of up to n_ctx positions.
-    Attention(int n_threads, int n_ctx, int head_dim);
+  public:
+    // Scratch for n_threads workers over sequences of up to n_ctx positions, heads of up to
+    // head_dim values and up to max_group query heads per KV head.
+    Attention(int n_threads, int n_ctx, int head_dim, int max_group);
 
     // For every token t and head h: out[t][h] = Σ_j softmax_j(q[t][h] · K[j] · scale) · V[j]
     // over positions j ≤ pos_t of the token's sequence, K/V from kv head h / (n_head / n_kv).
@@ -28,12 +30,20 @@ public:
     void run(const KvCache& cache, int layer, const float* q, const TokenPlace* places,
              int n_tokens, int n_head, float scale, float* out, ThreadPool& pool);
 
-private:
-    void one_head(const KvCache& cache, int layer, const float* q, TokenPlace place, int kv_head,
-                  float scale, float* out, int worker);
+  private:
+    // Heads [h0, h0 + n) of one token, all reading KV head kv_head: their queries are the
+    // columns of one tile over the keys, their weights the columns of one tile over the values.
+    void head_group(const KvCache& cache, int layer, const float* q, TokenPlace place, int kv_head,
+                    int n, float scale, float* out, int worker);
+
+    struct Scratch {
+        std::vector<uint8_t> query;    // max_group × head_dim values in the cache type
+        std::vector<float> scores;     // max_group × n_ctx
+        std::vector<uint8_t> weights;  // max_group × n_ctx values in the cache type
+    };
     int n_ctx_;
-    std::vector<std::vector<float>> scores_;  // per worker: n_ctx
-    std::vector<std::vector<float>> query_;   // per worker: head_dim (f16-rounded query)
+    int head_dim_;
+    std::vector<Scratch> scratch_;  // per worker
 };
 
 }  // namespace tandem

@@ -16,10 +16,14 @@ KvCache::KvCache(const KvShape& shape, KvType type) : shape_(shape), type_(type)
     const size_t positions = static_cast<size_t>(shape.n_layer) * shape.n_seq * shape.n_ctx;
     try {
         k_.resize(positions * k_position_bytes());
-        v_.resize(positions * v_position_bytes());
+        v_.resize(positions * static_cast<size_t>(shape.n_kv_head) * shape.head_dim_v *
+                  value_bytes());
     } catch (const std::bad_alloc&) {
         fail("kv cache: cannot allocate {} MiB for {} positions x {} sequences (lower --ctx)",
-             (positions * (k_position_bytes() + v_position_bytes())) >> 20, shape.n_ctx, shape.n_seq);
+             (positions * static_cast<size_t>(shape.n_kv_head) *
+              (shape.head_dim_k + shape.head_dim_v) * value_bytes()) >>
+                 20,
+             shape.n_ctx, shape.n_seq);
     }
 }
 
@@ -35,11 +39,19 @@ void store(uint8_t* dst, const float* values, size_t n, KvType type) {
 }  // namespace
 
 void KvCache::store_k(int layer, int seq, int pos, const float* values) {
-    store(k(layer, seq, pos), values, static_cast<size_t>(shape_.n_kv_head) * shape_.head_dim_k, type_);
+    store(k(layer, seq, pos), values, static_cast<size_t>(shape_.n_kv_head) * shape_.head_dim_k,
+          type_);
 }
 
 void KvCache::store_v(int layer, int seq, int pos, const float* values) {
-    store(v(layer, seq, pos), values, static_cast<size_t>(shape_.n_kv_head) * shape_.head_dim_v, type_);
+    // Transposed: value d of a head goes to row d of that head, column pos.
+    for (int h = 0; h < shape_.n_kv_head; ++h) {
+        uint8_t* base =
+            v_.data() + v_offset(layer, seq, h) + static_cast<size_t>(pos) * value_bytes();
+        const float* x = values + static_cast<size_t>(h) * shape_.head_dim_v;
+        for (int d = 0; d < shape_.head_dim_v; ++d)
+            store(base + d * v_row_bytes(), x + d, 1, type_);
+    }
 }
 
 }  // namespace tandem

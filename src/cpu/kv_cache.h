@@ -1,5 +1,7 @@
 // The key/value cache: for every layer, sequence slot and position, the keys and values of all
-// KV heads, stored as f16 (llama.cpp's default) or f32.
+// KV heads, stored as f16 (llama.cpp's default) or f32. Keys are stored by position (a key is
+// a row of the q·K dot products); values transposed, per KV head one row of positions per
+// dimension (a row of the softmax·V dot products), as llama.cpp's cache without flash attention.
 #pragma once
 
 #include <cstddef>
@@ -12,15 +14,15 @@ enum class KvType { kF16, kF32 };
 
 struct KvShape {
     int n_layer = 0;
-    int n_seq = 1;     // independent sequences (server slots)
-    int n_ctx = 0;     // positions per sequence
+    int n_seq = 1;  // independent sequences (server slots)
+    int n_ctx = 0;  // positions per sequence
     int n_kv_head = 0;
     int head_dim_k = 0;
     int head_dim_v = 0;
 };
 
 class KvCache {
-public:
+  public:
     KvCache(const KvShape& shape, KvType type);
 
     const KvShape& shape() const { return shape_; }
@@ -28,22 +30,36 @@ public:
     size_t bytes() const { return k_.size() + v_.size(); }
     size_t value_bytes() const { return type_ == KvType::kF16 ? 2 : 4; }
 
-    // All KV heads of one position: n_kv_head × head_dim values.
-    uint8_t* k(int layer, int seq, int pos) { return k_.data() + offset(layer, seq, pos, shape_.head_dim_k); }
-    uint8_t* v(int layer, int seq, int pos) { return v_.data() + offset(layer, seq, pos, shape_.head_dim_v); }
-    const uint8_t* k(int layer, int seq, int pos) const { return k_.data() + offset(layer, seq, pos, shape_.head_dim_k); }
-    const uint8_t* v(int layer, int seq, int pos) const { return v_.data() + offset(layer, seq, pos, shape_.head_dim_v); }
-    size_t k_position_bytes() const { return static_cast<size_t>(shape_.n_kv_head) * shape_.head_dim_k * value_bytes(); }
-    size_t v_position_bytes() const { return static_cast<size_t>(shape_.n_kv_head) * shape_.head_dim_v * value_bytes(); }
-
+    // All KV heads of one position: n_kv_head × head_dim_k values.
+    uint8_t* k(int layer, int seq, int pos) { return k_.data() + k_offset(layer, seq, pos); }
+    const uint8_t* k(int layer, int seq, int pos) const {
+        return k_.data() + k_offset(layer, seq, pos);
+    }
+    // The keys of one KV head: position j at k_head(...) + j * k_position_bytes().
+    const uint8_t* k_head(int layer, int seq, int kv_head) const {
+        return k(layer, seq, 0) + static_cast<size_t>(kv_head) * shape_.head_dim_k * value_bytes();
+    }
+    size_t k_position_bytes() const {
+        return static_cast<size_t>(shape_.n_kv_head) * shape_.head_dim_k * value_bytes();
+    }
+    // The values of one KV head, transposed: dimension d of position j at
+    // v_head(...) + d * v_row_bytes() + j * value_bytes().
+    const uint8_t* v_head(int layer, int seq, int kv_head) const {
+        return v_.data() + v_offset(layer, seq, kv_head);
+    }
+    size_t v_row_bytes() const { return static_cast<size_t>(shape_.n_ctx) * value_bytes(); }
     // Stores n_kv_head × head_dim f32 values, converted to the cache type.
     void store_k(int layer, int seq, int pos, const float* values);
     void store_v(int layer, int seq, int pos, const float* values);
 
-private:
-    size_t offset(int layer, int seq, int pos, int head_dim) const {
-        size_t per_pos = static_cast<size_t>(shape_.n_kv_head) * head_dim * value_bytes();
-        return ((static_cast<size_t>(layer) * shape_.n_seq + seq) * shape_.n_ctx + pos) * per_pos;
+  private:
+    size_t k_offset(int layer, int seq, int pos) const {
+        return ((static_cast<size_t>(layer) * shape_.n_seq + seq) * shape_.n_ctx + pos) *
+               k_position_bytes();
+    }
+    size_t v_offset(int layer, int seq, int kv_head) const {
+        return ((static_cast<size_t>(layer) * shape_.n_seq + seq) * shape_.n_kv_head + kv_head) *
+               shape_.head_dim_v * v_row_bytes();
     }
     KvShape shape_;
     KvType type_;

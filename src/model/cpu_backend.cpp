@@ -22,7 +22,8 @@ CpuBackend::CpuBackend(const Model& model, ThreadPool& pool, const CpuBackendOpt
       c_(model.config()),
       pool_(pool),
       kv_(kv_shape(model.config(), o), o.kv_type),
-      attention_(pool.size(), o.n_ctx, std::max(model.config().head_dim_k, model.config().head_dim_v)),
+      attention_(pool.size(), o.n_ctx, std::max(model.config().head_dim_k, model.config().head_dim_v),
+                 std::max(1, model.config().n_head / std::max(1, model.config().n_head_kv))),
       rope_(model.config().rope),
       rope_cache_(pool.size(), std::vector<float>(model.config().rope.n_dims + 2)) {
     int64_t widest = std::max<int64_t>({c_.n_embd, int64_t{c_.n_head} * c_.head_dim_v, c_.n_ff});
