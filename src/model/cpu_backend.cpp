@@ -22,16 +22,19 @@ CpuBackend::CpuBackend(const Model& model, ThreadPool& pool, const CpuBackendOpt
       c_(model.config()),
       pool_(pool),
       kv_(kv_shape(model.config(), o), o.kv_type),
-      attention_(pool.size(), o.n_ctx, std::max(model.config().head_dim_k, model.config().head_dim_v),
+      attention_(pool.size(), o.n_ctx,
+                 std::max(model.config().head_dim_k, model.config().head_dim_v),
                  std::max(1, model.config().n_head / std::max(1, model.config().n_head_kv))),
       rope_(model.config().rope),
       rope_cache_(pool.size(), std::vector<float>(model.config().rope.n_dims + 2)) {
     int64_t widest = std::max<int64_t>({c_.n_embd, int64_t{c_.n_head} * c_.head_dim_v, c_.n_ff});
     activations_.reserve(o.max_batch, widest);
+    matmul_jobs_.reserve(8);
     if (c_.is_moe()) {
         std::vector<MoeLayer> layers;
         for (const LayerWeights& L : model.weights().layers) layers.push_back(L.experts);
-        moe_ = std::make_unique<MoeExecutor>(std::move(layers), o.max_batch, c_.n_expert_used, pool);
+        moe_ =
+            std::make_unique<MoeExecutor>(std::move(layers), o.max_batch, c_.n_expert_used, pool);
         routing_ = {c_.n_expert, c_.n_expert_used, c_.expert_weights_norm, c_.expert_weights_scale};
         router_logits_.resize(static_cast<size_t>(o.max_batch) * c_.n_expert);
         routes_.resize(static_cast<size_t>(o.max_batch) * c_.n_expert_used);
@@ -39,7 +42,8 @@ CpuBackend::CpuBackend(const Model& model, ThreadPool& pool, const CpuBackendOpt
 }
 
 void CpuBackend::embed(const WeightMatrix& table, const int32_t* tokens, Act out) {
-    for (int t = 0; t < out.rows; ++t) table.format->dequantize_row(table.row(tokens[t]), out.row(t), out.cols);
+    for (int t = 0; t < out.rows; ++t)
+        table.format->dequantize_row(table.row(tokens[t]), out.row(t), out.cols);
 }
 
 void CpuBackend::rms_norm(Act x, const std::vector<float>& w, float eps, Act out) {
@@ -58,11 +62,15 @@ void CpuBackend::rms_norm_heads(Act x, int head_dim, const std::vector<float>& w
 
 void CpuBackend::matmul(Act in, std::initializer_list<MatmulTarget> targets) {
     activations_.reset(in.data, static_cast<size_t>(in.stride), in.rows, in.cols);
+    // The input converted once per format, then every product in one job of the pool.
+    std::vector<MatmulJob>& jobs = matmul_jobs_;
+    jobs.clear();
     for (const MatmulTarget& target : targets) {
         const WeightMatrix& w = *target.weight;
         const ActivationRows& rows = activations_.get(w.format->dot_type, &pool_);
-        tandem::matmul(w, rows, target.out.data, static_cast<size_t>(target.out.stride), pool_);
+        jobs.push_back({&w, &rows, target.out.data, static_cast<size_t>(target.out.stride)});
     }
+    matmul_group(jobs, pool_);
 }
 
 void CpuBackend::add_bias(Act x, const std::vector<float>& bias) {
@@ -70,15 +78,18 @@ void CpuBackend::add_bias(Act x, const std::vector<float>& bias) {
 }
 
 void CpuBackend::rope(Act x, int n_heads, int head_dim, const TokenPlace* places) {
-    for (int t = 0; t < x.rows; ++t) rope_.apply(x.row(t), n_heads, head_dim, places[t].pos, rope_cache_[0].data());
+    for (int t = 0; t < x.rows; ++t)
+        rope_.apply(x.row(t), n_heads, head_dim, places[t].pos, rope_cache_[0].data());
 }
 
 void CpuBackend::store_kv(int layer, Act k, Act v, const TokenPlace* places) {
     for (int t = 0; t < k.rows; ++t) {
         const TokenPlace p = places[t];
         if (p.seq < 0 || p.seq >= kv_.shape().n_seq || p.pos < 0 || p.pos >= kv_.shape().n_ctx) {
-            fail("token at sequence {} position {} is outside the KV cache ({} sequences x {} positions)", p.seq,
-                 p.pos, kv_.shape().n_seq, kv_.shape().n_ctx);
+            fail(
+                "token at sequence {} position {} is outside the KV cache ({} sequences x {} "
+                "positions)",
+                p.seq, p.pos, kv_.shape().n_seq, kv_.shape().n_ctx);
         }
         kv_.store_k(layer, p.seq, p.pos, k.row(t));
         kv_.store_v(layer, p.seq, p.pos, v.row(t));
@@ -90,7 +101,8 @@ void CpuBackend::attention(int layer, Act q, const TokenPlace* places, Act out) 
 }
 
 void CpuBackend::glu(GluKind kind, Act gate, Act up, Act out) {
-    for (int t = 0; t < gate.rows; ++t) tandem::glu(kind, gate.row(t), up.row(t), gate.cols, out.row(t));
+    for (int t = 0; t < gate.rows; ++t)
+        tandem::glu(kind, gate.row(t), up.row(t), gate.cols, out.row(t));
 }
 
 void CpuBackend::add(Act y, Act x) {
@@ -102,10 +114,12 @@ void CpuBackend::moe(int layer, Act in, Act out) {
     const int n = in.rows;
     Act logits{router_logits_.data(), n, c_.n_expert, c_.n_expert};
     matmul(in, {{&L.router, logits}});
-    for (int t = 0; t < n; ++t) route_experts(routing_, logits.row(t), routes_.data() + t * c_.n_expert_used);
+    for (int t = 0; t < n; ++t)
+        route_experts(routing_, logits.row(t), routes_.data() + t * c_.n_expert_used);
     moe_->submit(layer, in.data, n, routes_.data());
     const float* result = moe_->wait();
-    for (int t = 0; t < n; ++t) std::memcpy(out.row(t), result + t * in.cols, sizeof(float) * in.cols);
+    for (int t = 0; t < n; ++t)
+        std::memcpy(out.row(t), result + t * in.cols, sizeof(float) * in.cols);
 }
 
 void CpuBackend::gather_rows(Act x, const std::vector<int>& rows, Act out) {

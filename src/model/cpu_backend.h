@@ -9,6 +9,7 @@
 #include "cpu/activation_rows.h"
 #include "cpu/attention.h"
 #include "cpu/kv_cache.h"
+#include "cpu/matmul.h"
 #include "cpu/moe_executor.h"
 #include "cpu/moe_routing.h"
 #include "cpu/rope.h"
@@ -25,7 +26,7 @@ struct CpuBackendOptions {
 };
 
 class CpuBackend final : public Ops {
-public:
+  public:
     CpuBackend(const Model& model, ThreadPool& pool, const CpuBackendOptions& options);
 
     KvCache& kv_cache() { return kv_; }
@@ -44,7 +45,7 @@ public:
     void moe(int layer, Act in, Act out) override;
     void gather_rows(Act x, const std::vector<int>& rows, Act out) override;
 
-private:
+  private:
     const Model& model_;
     const ModelConfig& c_;
     ThreadPool& pool_;
@@ -54,9 +55,10 @@ private:
     ActivationSet activations_;
     std::unique_ptr<MoeExecutor> moe_;
     RoutingParams routing_;
-    std::vector<float> router_logits_;     // [max_batch × n_expert]
-    std::vector<Route> routes_;            // [max_batch × top_k]
+    std::vector<float> router_logits_;            // [max_batch × n_expert]
+    std::vector<Route> routes_;                   // [max_batch × top_k]
     std::vector<std::vector<float>> rope_cache_;  // per worker: n_dims
+    std::vector<MatmulJob> matmul_jobs_;          // the products of one matmul() call
 };
 
 }  // namespace tandem
