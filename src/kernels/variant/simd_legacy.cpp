@@ -353,13 +353,21 @@ struct LegacyLanes {
                     const bool here = h == 0 || two;
                     col.d[h] = here ? fp16(ab) : 0.0f;
                     col.s[h] = here && kQ8_1 ? fp16(ab + 2) : 0.0f;
-                    for (int g = 0; g < kSeg / 2; ++g) {
-                        int sum = 0;
-                        const auto* q =
-                            reinterpret_cast<const int8_t*>(ab + kActQs) + g * 64 / kSeg;
-                        if (here) {
-                            for (int j = 0; j < 64 / kSeg; ++j) sum += q[j];
+                    // Sums of the 16-value halves of the block (vpmaddubsw with ones).
+                    int sums[2] = {0, 0};
+                    if (here) {
+                        for (int half = 0; half < 2; ++half) {
+                            const __m128i x = _mm_loadu_si128(
+                                reinterpret_cast<const __m128i*>(ab + kActQs + 16 * half));
+                            __m128i t = _mm_madd_epi16(_mm_maddubs_epi16(_mm_set1_epi8(1), x),
+                                                       _mm_set1_epi16(1));
+                            t = _mm_add_epi32(t, _mm_unpackhi_epi64(t, t));
+                            sums[half] =
+                                _mm_cvtsi128_si32(_mm_add_epi32(t, _mm_shuffle_epi32(t, 1)));
                         }
+                    }
+                    for (int g = 0; g < kSeg / 2; ++g) {
+                        const int sum = kSeg == 2 ? sums[0] + sums[1] : sums[g];
                         col.bias[h * kSeg / 2 + g] = -T::kBias * sum;
                     }
                 }
@@ -489,8 +497,11 @@ void LegacyTile<T, C>::run(int64_t k, const uint8_t* w, size_t w_stride, int n_r
                            const uint8_t* a, size_t a_stride, float* out, size_t out_stride) {
 #if defined(TANDEM_SIMD_ZMM) && defined(__AVX512VNNI__)
     if constexpr (kUseLanes<T, C>) {
-        LegacyLanes<T, C>::run(k, w, w_stride, n_rows, a, a_stride, out, out_stride);
-        return;
+        // (Fewer than 16 rows would mostly compute padding.)
+        if (n_rows >= 16) {
+            LegacyLanes<T, C>::run(k, w, w_stride, n_rows, a, a_stride, out, out_stride);
+            return;
+        }
     }
 #endif
     run_tiles(k, w, w_stride, n_rows, a, a_stride, out, out_stride);
