@@ -37,6 +37,10 @@ struct Speeds {
     double prompt_tps = 0, decode_tps = 0;
 };
 
+// Per-token decode latencies of every run (their median is robust to the odd slow token on a
+// shared machine; the tokens/s of the table are totals, as llama_logits --bench reports).
+std::vector<double> g_token_seconds;
+
 int32_t argmax(std::span<const float> logits) {
     return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
 }
@@ -48,7 +52,13 @@ Speeds run_once(Session& session, const std::vector<int32_t>& prompt, int gen) {
     const double t0 = now_seconds();
     int32_t token = argmax(session.feed(prompt));
     const double t1 = now_seconds();
-    for (int i = 0; i < gen; ++i) token = argmax(session.feed(std::span<const int32_t>(&token, 1)));
+    double t = t1;
+    for (int i = 0; i < gen; ++i) {
+        token = argmax(session.feed(std::span<const int32_t>(&token, 1)));
+        const double now = now_seconds();
+        g_token_seconds.push_back(now - t);
+        t = now;
+    }
     const double t2 = now_seconds();
     return {prompt.size() / (t1 - t0), gen / std::max(t2 - t1, 1e-9)};
 }
@@ -110,6 +120,7 @@ void run_bench(const BenchModelOptions& o) {
 
     Session session(*m.model, *m.pool, so);
     run_once(session, prompt, 1);  // warm-up: page faults, first touches
+    g_token_seconds.clear();
     std::vector<double> prompt_tps, decode_tps;
     for (int i = 0; i < o.runs; ++i) {
         const Speeds s = run_once(session, prompt, o.gen);
@@ -133,7 +144,8 @@ void run_bench(const BenchModelOptions& o) {
                               {"runs", o.runs},
                               {"kv_type", o.model.kv_type},
                               {"prompt_tps", ours.prompt_tps},
-                              {"decode_tps", ours.decode_tps}};
+                              {"decode_tps", ours.decode_tps},
+                              {"decode_token_ms_median", 1e3 * median(g_token_seconds)}};
         if (llama.ok) {
             doc["llama_prompt_tps"] = llama.median.prompt_tps;
             doc["llama_decode_tps"] = llama.median.decode_tps;
