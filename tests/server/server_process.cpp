@@ -5,9 +5,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <fstream>
 #include <mutex>
-#include <regex>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
@@ -27,6 +27,19 @@ std::string read_file(const std::string& path) {
 void write_file(const std::string& path, const std::string& text) {
     std::ofstream out(path, std::ios::binary);
     out << text;
+}
+
+// The port of the first "listening on http://HOST:PORT" line, or -1.
+int listening_port(const std::string& log) {
+    static const std::string kMarker = "listening on http://";
+    const size_t at = log.find(kMarker);
+    if (at == std::string::npos) return -1;
+    const size_t colon = log.find(':', at + kMarker.size());
+    if (colon == std::string::npos) return -1;
+    size_t end = colon + 1;
+    while (end < log.size() && std::isdigit(static_cast<unsigned char>(log[end]))) ++end;
+    if (end == colon + 1 || end == log.size()) return -1;  // the line may still be being written
+    return std::stoi(log.substr(colon + 1, end - colon - 1));
 }
 
 }  // namespace
@@ -72,15 +85,10 @@ ServerProcess::ServerProcess(const std::vector<std::string>& args, bool wait_rea
         _exit(127);
     }
     // The port is in the "listening on http://HOST:PORT" log line.
-    const std::regex listening(R"(listening on http://[^:]+:(\d+))");
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
     while (std::chrono::steady_clock::now() < deadline && running()) {
-        std::smatch m;
-        const std::string text = log();
-        if (std::regex_search(text, m, listening)) {
-            port_ = std::stoi(m[1]);
-            break;
-        }
+        port_ = listening_port(log());
+        if (port_ > 0) break;
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
     if (port_ < 0) {
