@@ -89,7 +89,7 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain,
     if (n <= 0) return;
     grain = std::max<int64_t>(1, grain);
     if (n_threads_ == 1 || n <= grain) {
-        body(0, n, 0);
+        for (int64_t begin = 0; begin < n; begin += grain) body(begin, std::min(n, begin + grain), 0);
         return;
     }
     std::atomic<int64_t> next{0};

@@ -1,0 +1,72 @@
+// The thread pool: every index of a parallel_for is visited exactly once, every worker runs a
+// job, barriers separate phases, start()/wait() overlap the caller's own work.
+#include "base/thread_pool.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <vector>
+
+namespace tandem {
+namespace {
+
+TEST(ThreadPool, ParallelForVisitsEveryIndexOnce) {
+    for (int threads : {1, 2, 3, 5}) {
+        ThreadPool pool(threads);
+        ASSERT_EQ(pool.size(), threads);
+        for (int64_t n : {0, 1, 7, 64, 1000}) {
+            for (int64_t grain : {1, 3, 64}) {
+                std::vector<std::atomic<int>> seen(static_cast<size_t>(n));
+                pool.parallel_for(n, grain, [&](int64_t b, int64_t e, int worker) {
+                    ASSERT_LE(e - b, grain);
+                    ASSERT_GE(worker, 0);
+                    ASSERT_LT(worker, threads);
+                    for (int64_t i = b; i < e; ++i) seen[static_cast<size_t>(i)]++;
+                });
+                for (int64_t i = 0; i < n; ++i) {
+                    ASSERT_EQ(seen[static_cast<size_t>(i)].load(), 1)
+                        << "index " << i << " of " << n << ", grain " << grain << ", " << threads
+                        << " threads";
+                }
+            }
+        }
+    }
+}
+
+TEST(ThreadPool, RunCallsEveryWorkerOnce) {
+    ThreadPool pool(4);
+    for (int round = 0; round < 100; ++round) {
+        std::vector<std::atomic<int>> calls(4);
+        pool.run([&](int worker) { calls[static_cast<size_t>(worker)]++; });
+        for (int w = 0; w < 4; ++w) ASSERT_EQ(calls[static_cast<size_t>(w)].load(), 1);
+    }
+}
+
+TEST(ThreadPool, BarrierSeparatesPhases) {
+    ThreadPool pool(3);
+    std::atomic<int> arrived{0};
+    std::atomic<int> wrong{0};
+    pool.run([&](int) {
+        for (int phase = 1; phase <= 50; ++phase) {
+            arrived++;
+            pool.barrier();
+            // Everyone has arrived for this phase and nobody has started the next.
+            if (arrived.load() != 3 * phase) wrong++;
+            pool.barrier();
+        }
+    });
+    EXPECT_EQ(wrong.load(), 0);
+}
+
+TEST(ThreadPool, StartAndWaitOverlapTheCaller) {
+    ThreadPool pool(2);
+    std::atomic<int> sum{0};
+    pool.start([&](int worker) { sum += worker + 1; });
+    EXPECT_TRUE(pool.busy());
+    pool.wait();  // runs worker 0 on this thread
+    EXPECT_FALSE(pool.busy());
+    EXPECT_EQ(sum.load(), 1 + 2);
+}
+
+}  // namespace
+}  // namespace tandem
