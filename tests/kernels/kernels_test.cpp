@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "formats/format_table.h"
 #include "kernels/kernel_table.h"
 #include "kernels/variant_reference.h"
@@ -173,6 +175,64 @@ TEST_P(KernelVariantTest, DotTilesMatchReference) {
     }
     std::printf("[ %s ] worst |d| / sum|terms| = %.2e (%s)\n", variant_->name.data(), worst,
                 worst_where.c_str());
+}
+
+// Batch invariance: a column's result is bit for bit the same whatever tile it is computed in
+// (C = 1..8, any position in the tile), so batched decode gives each sequence exactly what it
+// would get alone. Integer work may be shared between columns; the float steps of one column
+// may not depend on the others.
+// The first column whose result in some tile differs from its result alone, or "".
+std::string first_tile_dependence(const DotTileFn dot, const FormatTraits& f) {
+    uint64_t seed = 100;
+    for (int64_t k : row_lengths(f.block_size)) {
+        constexpr int kRows = 37, kCols = 2 * kMaxTileCols;
+        const Case c = make_case(f, k, kRows, kCols, seed++);
+        const size_t out_stride = kRows;
+        for (int n_rows : {1, 5, kRows}) {
+            std::vector<float> solo(out_stride * kCols);
+            for (int col = 0; col < kCols; ++col) {
+                dot(k, c.w.data(), c.w_stride, n_rows, c.a.data() + col * c.a_stride, c.a_stride,
+                    1, solo.data() + col * out_stride, out_stride);
+            }
+            for (int n_cols = 2; n_cols <= kMaxTileCols; ++n_cols) {
+                for (int first : {0, 3, kCols - n_cols}) {
+                    std::vector<float> got(out_stride * n_cols);
+                    dot(k, c.w.data(), c.w_stride, n_rows, c.a.data() + first * c.a_stride,
+                        c.a_stride, n_cols, got.data(), out_stride);
+                    for (int col = 0; col < n_cols; ++col) {
+                        for (int r = 0; r < n_rows; ++r) {
+                            const float alone = solo[(first + col) * out_stride + r];
+                            const float tiled = got[col * out_stride + r];
+                            if (std::memcmp(&alone, &tiled, sizeof(float)) != 0) {
+                                return fmt::format(
+                                    "{} k={} n_rows={}: column {} row {} alone {:.9g}, in a "
+                                    "tile of {} from column {} {:.9g}",
+                                    f.name, k, n_rows, first + col, r, alone, n_cols, first,
+                                    tiled);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    return "";
+}
+
+// Batch invariance: a column's result is bit for bit the same whatever tile it is computed in
+// (C = 1..8, any position in the tile), so batched decode gives each sequence exactly what it
+// would get alone. Integer work may be shared between columns; the float steps of one column
+// may not depend on the others.
+TEST_P(KernelVariantTest, ColumnsAreIndependentOfTheirTile) {
+    std::string failures;
+    for (const FormatTraits& f : all_formats()) {
+        if (f.ref_dot == nullptr) continue;
+        const DotTileFn dot = table_->dot[type_id(f.type)];
+        ASSERT_NE(dot, nullptr) << f.name;
+        const std::string failure = first_tile_dependence(dot, f);
+        if (!failure.empty()) failures += "\n  " + failure;
+    }
+    EXPECT_TRUE(failures.empty()) << variant_->name << ":" << failures;
 }
 
 // Inputs that exercise rounding and edge cases: random values of several magnitudes, an

@@ -195,8 +195,12 @@ inline VF cvt(V v) {
 inline VF mul(VF a, VF b) {
     return {_mm512_mul_ps(a.x, b.x)};
 }
-inline FAcc fma_acc(FAcc acc, VF a, VF b) {
-    return _mm512_fmadd_ps(a.x, b.x, acc);
+inline VF fma_vf(VF a, VF b, VF c) {
+    return {_mm512_fmadd_ps(a.x, b.x, c.x)};
+}
+// acc + x: one add on the accumulator's dependency chain.
+inline FAcc add_acc(FAcc acc, VF x) {
+    return _mm512_add_ps(acc, x.x);
 }
 inline FAcc facc_zero() {
     return _mm512_setzero_ps();
@@ -227,17 +231,6 @@ inline VF quarters(__m128 s) {
 }
 inline __m256 fold(FAcc a) {
     return _mm256_add_ps(_mm512_castps512_ps256(a), _mm512_extractf32x8_ps(a, 1));
-}
-// acc + cvt(i) * lane 0 of f.
-inline FAcc fma_bcast(FAcc acc, Acc i, __m128 f) {
-    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(i), _mm512_broadcastss_ps(f), acc);
-}
-// a minus b in the low 8 int32 lanes.
-inline Acc sub_low(Acc a, __m256i b) {
-    return _mm512_sub_epi32(a, _mm512_zextsi256_si512(b));
-}
-inline FAcc facc_of(__m256 x) {
-    return _mm512_zextps256_ps512(x);
 }
 inline __m256i fold(Acc a) {
     return _mm256_add_epi32(_mm512_castsi512_si256(a), _mm512_extracti64x4_epi64(a, 1));
@@ -379,8 +372,12 @@ inline VF cvt(V v) {
 inline VF mul(VF a, VF b) {
     return {_mm256_mul_ps(a.lo, b.lo), _mm256_mul_ps(a.hi, b.hi)};
 }
-inline FAcc fma_acc(FAcc acc, VF a, VF b) {
-    return _mm256_fmadd_ps(a.hi, b.hi, _mm256_fmadd_ps(a.lo, b.lo, acc));
+inline VF fma_vf(VF a, VF b, VF c) {
+    return {_mm256_fmadd_ps(a.lo, b.lo, c.lo), _mm256_fmadd_ps(a.hi, b.hi, c.hi)};
+}
+// acc + x (its two halves summed first): one add on the accumulator's dependency chain.
+inline FAcc add_acc(FAcc acc, VF x) {
+    return _mm256_add_ps(acc, _mm256_add_ps(x.lo, x.hi));
 }
 inline FAcc facc_zero() {
     return _mm256_setzero_ps();
@@ -407,15 +404,6 @@ inline VF quarters(__m128 s) {
 }
 inline __m256 fold(FAcc a) {
     return a;
-}
-inline FAcc fma_bcast(FAcc acc, Acc i, __m128 f) {
-    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(i), _mm256_broadcastss_ps(f), acc);
-}
-inline Acc sub_low(Acc a, __m256i b) {
-    return _mm256_sub_epi32(a, b);
-}
-inline FAcc facc_of(__m256 x) {
-    return x;
 }
 inline __m256i fold(Acc a) {
     return a;
@@ -469,6 +457,14 @@ inline float hsum(FAcc a) {
     x = _mm_add_ps(x, _mm_movehl_ps(x, x));
     x = _mm_add_ss(x, _mm_movehdup_ps(x));
     return _mm_cvtss_f32(x);
+}
+
+// Sum of 8 int32 lanes.
+inline int hsum_i32(__m256i v) {
+    __m128i x = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    x = _mm_add_epi32(x, _mm_unpackhi_epi64(x, x));
+    x = _mm_add_epi32(x, _mm_shuffle_epi32(x, 1));
+    return _mm_cvtsi128_si32(x);
 }
 
 // Lane c of the result = sum of the 8 int32 lanes of v[c], for c < kN (kN <= 8). Forced inline:

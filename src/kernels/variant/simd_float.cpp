@@ -23,6 +23,9 @@ inline F fma(F a, F b, F c) {
 inline F fadd(F a, F b) {
     return _mm512_add_ps(a, b);
 }
+inline F fmul(F a, F b) {
+    return _mm512_mul_ps(a, b);
+}
 inline F fload(const float* p) {
     return _mm512_load_ps(p);
 }
@@ -62,6 +65,9 @@ inline F fma(F a, F b, F c) {
 inline F fadd(F a, F b) {
     return _mm256_add_ps(a, b);
 }
+inline F fmul(F a, F b) {
+    return _mm256_mul_ps(a, b);
+}
 inline F fload(const float* p) {
     return _mm256_load_ps(p);
 }
@@ -91,12 +97,21 @@ struct LoadBf16 {
 };
 #endif
 
-// One step: kLanes values of every row and column, both converted to f32.
+// The arithmetic of one column, the same whatever the tile (so batched rows get exactly what
+// they would get alone): the steps go in groups of kGroup = 4; a group's products make two terms
+// (x0 y0 + x1 y1 and x2 y2 + x3 y3, each a multiply and an FMA), which are added together and
+// then to the column's accumulator. Successive groups are independent until that last add, so
+// they overlap in the pipeline without several accumulators per column. The last values are
+// zero-padded to a whole group.
+constexpr int kGroup = 4;
+
+// One step: kLanes values of every row and column, both converted to f32; kFirst starts a term.
 template <typename Load, int R, int C>
 struct Widen {
     static constexpr int kStep = kLanes;
     static constexpr int kBytes = Load::kBytes;
-    static void step(const uint8_t* const* w, const uint8_t* const* a, F (&acc)[R][C]) {
+    template <bool kFirst>
+    static void step(const uint8_t* const* w, const uint8_t* const* a, F (&t)[R][C]) {
         F x[R];
         TANDEM_UNROLL
         for (int r = 0; r < R; ++r) x[r] = Load::load(w[r]);
@@ -104,7 +119,7 @@ struct Widen {
         for (int c = 0; c < C; ++c) {
             const F y = Load::load(a[c]);
             TANDEM_UNROLL
-            for (int r = 0; r < R; ++r) acc[r][c] = fma(x[r], y, acc[r][c]);
+            for (int r = 0; r < R; ++r) t[r][c] = kFirst ? fmul(x[r], y) : fma(x[r], y, t[r][c]);
         }
     }
 };
@@ -118,7 +133,8 @@ struct Bf16Pairs {
     static __m512bh load(const uint8_t* p) {
         return reinterpret_cast<__m512bh>(_mm512_loadu_si512(p));
     }
-    static void step(const uint8_t* const* w, const uint8_t* const* a, F (&acc)[R][C]) {
+    template <bool kFirst>
+    static void step(const uint8_t* const* w, const uint8_t* const* a, F (&t)[R][C]) {
         __m512bh x[R];
         TANDEM_UNROLL
         for (int r = 0; r < R; ++r) x[r] = load(w[r]);
@@ -126,7 +142,8 @@ struct Bf16Pairs {
         for (int c = 0; c < C; ++c) {
             const __m512bh y = load(a[c]);
             TANDEM_UNROLL
-            for (int r = 0; r < R; ++r) acc[r][c] = _mm512_dpbf16_ps(acc[r][c], x[r], y);
+            for (int r = 0; r < R; ++r)
+                t[r][c] = _mm512_dpbf16_ps(kFirst ? fzero() : t[r][c], x[r], y);
         }
     }
 };
@@ -134,10 +151,11 @@ template <typename, int R, int C>
 using Bf16Step = Bf16Pairs<R, C>;
 #endif
 
+// Rows per small-matmul tile: accumulators and terms (3 R C registers) must fit.
 constexpr int float_rows(int cols) {
     if (cols == 1) return 1;
-    if (simd::kRegisters >= 32) return cols <= 4 ? 4 : 2;
-    return cols <= 2 ? 4 : (cols <= 4 ? 2 : 1);
+    if (simd::kRegisters >= 32) return cols <= 2 ? 4 : (cols <= 4 ? 2 : 1);
+    return 1;
 }
 
 template <template <typename, int, int> class Step, typename Load>
@@ -146,7 +164,7 @@ struct FloatTileOf {
     struct Tile {
         static constexpr int R = float_rows(C);
         using S = Step<Load, R, C>;
-
+        static constexpr int kStepBytes = S::kStep * S::kBytes;
         // Matvecs of 16-bit floats convert the activation once per call, not once per row.
         static constexpr bool kConvertColumn = C == 1 && Load::kBytes == 2 && S::kStep == kLanes;
 
@@ -163,59 +181,129 @@ struct FloatTileOf {
                               });
         }
 
+        // One group of kGroup steps at w and y (which then advance past it): two terms of two
+        // steps each, added, then added to the accumulator.
+        template <int kR, int kC>
+        TANDEM_ALWAYS_INLINE static void group(const uint8_t** w, const uint8_t** y,
+                                               F (&acc)[kR][kC]) {
+            F t01[kR][kC], t23[kR][kC];
+            step_at<true>(0, w, y, t01);
+            step_at<false>(1, w, y, t01);
+            step_at<true>(2, w, y, t23);
+            step_at<false>(3, w, y, t23);
+            TANDEM_UNROLL
+            for (int r = 0; r < kR; ++r) {
+                w[r] += kGroup * kStepBytes;
+                TANDEM_UNROLL
+                for (int c = 0; c < kC; ++c) acc[r][c] = fadd(acc[r][c], fadd(t01[r][c], t23[r][c]));
+            }
+            TANDEM_UNROLL
+            for (int c = 0; c < kC; ++c) y[c] += kGroup * kStepBytes;
+        }
+        template <bool kFirst, int kR, int kC>
+        TANDEM_ALWAYS_INLINE static void step_at(int u, const uint8_t* const* w,
+                                                 const uint8_t* const* y, F (&t)[kR][kC]) {
+            const uint8_t* ws[kR];
+            const uint8_t* ys[kC];
+            TANDEM_UNROLL
+            for (int r = 0; r < kR; ++r) ws[r] = w[r] + u * kStepBytes;
+            TANDEM_UNROLL
+            for (int c = 0; c < kC; ++c) ys[c] = y[c] + u * kStepBytes;
+            S::template step<kFirst>(ws, ys, t);
+        }
+
+        // The last `bytes` of every row and column (less than a group), zero-padded to a group
+        // (zeros add nothing).
+        template <int kR, int kC>
+        static void last_group(int64_t bytes, const uint8_t** w, const uint8_t** y,
+                               F (&acc)[kR][kC]) {
+            if (bytes == 0) return;
+            alignas(64) uint8_t wbuf[kR][kGroup * kStepBytes];
+            alignas(64) uint8_t ybuf[kC][kGroup * kStepBytes];
+            TANDEM_UNROLL
+            for (int r = 0; r < kR; ++r) {
+                std::memset(wbuf[r], 0, sizeof(wbuf[r]));
+                std::memcpy(wbuf[r], w[r], bytes);
+                w[r] = wbuf[r];
+            }
+            TANDEM_UNROLL
+            for (int c = 0; c < kC; ++c) {
+                std::memset(ybuf[c], 0, sizeof(ybuf[c]));
+                std::memcpy(ybuf[c], y[c], bytes);
+                y[c] = ybuf[c];
+            }
+            group(w, y, acc);
+        }
+
+        // f16 / bf16 matvec: the activation converted to f32 a chunk at a time, every row's
+        // accumulator carried from chunk to chunk (chunks hold whole groups).
         static void matvec_converted(int64_t k, const uint8_t* w, size_t w_stride, int n_rows,
                                      const uint8_t* a, float* out) {
             constexpr int64_t kChunk = 4096;  // values per converted chunk (16 KiB)
-            alignas(64) float y[kChunk + kLanes];
-            alignas(64) uint8_t pad[kLanes * 2];
-            for (int64_t k0 = 0; k0 < k; k0 += kChunk) {
-                const int64_t kc = min_i64(kChunk, k - k0);
-                const int64_t n_steps = kc / kLanes, tail = kc - n_steps * kLanes;
-                for (int64_t s = 0; s < n_steps; ++s)
-                    store(y + s * kLanes, Load::load(a + 2 * (k0 + s * kLanes)));
-                if (tail > 0) {
-                    std::memset(pad, 0, sizeof(pad));
-                    std::memcpy(pad, a + 2 * (k0 + n_steps * kLanes), 2 * tail);
-                    store(y + n_steps * kLanes, Load::load(pad));
-                }
-                for (int r = 0; r < n_rows; ++r) {
-                    const uint8_t* row = w + r * w_stride + 2 * k0;
-                    F acc[4] = {fzero(), fzero(), fzero(), fzero()};
-                    int64_t s = 0;
-                    for (; s + 4 <= n_steps; s += 4) {
-                        prefetch_next_page(row + 2 * s * kLanes, 8 * kLanes);
-                        TANDEM_UNROLL
-                        for (int u = 0; u < 4; ++u) {
-                            acc[u] = fma(Load::load(row + 2 * (s + u) * kLanes),
-                                         fload(y + (s + u) * kLanes), acc[u]);
+            static_assert(kChunk % (kGroup * kLanes) == 0);
+            constexpr int kRowBlock = 64;
+            alignas(64) float y[kChunk + kGroup * kLanes];
+            alignas(64) F carried[kRowBlock];
+            for (int r0 = 0; r0 < n_rows; r0 += kRowBlock) {
+                const int rows = min_int(kRowBlock, n_rows - r0);
+                for (int64_t k0 = 0; k0 < k; k0 += kChunk) {
+                    const int64_t kc = min_i64(kChunk, k - k0);
+                    convert(a + 2 * k0, kc, y);
+                    for (int r = 0; r < rows; ++r) {
+                        F acc[1][1] = {{k0 == 0 ? fzero() : carried[r]}};
+                        matvec_chunk(w + (r0 + r) * w_stride + 2 * k0, y, kc, acc);
+                        if (k0 + kc < k) {
+                            carried[r] = acc[0][0];
+                        } else {
+                            out[r0 + r] = fsum(acc[0][0]);
                         }
                     }
-                    for (; s < n_steps; ++s)
-                        acc[0] =
-                            fma(Load::load(row + 2 * s * kLanes), fload(y + s * kLanes), acc[0]);
-                    if (tail > 0) {
-                        std::memset(pad, 0, sizeof(pad));
-                        std::memcpy(pad, row + 2 * n_steps * kLanes, 2 * tail);
-                        acc[1] = fma(Load::load(pad), fload(y + n_steps * kLanes), acc[1]);
-                    }
-                    const float sum = fsum(fadd(fadd(acc[0], acc[1]), fadd(acc[2], acc[3])));
-                    out[r] = k0 == 0 ? sum : out[r] + sum;
                 }
+            }
+        }
+        // kc values of 16-bit floats into y, zero-padded to a whole group.
+        static void convert(const uint8_t* a, int64_t kc, float* y) {
+            const int64_t n_steps = kc / kLanes, tail = kc - n_steps * kLanes;
+            for (int64_t s = 0; s < n_steps; ++s) store(y + s * kLanes, Load::load(a + 2 * s * kLanes));
+            int64_t s = n_steps;
+            if (tail > 0) {
+                alignas(64) uint8_t pad[kLanes * 2] = {};
+                std::memcpy(pad, a + 2 * n_steps * kLanes, 2 * tail);
+                store(y + s++ * kLanes, Load::load(pad));
+            }
+            for (; s % kGroup != 0; ++s) store(y + s * kLanes, fzero());
+        }
+        // One row over kc values against the converted y: the tile's groups, the same sums.
+        static void matvec_chunk(const uint8_t* row, const float* y, int64_t kc, F (&acc)[1][1]) {
+            auto group_at = [&](const uint8_t* x, const float* v) {
+                const F t01 = fma(Load::load(x + kStepBytes), fload(v + kLanes),
+                                  fmul(Load::load(x), fload(v)));
+                const F t23 = fma(Load::load(x + 3 * kStepBytes), fload(v + 3 * kLanes),
+                                  fmul(Load::load(x + 2 * kStepBytes), fload(v + 2 * kLanes)));
+                acc[0][0] = fadd(acc[0][0], fadd(t01, t23));
+            };
+            constexpr int64_t kGroupValues = kGroup * kLanes;
+            int64_t i = 0;
+            for (; i + kGroupValues <= kc; i += kGroupValues) {
+                prefetch_next_page(row, kGroup * kStepBytes);
+                group_at(row, y + i);
+                row += kGroup * kStepBytes;
+            }
+            if (i < kc) {
+                // The last values, zero-padded to a group (y is zero beyond kc).
+                alignas(64) uint8_t wbuf[kGroup * kStepBytes] = {};
+                std::memcpy(wbuf, row, (kc - i) * S::kBytes);
+                group_at(wbuf, y + i);
             }
         }
 
         static void tile(int64_t k, const uint8_t* const* rows, int n_valid, size_t ahead,
                          const uint8_t* a, size_t a_stride, float* out, size_t out_stride) {
-            // Independent accumulator sets for small tiles, so FMAs do not wait on each other.
-            constexpr int kU = R * C >= 4 ? 1 : 4;
-            F acc[kU][R][C];
+            F acc[R][C];
             TANDEM_UNROLL
-            for (auto& set : acc) {
+            for (auto& row : acc) {
                 TANDEM_UNROLL
-                for (auto& row : set) {
-                    TANDEM_UNROLL
-                    for (auto& x : row) x = fzero();
-                }
+                for (auto& x : row) x = fzero();
             }
             const uint8_t* w[R];
             const uint8_t* y[C];
@@ -223,62 +311,28 @@ struct FloatTileOf {
             for (int r = 0; r < R; ++r) w[r] = rows[r];
             TANDEM_UNROLL
             for (int c = 0; c < C; ++c) y[c] = a + c * a_stride;
-            const int64_t n_steps = k / S::kStep;
             // Rows side by side: a prefetch per line of each row (fewer, one per 128 bytes,
             // loses a third of the DRAM bandwidth); one row: one per page (tile.h), checked once
-            // per group of steps (checking every step costs a quarter of the f32 speed in L2).
-            constexpr int kStepBytes = S::kStep * S::kBytes;
-            constexpr int kPrefetchEvery = kStepBytes >= 64 ? 1 : 64 / kStepBytes;
-            auto one_step = [&](F(&set)[R][C], bool prefetch) {
+            // per group.
+            constexpr int64_t kGroupValues = kGroup * S::kStep;
+            int64_t i = 0;
+            for (; i + kGroupValues <= k; i += kGroupValues) {
                 if constexpr (R == 1) {
-                    // once per group of kU steps, in the main loop below
-                } else if (prefetch) {
-                    TANDEM_UNROLL
-                    for (int r = 0; r < R; ++r) prefetch_l2(w[r] + ahead);
+                    prefetch_next_page(w[0], kGroup * kStepBytes);
+                } else {
+                    for (int line = 0; line < kGroup * kStepBytes; line += 64) {
+                        TANDEM_UNROLL
+                        for (int r = 0; r < R; ++r) prefetch_l2(w[r] + ahead + line);
+                    }
                 }
-                S::step(w, y, set);
-                TANDEM_UNROLL
-                for (auto& p : w) p += S::kStep * S::kBytes;
-                TANDEM_UNROLL
-                for (auto& p : y) p += S::kStep * S::kBytes;
-            };
-            int64_t s = 0;
-            for (; s + kU <= n_steps; s += kU) {
-                if constexpr (R == 1) prefetch_next_page(w[0], kU * kStepBytes);
-                TANDEM_UNROLL
-                for (int u = 0; u < kU; ++u)
-                    one_step(acc[u], kPrefetchEvery == 1 || u % kPrefetchEvery == 0);
+                group(w, y, acc);
             }
-            for (; s < n_steps; ++s) {
-                if constexpr (R == 1) prefetch_next_page(w[0], kStepBytes);
-                one_step(acc[0], s % kPrefetchEvery == 0);
-            }
-            if (const int64_t tail = k - n_steps * S::kStep; tail > 0) {
-                // The last values through zero-padded copies (zeros add nothing).
-                alignas(64) uint8_t wbuf[R][S::kStep * S::kBytes];
-                alignas(64) uint8_t ybuf[C][S::kStep * S::kBytes];
-                std::memset(wbuf, 0, sizeof(wbuf));
-                std::memset(ybuf, 0, sizeof(ybuf));
-                TANDEM_UNROLL
-                for (int r = 0; r < R; ++r) {
-                    std::memcpy(wbuf[r], w[r], tail * S::kBytes);
-                    w[r] = wbuf[r];
-                }
-                TANDEM_UNROLL
-                for (int c = 0; c < C; ++c) {
-                    std::memcpy(ybuf[c], y[c], tail * S::kBytes);
-                    y[c] = ybuf[c];
-                }
-                S::step(w, y, acc[0]);
-            }
+            last_group((k - i) * S::kBytes, w, y, acc);
             TANDEM_UNROLL
             for (int c = 0; c < C; ++c) {
                 TANDEM_UNROLL
                 for (int r = 0; r < R; ++r) {
-                    F sum = acc[0][r][c];
-                    TANDEM_UNROLL
-                    for (int u = 1; u < kU; ++u) sum = fadd(sum, acc[u][r][c]);
-                    if (r < n_valid) out[c * out_stride + r] = fsum(sum);
+                    if (r < n_valid) out[c * out_stride + r] = fsum(acc[r][c]);
                 }
             }
         }

@@ -215,11 +215,11 @@ struct KTile {
         }
     }
 
-    // Matvec: per super-block, the int32 sums scaled once into a float accumulator, the mins
-    // into a second one.
+    // Matvec. Per super-block the exact int32 total of the products (and of the mins) is
+    // scaled into one float: acc += S * d * dy, acc -= M * dmin * dy, in this order, as the
+    // tiles do for each column (so a column's result does not depend on its tile).
     static float matvec_row(int64_t k, const uint8_t* row, const uint8_t* a) {
-        FAcc acc = facc_zero();
-        __m256 acc_min = _mm256_setzero_ps();
+        __m128 acc = _mm_setzero_ps();  // lane 0
         for (int64_t i = 0; i < k / 256; ++i) {
             const uint8_t* b = row + i * T::kBytes;
             prefetch_next_page(b, T::kBytes);
@@ -237,18 +237,20 @@ struct KTile {
             iacc = step_dot<T, 3>(iacc, T::template decode<3>(b), load64(y + 196),
                                   pick_scales<3, T::kSub>(sc));
             const __m128 f = _mm_mul_ps(p.dd, _mm_set1_ps(load_f32(y)));  // d * dy, dmin * dy
+            __m256i sums = fold(iacc);
             if constexpr (T::kBias != 0 || T::kMins) {
                 const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y + 260));
-                if constexpr (T::kBias != 0) iacc = sub_low(iacc, bias_sums<T>(p, bsums));
+                if constexpr (T::kBias != 0) sums = _mm256_sub_epi32(sums, bias_sums<T>(p, bsums));
+                acc = _mm_fmadd_ss(_mm_cvtsi32_ss(acc, hsum_i32(sums)), f, acc);
                 if constexpr (T::kMins) {
-                    const __m256 mins = _mm256_cvtepi32_ps(_mm256_madd_epi16(p.mn16, bsums));
-                    acc_min =
-                        _mm256_fnmadd_ps(mins, _mm256_broadcastss_ps(_mm_movehdup_ps(f)), acc_min);
+                    const int mins = hsum_i32(_mm256_madd_epi16(p.mn16, bsums));
+                    acc = _mm_fnmadd_ss(_mm_cvtsi32_ss(acc, mins), _mm_movehdup_ps(f), acc);
                 }
+            } else {
+                acc = _mm_fmadd_ss(_mm_cvtsi32_ss(acc, hsum_i32(sums)), f, acc);
             }
-            acc = fma_bcast(acc, iacc, f);
         }
-        return hsum(acc) + hsum(facc_of(acc_min));
+        return _mm_cvtss_f32(acc);
     }
 
     // R rows side by side, each row's steps decoded once for all C columns; per super-block the

@@ -105,23 +105,12 @@ inline __m128 ue4m3_half4(const uint8_t* p) {
 }
 struct Nvfp4 {
     static constexpr int kBlockBytes = 36, kBlocksPerStep = 1, kBias = 12, kMaxU = 24;
-    static constexpr int kSegments = 4;  // scales per step (16 values each)
     static constexpr bool kMin = false;
     static V decode(const uint8_t* p0, const uint8_t*) {
         return lookup16(nibbles8x4(p0 + 4), shifted_table(kE2m1DoubledValues, kBias));
     }
     static VF scale(const uint8_t* p0, const uint8_t*) { return quarters(ue4m3_half4(p0)); }
 };
-
-// Scales per 64-value step: one per 32-value block unless the type says otherwise.
-template <typename T>
-constexpr int segments_of() {
-    if constexpr (requires { T::kSegments; }) {
-        return T::kSegments;
-    } else {
-        return 2;
-    }
-}
 
 // The bias is removed by starting each column's integer sum at -bias * sum(activation); that
 // needs u * a pairs that cannot saturate vpmaddubsw (or VNNI). Otherwise (u up to 255 without
@@ -156,10 +145,13 @@ constexpr int legacy_rows(int cols) {
     return kRegisters >= 32 ? (cols <= 3 ? 4 : 2) : 1;
 }
 
+// One step's term, computed apart from the accumulator (so consecutive steps overlap), then
+// added: the only float work whose order matters, the same for every tile shape.
 template <typename T>
 TANDEM_ALWAYS_INLINE void accumulate(FAcc& acc, V u, VF dw, VF mw, V q, V bias, VF d, VF s) {
-    acc = fma_acc(acc, cvt(weight_dot<T>(bias, u, q)), mul(dw, d));
-    if constexpr (T::kMin) acc = fma_acc(acc, mw, s);
+    VF term = mul(cvt(weight_dot<T>(bias, u, q)), mul(dw, d));
+    if constexpr (T::kMin) term = fma_vf(mw, s, term);
+    acc = add_acc(acc, term);
 }
 
 // The activation side of one step of one column, prepared once for all rows: values, the
@@ -180,11 +172,17 @@ struct LegacyTile {
     using Col = ColStep<kQ8_1>;
     // Steps per prepared chunk: at most 64 KiB of column data on the stack.
     static constexpr int64_t kChunk = 65536 / (C * sizeof(Col));
-    // Rows per block when k needs several chunks: a block's rows stay in L2 between chunks.
+    // Rows per block when k needs several chunks: a block's rows stay in L2 between chunks,
+    // and their accumulators wait in memory (the sums of one column must not depend on C, so
+    // chunks continue the accumulators rather than adding partial sums).
     static constexpr int kRowBlock = 32;
-    // Two accumulator sets when a tile has few accumulators, so steps do not wait on each
-    // other's FMA.
-    static constexpr int kSets = R * C < 4 ? 2 : 1;
+
+    // Accumulators of a row block across chunks of k: loaded before a chunk (in), stored after
+    // it instead of the result (out).
+    struct Carry {
+        FAcc (*acc)[C] = nullptr;  // [kRowBlock][C]
+        bool in = false, out = false;
+    };
 
     static void run(int64_t k, const uint8_t* w, size_t w_stride, int n_rows, const uint8_t* a,
                     size_t a_stride, float* out, size_t out_stride);
@@ -194,15 +192,17 @@ struct LegacyTile {
         alignas(64) Col cols[kChunk][C];
         if (n_steps <= kChunk) {
             prepare(a, a_stride, n_act, 0, n_steps, cols);
-            rows(w, w_stride, 0, n_rows, n_act, 0, n_steps, cols, out, out_stride);
+            rows(w, w_stride, 0, n_rows, n_act, 0, n_steps, cols, out, out_stride, Carry{});
             return;
         }
+        alignas(64) FAcc carried[kRowBlock][C];
         for (int rb = 0; rb < n_rows; rb += kRowBlock) {
             for (int64_t s0 = 0; s0 < n_steps; s0 += kChunk) {
                 const int64_t ns = min_i64(kChunk, n_steps - s0);
                 prepare(a, a_stride, n_act, s0, ns, cols);
+                const Carry carry{carried, s0 > 0, s0 + ns < n_steps};
                 rows(w, w_stride, rb, min_int(kRowBlock, n_rows - rb), n_act, s0, ns, cols, out,
-                     out_stride);
+                     out_stride, carry);
             }
         }
     }
@@ -225,48 +225,46 @@ struct LegacyTile {
         }
     }
 
-    // Rows [r_begin, r_begin + count) over steps [s0, s0 + ns); the first chunk stores, later
-    // chunks add.
+    // Rows [r_begin, r_begin + count) over steps [s0, s0 + ns).
     static void rows(const uint8_t* w, size_t w_stride, int r_begin, int count, int64_t n_act,
                      int64_t s0, int64_t ns, const Col (&cols)[kChunk][C], float* out,
-                     size_t out_stride) {
+                     size_t out_stride, const Carry& carry) {
         const size_t ahead = prefetch_ahead(R, w_stride);
         for_row_groups<R>(w + r_begin * w_stride + s0 * kStepBytes, w_stride, count,
                           [&](const uint8_t* const* rows, int n_valid, int r0) {
+                              Carry c = carry;
+                              if (c.acc != nullptr) c.acc += r0;
                               tile(rows, n_valid, ahead, n_act, s0, ns, cols, out + r_begin + r0,
-                                   out_stride);
+                                   out_stride, c);
                           });
     }
 
     static void tile(const uint8_t* const* rows, int n_valid, size_t ahead, int64_t n_act,
                      int64_t s0, int64_t ns, const Col (&cols)[kChunk][C], float* out,
-                     size_t out_stride) {
-        FAcc acc[kSets][R][C];
+                     size_t out_stride, const Carry& carry) {
+        FAcc acc[R][C];
         TANDEM_UNROLL
-        for (auto& set : acc) {
+        for (int r = 0; r < R; ++r) {
             TANDEM_UNROLL
-            for (auto& row : set) {
-                TANDEM_UNROLL
-                for (auto& x : row) x = facc_zero();
+            for (int c = 0; c < C; ++c) {
+                acc[r][c] = carry.in && r < n_valid ? carry.acc[r][c] : facc_zero();
             }
         }
         // Steps before n_full hold two blocks; a last half step may end an odd block count.
         const int64_t n_full = min_i64(ns, n_act / 2 - s0);
-        int64_t i = 0;
-        for (; i + kSets <= n_full; i += kSets) {
-            TANDEM_UNROLL
-            for (int set = 0; set < kSets; ++set)
-                step(rows, ahead, i + set, T::kBlockBytes, cols, acc[set]);
+        for (int64_t i = 0; i < ns; ++i) {
+            step(rows, ahead, i, i < n_full ? T::kBlockBytes : 0, cols, acc);
         }
-        for (; i < ns; ++i) step(rows, ahead, i, i < n_full ? T::kBlockBytes : 0, cols, acc[0]);
         TANDEM_UNROLL
         for (int c = 0; c < C; ++c) {
             TANDEM_UNROLL
             for (int r = 0; r < R; ++r) {
-                float sum = hsum(acc[0][r][c]);
-                if constexpr (kSets == 2) sum += hsum(acc[1][r][c]);
-                if (r < n_valid)
-                    out[c * out_stride + r] = s0 == 0 ? sum : out[c * out_stride + r] + sum;
+                if (r >= n_valid) continue;
+                if (carry.out) {
+                    carry.acc[r][c] = acc[r][c];
+                } else {
+                    out[c * out_stride + r] = hsum(acc[r][c]);
+                }
             }
         }
     }
@@ -302,208 +300,9 @@ struct LegacyTile {
     }
 };
 
-#if defined(TANDEM_SIMD_ZMM) && defined(__AVX512VNNI__)
-// Small matmul with the rows in the lanes (AVX-512 VNNI): 16 rows' steps are decoded as usual,
-// then transposed so that vector g holds values 4g..4g+3 of every row; one vpdpbusd against the
-// broadcast 4 activation bytes then advances 16 rows at once, and the float scaling is one FMA
-// per scale segment for 16 rows, not one per row. The transposes and the decoding are shared by
-// the C columns, so this pays from a few columns on.
-template <typename T, int C>
-struct LegacyLanes {
-    static constexpr int kRows = 16;
-    static constexpr int kSeg = segments_of<T>();
-    static constexpr int kGroupsPerSeg = 16 / kSeg;
-    static constexpr bool kQ8_1 = T::kMin;
-    static constexpr int kActBytes = kQ8_1 ? 36 : 34, kActQs = kQ8_1 ? 4 : 2;
-    static constexpr int64_t kStepBytes = T::kBlocksPerStep * T::kBlockBytes;
-    // The activation side of one step of one column: the integer start of each segment
-    // (-bias * sum of its activation values), block scales and q8_1's s.
-    struct Col {
-        int32_t bias[4];
-        float d[2], s[2];
-    };
-    static constexpr int64_t kChunk = 256;  // steps per prepared chunk (16384 values)
-
-    static void run(int64_t k, const uint8_t* w, size_t w_stride, int n_rows, const uint8_t* a,
-                    size_t a_stride, float* out, size_t out_stride) {
-        const int64_t n_act = k / 32, n_steps = (n_act + 1) / 2;
-        Col cols[kChunk][C];
-        const size_t ahead = prefetch_ahead(kRows, w_stride);
-        for (int64_t s0 = 0; s0 < n_steps; s0 += kChunk) {
-            const int64_t ns = min_i64(kChunk, n_steps - s0);
-            prepare(a, a_stride, n_act, s0, ns, cols);
-            for_row_groups<kRows>(w + s0 * kStepBytes, w_stride, n_rows,
-                                  [&](const uint8_t* const* rows, int n_valid, int r0) {
-                                      tile(rows, n_valid, ahead, n_act, s0, ns, a, a_stride, cols,
-                                           out + r0, out_stride);
-                                  });
-        }
-    }
-
-    static void prepare(const uint8_t* a, size_t a_stride, int64_t n_act, int64_t s0, int64_t ns,
-                        Col (&cols)[kChunk][C]) {
-        for (int64_t i = 0; i < ns; ++i) {
-            const int64_t b = 2 * (s0 + i);
-            const bool two = b + 1 < n_act;
-            for (int c = 0; c < C; ++c) {
-                const uint8_t* a0 = a + c * a_stride + b * kActBytes;
-                Col& col = cols[i][c];
-                for (int h = 0; h < 2; ++h) {
-                    const uint8_t* ab = a0 + h * kActBytes;
-                    const bool here = h == 0 || two;
-                    col.d[h] = here ? fp16(ab) : 0.0f;
-                    col.s[h] = here && kQ8_1 ? fp16(ab + 2) : 0.0f;
-                    // Sums of the 16-value halves of the block (vpmaddubsw with ones).
-                    int sums[2] = {0, 0};
-                    if (here) {
-                        for (int half = 0; half < 2; ++half) {
-                            const __m128i x = _mm_loadu_si128(
-                                reinterpret_cast<const __m128i*>(ab + kActQs + 16 * half));
-                            __m128i t = _mm_madd_epi16(_mm_maddubs_epi16(_mm_set1_epi8(1), x),
-                                                       _mm_set1_epi16(1));
-                            t = _mm_add_epi32(t, _mm_unpackhi_epi64(t, t));
-                            sums[half] =
-                                _mm_cvtsi128_si32(_mm_add_epi32(t, _mm_shuffle_epi32(t, 1)));
-                        }
-                    }
-                    for (int g = 0; g < kSeg / 2; ++g) {
-                        const int sum = kSeg == 2 ? sums[0] + sums[1] : sums[g];
-                        col.bias[h * kSeg / 2 + g] = -T::kBias * sum;
-                    }
-                }
-            }
-        }
-    }
-
-    // 16 x 16 int32 transpose in place: row r's vector in, w[g] lane r = its bytes 4g..4g+3 out.
-    TANDEM_ALWAYS_INLINE static void transpose(__m512i (&w)[16]) {
-        __m512i t[16], u[16];
-        TANDEM_UNROLL
-        for (int k = 0; k < 8; ++k) {
-            t[2 * k] = _mm512_unpacklo_epi32(w[2 * k], w[2 * k + 1]);
-            t[2 * k + 1] = _mm512_unpackhi_epi32(w[2 * k], w[2 * k + 1]);
-        }
-        TANDEM_UNROLL
-        for (int k = 0; k < 4; ++k) {  // u[4k + j], 128-bit lane L: rows 4k..4k+3, dword 4L + j
-            u[4 * k + 0] = _mm512_unpacklo_epi64(t[4 * k], t[4 * k + 2]);
-            u[4 * k + 1] = _mm512_unpackhi_epi64(t[4 * k], t[4 * k + 2]);
-            u[4 * k + 2] = _mm512_unpacklo_epi64(t[4 * k + 1], t[4 * k + 3]);
-            u[4 * k + 3] = _mm512_unpackhi_epi64(t[4 * k + 1], t[4 * k + 3]);
-        }
-        TANDEM_UNROLL
-        for (int j = 0; j < 4;
-             ++j) {  // gather 128-bit lane L of u[j], u[4 + j], u[8 + j], u[12 + j]
-            const __m512i v0 = _mm512_shuffle_i32x4(u[j], u[4 + j], 0x44);
-            const __m512i v1 = _mm512_shuffle_i32x4(u[j], u[4 + j], 0xee);
-            const __m512i v2 = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0x44);
-            const __m512i v3 = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0xee);
-            w[j] = _mm512_shuffle_i32x4(v0, v2, 0x88);
-            w[4 + j] = _mm512_shuffle_i32x4(v0, v2, 0xdd);
-            w[8 + j] = _mm512_shuffle_i32x4(v1, v3, 0x88);
-            w[12 + j] = _mm512_shuffle_i32x4(v1, v3, 0xdd);
-        }
-    }
-
-    static void tile(const uint8_t* const* rows, int n_valid, size_t ahead, int64_t n_act,
-                     int64_t s0, int64_t ns, const uint8_t* a, size_t a_stride,
-                     const Col (&cols)[kChunk][C], float* out, size_t out_stride) {
-        alignas(64) float sbuf[kRows][16], mbuf[kRows][16];
-        __m512 acc[C];
-        TANDEM_UNROLL
-        for (auto& x : acc) x = _mm512_setzero_ps();
-        const __m512i lane_index = _mm512_mullo_epi32(
-            _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-            _mm512_set1_epi32(16));
-        for (int64_t i = 0; i < ns; ++i) {
-            const int64_t b = 2 * (s0 + i);
-            const bool two = b + 1 < n_act;
-            const int next = two && T::kBlocksPerStep == 2 ? T::kBlockBytes : 0;
-            __m512i wv[16];
-            TANDEM_UNROLL
-            for (int r = 0; r < kRows; ++r) {
-                const uint8_t* p0 = rows[r] + i * kStepBytes;
-                prefetch_l2(p0 + ahead);
-                wv[r] = T::decode(p0, p0 + next).x;
-                _mm512_store_ps(sbuf[r], T::scale(p0, p0 + next).x);
-                if constexpr (T::kMin) _mm512_store_ps(mbuf[r], T::min(p0, p0 + next).x);
-            }
-            transpose(wv);
-            // Scale of segment s for every row: lane s * 16 / kSeg of each row's scale vector.
-            __m512 seg[kSeg], m[2];
-            TANDEM_UNROLL
-            for (int sg = 0; sg < kSeg; ++sg) {
-                seg[sg] = _mm512_i32gather_ps(
-                    _mm512_add_epi32(lane_index, _mm512_set1_epi32(sg * kGroupsPerSeg)),
-                    &sbuf[0][0], 4);
-            }
-            if constexpr (T::kMin) {
-                m[0] = _mm512_i32gather_ps(lane_index, &mbuf[0][0], 4);
-                m[1] = _mm512_i32gather_ps(_mm512_add_epi32(lane_index, _mm512_set1_epi32(8)),
-                                           &mbuf[0][0], 4);
-            }
-            // Segment by segment, the C columns' sums advance together (C independent chains).
-            const int n_seg = two ? kSeg : kSeg / 2;
-            TANDEM_UNROLL
-            for (int sg = 0; sg < kSeg; ++sg) {
-                if (sg >= n_seg) break;
-                const int half = sg / (kSeg / 2);
-                __m512i isum[C];
-                TANDEM_UNROLL
-                for (int c = 0; c < C; ++c) isum[c] = _mm512_set1_epi32(cols[i][c].bias[sg]);
-                TANDEM_UNROLL
-                for (int gg = 0; gg < kGroupsPerSeg; ++gg) {
-                    const int g = sg * kGroupsPerSeg + gg;
-                    const int offset =
-                        static_cast<int>(b + half) * kActBytes + kActQs + 4 * (g % 8);
-                    TANDEM_UNROLL
-                    for (int c = 0; c < C; ++c) {
-                        const __m512i q =
-                            _mm512_broadcastd_epi32(_mm_loadu_si32(a + c * a_stride + offset));
-                        isum[c] = _mm512_dpbusd_epi32(isum[c], wv[g], q);
-                    }
-                }
-                TANDEM_UNROLL
-                for (int c = 0; c < C; ++c) {
-                    acc[c] = _mm512_fmadd_ps(
-                        _mm512_cvtepi32_ps(isum[c]),
-                        _mm512_mul_ps(seg[sg], _mm512_set1_ps(cols[i][c].d[half])), acc[c]);
-                }
-            }
-            if constexpr (T::kMin) {
-                TANDEM_UNROLL
-                for (int c = 0; c < C; ++c) {
-                    acc[c] = _mm512_fmadd_ps(m[0], _mm512_set1_ps(cols[i][c].s[0]), acc[c]);
-                    acc[c] = _mm512_fmadd_ps(m[1], _mm512_set1_ps(cols[i][c].s[1]), acc[c]);
-                }
-            }
-        }
-        const __mmask16 valid = static_cast<__mmask16>((1u << n_valid) - 1);
-        TANDEM_UNROLL
-        for (int c = 0; c < C; ++c) {
-            float* o = out + c * out_stride;
-            const __m512 prev = s0 == 0 ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(valid, o);
-            _mm512_mask_storeu_ps(o, valid, _mm512_add_ps(prev, acc[c]));
-        }
-    }
-};
-
-// Where the rows-in-lanes tile pays (measured: from 4 columns on).
-template <typename T, int C>
-constexpr bool kUseLanes = C >= 4;
-#endif
-
 template <typename T, int C>
 void LegacyTile<T, C>::run(int64_t k, const uint8_t* w, size_t w_stride, int n_rows,
                            const uint8_t* a, size_t a_stride, float* out, size_t out_stride) {
-#if defined(TANDEM_SIMD_ZMM) && defined(__AVX512VNNI__)
-    if constexpr (kUseLanes<T, C>) {
-        // (Fewer than 16 rows would mostly compute padding.)
-        if (n_rows >= 16) {
-            LegacyLanes<T, C>::run(k, w, w_stride, n_rows, a, a_stride, out, out_stride);
-            return;
-        }
-    }
-#endif
     run_tiles(k, w, w_stride, n_rows, a, a_stride, out, out_stride);
 }
 

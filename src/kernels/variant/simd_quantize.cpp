@@ -10,6 +10,8 @@
 namespace tandem::TANDEM_VARIANT_NS {
 namespace {
 
+using simd::hsum_i32;
+
 inline __m256 abs_ps(__m256 x) {
     return _mm256_and_ps(x, _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff)));
 }
@@ -32,12 +34,6 @@ inline __m256i pack_i8(__m256i a, __m256i b, __m256i c, __m256i d) {
     const __m256i ab = _mm256_packs_epi32(a, b), cd = _mm256_packs_epi32(c, d);
     return _mm256_permutevar8x32_epi32(_mm256_packs_epi16(ab, cd),
                                        _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-}
-inline int hsum_i32(__m256i v) {
-    __m128i x = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-    x = _mm_add_epi32(x, _mm_unpackhi_epi64(x, x));
-    x = _mm_add_epi32(x, _mm_shuffle_epi32(x, 1));
-    return _mm_cvtsi128_si32(x);
 }
 
 // One 32-value block as ggml's AVX quantize_row_q8_0 / q8_1: d = amax / 127, q = round(x * 127 /
