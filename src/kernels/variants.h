@@ -25,5 +25,8 @@ extern const KernelTable kKernelTable;
 namespace kernels_avx512_bf16 {
 extern const KernelTable kKernelTable;
 }
+namespace kernels_neon_dotprod {
+extern const KernelTable kKernelTable;
+}
 
 }  // namespace tandem
