@@ -77,7 +77,8 @@ struct Q2K {
         for (int n = 0; n < 2; ++n) {
             for (int h = 0; h < 2; ++h) {
                 const uint8x16_t x = vld1q_u8(b + 16 + 32 * n + 16 * h);
-                for (int g = 0; g < 4; ++g) w.q[8 * n + 2 * g + h] = s8(vandq_u8(shr8(x, 2 * g), m3));
+                for (int g = 0; g < 4; ++g)
+                    w.q[8 * n + 2 * g + h] = s8(vandq_u8(shr8(x, 2 * g), m3));
             }
         }
         const uint8x16_t s = vld1q_u8(b);
@@ -216,8 +217,8 @@ struct Iq4Xs {
         const int16x8_t shifts = {0, -2, -4, -6, -8, -10, -12, -14};
         const uint16x8_t high2 =
             vandq_u16(vshlq_u16(vdupq_n_u16(load_u16(b + 2)), shifts), vdupq_n_u16(3));
-        const int16x8_t ls = vreinterpretq_s16_u16(
-            vorrq_u16(vmovl_u8(low4), vshlq_n_u16(high2, 4)));
+        const int16x8_t ls =
+            vreinterpretq_s16_u16(vorrq_u16(vmovl_u8(low4), vshlq_n_u16(high2, 4)));
         const int16x8_t sc = vsubq_s16(ls, vdupq_n_s16(32));
         w.sc[0] = widen_lo(sc);
         w.sc[1] = widen_hi(sc);
@@ -266,8 +267,7 @@ TANDEM_ALWAYS_INLINE float column(const Decoded& w, const uint8_t* y) {
         c = vmlal_high_s16(c, w.corr[1], bs1);
         const int32_t corr = vaddvq_s32(c);
         if constexpr (T::kMins) {
-            return static_cast<float>(isum) * (w.d * dy) -
-                   static_cast<float>(corr) * (w.dmin * dy);
+            return static_cast<float>(isum) * (w.d * dy) - static_cast<float>(corr) * (w.dmin * dy);
         } else {
             isum -= corr;  // the bias, in the same integer sum
         }

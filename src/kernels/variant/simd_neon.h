@@ -123,13 +123,12 @@ inline V sub32(V a, V b) {
 }
 // Non-linear levels (16 signed bytes) plus bias, as a vtbl table for lookup16.
 inline uint8x16_t shifted_table(const int8_t* values, int bias) {
-    return vaddq_u8(vreinterpretq_u8_s8(vld1q_s8(values)),
-                    vdupq_n_u8(static_cast<uint8_t>(bias)));
+    return vaddq_u8(vreinterpretq_u8_s8(vld1q_s8(values)), vdupq_n_u8(static_cast<uint8_t>(bias)));
 }
 // Byte i -> table[byte i] (bytes must be 0..15).
 inline V lookup16(V idx, uint8x16_t table) {
-    return {{vqtbl1q_u8(table, idx.b[0]), vqtbl1q_u8(table, idx.b[1]),
-             vqtbl1q_u8(table, idx.b[2]), vqtbl1q_u8(table, idx.b[3])}};
+    return {{vqtbl1q_u8(table, idx.b[0]), vqtbl1q_u8(table, idx.b[1]), vqtbl1q_u8(table, idx.b[2]),
+             vqtbl1q_u8(table, idx.b[3])}};
 }
 // [low nibbles of p0[0..15], high nibbles of p0, low of p1[0..15], high of p1]: two q4-packed
 // 32-value blocks in value order.
@@ -170,11 +169,10 @@ inline V bits_to_bytes(uint32_t m0, uint32_t m1) {
 // i8mm) per int32 lane.
 inline uint8x16_t dot4(uint8x16_t acc, uint8x16_t u, uint8x16_t s) {
 #if defined(__ARM_FEATURE_MATMUL_INT8)
-    return vreinterpretq_u8_s32(
-        vusdotq_s32(vreinterpretq_s32_u8(acc), u, vreinterpretq_s8_u8(s)));
+    return vreinterpretq_u8_s32(vusdotq_s32(vreinterpretq_s32_u8(acc), u, vreinterpretq_s8_u8(s)));
 #else
-    return vreinterpretq_u8_s32(vdotq_s32(vreinterpretq_s32_u8(acc), vreinterpretq_s8_u8(u),
-                                          vreinterpretq_s8_u8(s)));
+    return vreinterpretq_u8_s32(
+        vdotq_s32(vreinterpretq_s32_u8(acc), vreinterpretq_s8_u8(u), vreinterpretq_s8_u8(s)));
 #endif
 }
 inline V dot4(V acc, V u, V s) {
