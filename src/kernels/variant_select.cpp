@@ -1,5 +1,6 @@
 // Scores every kernel variant against the CPU and keeps the best (or TANDEM_CPU_VARIANT).
-// Built with baseline flags: it only reads cpuid (or HWCAP) results and takes the tables' addresses.
+// Built with baseline flags: it only reads cpuid (or HWCAP) results and takes the tables'
+// addresses.
 #include <cstdlib>
 #include <string>
 
@@ -55,6 +56,9 @@ int score_avx512_bf16(const CpuFeatures& c) {
 int score_neon_dotprod(const CpuFeatures& c) {
     return c.neon && c.dotprod ? 20 : 0;
 }
+int score_neon_i8mm(const CpuFeatures& c) {
+    return c.neon && c.dotprod && c.i8mm ? 30 : 0;
+}
 #endif
 
 template <const KernelTable* kTable>
@@ -88,6 +92,10 @@ constexpr KernelVariant kVariants[] = {
 #ifdef TANDEM_KERNELS_HAVE_neon_dotprod
     {"neon_dotprod", "NEON + dotprod (sdot)", score_neon_dotprod,
      table_of<&kernels_neon_dotprod::kKernelTable>},
+#endif
+#ifdef TANDEM_KERNELS_HAVE_neon_i8mm
+    {"neon_i8mm", "NEON + dotprod + i8mm (usmmla)", score_neon_i8mm,
+     table_of<&kernels_neon_i8mm::kKernelTable>},
 #endif
 };
 

@@ -28,5 +28,8 @@ extern const KernelTable kKernelTable;
 namespace kernels_neon_dotprod {
 extern const KernelTable kKernelTable;
 }
+namespace kernels_neon_i8mm {
+extern const KernelTable kKernelTable;
+}
 
 }  // namespace tandem

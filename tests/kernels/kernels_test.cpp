@@ -269,6 +269,11 @@ TEST(KernelTables, ChosenVariantRunsHere) {
         EXPECT_GT(neon->score(cpu_features()), 0);
         EXPECT_GE(chosen.score(cpu_features()), neon->score(cpu_features()));
     }
+    if (cpu_features().i8mm) {
+        const KernelVariant* i8mm = find_kernel_variant("neon_i8mm");
+        ASSERT_NE(i8mm, nullptr) << "neon_i8mm not built";
+        EXPECT_GT(i8mm->score(cpu_features()), 0);
+    }
 #endif
     for (const KernelVariant& v : kernel_variants()) {
         if (v.score(cpu_features()) > chosen.score(cpu_features())) {

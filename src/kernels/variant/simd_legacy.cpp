@@ -504,6 +504,186 @@ template <typename T, int C>
 constexpr bool kUseLanes = C >= 4;
 #endif
 
+#if defined(__ARM_FEATURE_MATMUL_INT8)
+// Small matmul with i8mm: one usmmla multiplies 2 x 8 unsigned weight bytes (two rows) by
+// 8 x 2 signed activation bytes (two columns) into the 2 x 2 int32 sums [r0 c0, r0 c1, r1 c0,
+// r1 c1], where one sdot serves one row-column pair. Rows go in pairs (kPairs per tile), the
+// columns in pairs prepared once per chunk (the two columns' bytes interleaved by 8); the
+// integer sums of a block start at -bias * sum(activation) as in LegacyTile. Types with one
+// scale per 32-value block only (nvfp4's 16-value scales stay with LegacyTile).
+template <typename T, int C>
+struct LegacyMmla {
+    static constexpr int kPairs = 2, kRows = 2 * kPairs;
+    static constexpr int kColPairs = (C + 1) / 2;
+    static constexpr bool kQ8_1 = T::kMin;
+    static constexpr int kActBytes = kQ8_1 ? 36 : 34, kActQs = kQ8_1 ? 4 : 2;
+    static constexpr int64_t kStepBytes = T::kBlocksPerStep * T::kBlockBytes;
+    // One step of one column pair; per block h: bytes 8m..8m+7 of both columns in q[h][m],
+    // bias, d and (q8_1) s in the lane order of the sums.
+    struct Col {
+        int8x16_t q[2][4];
+        int32x4_t bias[2];
+        float32x4_t d[2];
+        float32x4_t s[kQ8_1 ? 2 : 0];
+    };
+    static constexpr int64_t kChunk = 65536 / (kColPairs * sizeof(Col));
+    static constexpr int kRowBlock = 32;
+
+    static void run(int64_t k, const uint8_t* w, size_t w_stride, int n_rows, const uint8_t* a,
+                    size_t a_stride, float* out, size_t out_stride) {
+        const int64_t n_act = k / 32, n_steps = (n_act + 1) / 2;
+        alignas(64) Col cols[kChunk][kColPairs];
+        const size_t ahead = prefetch_ahead(kRows, w_stride);
+        // Several chunks: a block of rows at a time, so that its rows stay in L2.
+        const int row_block = n_steps <= kChunk ? n_rows : kRowBlock;
+        for (int rb = 0; rb < n_rows; rb += row_block) {
+            const int count = min_int(row_block, n_rows - rb);
+            for (int64_t s0 = 0; s0 < n_steps; s0 += kChunk) {
+                const int64_t ns = min_i64(kChunk, n_steps - s0);
+                if (rb == 0 || n_steps > kChunk) prepare(a, a_stride, n_act, s0, ns, cols);
+                for_row_groups<kRows>(w + rb * w_stride + s0 * kStepBytes, w_stride, count,
+                                      [&](const uint8_t* const* rows, int n_valid, int r0) {
+                                          tile(rows, n_valid, ahead, n_act, s0, ns, cols,
+                                               out + rb + r0, out_stride);
+                                      });
+            }
+        }
+    }
+
+    static void prepare(const uint8_t* a, size_t a_stride, int64_t n_act, int64_t s0, int64_t ns,
+                        Col (&cols)[kChunk][kColPairs]) {
+        for (int64_t i = 0; i < ns; ++i) {
+            const int64_t b = 2 * (s0 + i);
+            for (int cp = 0; cp < kColPairs; ++cp) {
+                // An odd last column is paired with itself; its copy's sums are dropped.
+                const uint8_t* col0 = a + 2 * cp * a_stride;
+                const uint8_t* col1 = a + min_int(2 * cp + 1, C - 1) * a_stride;
+                Col& col = cols[i][cp];
+                for (int h = 0; h < 2; ++h) {
+                    if (b + h >= n_act) {  // the missing half of a last half step
+                        for (auto& q : col.q[h]) q = vdupq_n_s8(0);
+                        col.bias[h] = vdupq_n_s32(0);
+                        col.d[h] = vdupq_n_f32(0);
+                        if constexpr (kQ8_1) col.s[h] = vdupq_n_f32(0);
+                        continue;
+                    }
+                    const uint8_t* a0 = col0 + (b + h) * kActBytes;
+                    const uint8_t* a1 = col1 + (b + h) * kActBytes;
+                    int32_t sum[2] = {0, 0};
+                    for (int half = 0; half < 2; ++half) {
+                        const int64x2_t x0 = vreinterpretq_s64_s8(
+                            vld1q_s8(reinterpret_cast<const int8_t*>(a0 + kActQs + 16 * half)));
+                        const int64x2_t x1 = vreinterpretq_s64_s8(
+                            vld1q_s8(reinterpret_cast<const int8_t*>(a1 + kActQs + 16 * half)));
+                        col.q[h][2 * half] = vreinterpretq_s8_s64(vzip1q_s64(x0, x1));
+                        col.q[h][2 * half + 1] = vreinterpretq_s8_s64(vzip2q_s64(x0, x1));
+                        sum[0] += vaddlvq_s8(vreinterpretq_s8_s64(x0));
+                        sum[1] += vaddlvq_s8(vreinterpretq_s8_s64(x1));
+                    }
+                    const int32_t b0 = -T::kBias * sum[0], b1 = -T::kBias * sum[1];
+                    col.bias[h] = int32x4_t{b0, b1, b0, b1};
+                    const float d0 = fp16(a0), d1 = fp16(a1);
+                    col.d[h] = float32x4_t{d0, d1, d0, d1};
+                    if constexpr (kQ8_1) {
+                        const float t0 = fp16(a0 + 2), t1 = fp16(a1 + 2);
+                        col.s[h] = float32x4_t{t0, t1, t0, t1};
+                    }
+                }
+            }
+        }
+    }
+
+    static void tile(const uint8_t* const* rows, int n_valid, size_t ahead, int64_t n_act,
+                     int64_t s0, int64_t ns, const Col (&cols)[kChunk][kColPairs], float* out,
+                     size_t out_stride) {
+        float32x4_t acc[kPairs][kColPairs];
+        TANDEM_UNROLL
+        for (auto& pair : acc) {
+            TANDEM_UNROLL
+            for (auto& x : pair) x = vdupq_n_f32(0);
+        }
+        for (int64_t i = 0; i < ns; ++i) {
+            const bool two = 2 * (s0 + i) + 1 < n_act;
+            const int next = two && T::kBlocksPerStep == 2 ? T::kBlockBytes : 0;
+            V u[kRows];
+            float32x4_t dw[kPairs][2], mw[kPairs][2];
+            TANDEM_UNROLL
+            for (int r = 0; r < kRows; ++r) {
+                const uint8_t* p0 = rows[r] + i * kStepBytes;
+                prefetch_l2(p0 + ahead);
+                u[r] = T::decode(p0, p0 + next);
+            }
+            TANDEM_UNROLL
+            for (int p = 0; p < kPairs; ++p) {
+                const uint8_t* p0 = rows[2 * p] + i * kStepBytes;
+                const uint8_t* p1 = rows[2 * p + 1] + i * kStepBytes;
+                // Lanes 0 and 8 of the row's scale vector hold the two blocks' scales.
+                const VF s0v = T::scale(p0, p0 + next), s1v = T::scale(p1, p1 + next);
+                TANDEM_UNROLL
+                for (int h = 0; h < 2; ++h) {
+                    const float x0 = vgetq_lane_f32(s0v.f[2 * h], 0);
+                    const float x1 = vgetq_lane_f32(s1v.f[2 * h], 0);
+                    dw[p][h] = float32x4_t{x0, x0, x1, x1};
+                }
+                if constexpr (T::kMin) {
+                    const VF m0v = T::min(p0, p0 + next), m1v = T::min(p1, p1 + next);
+                    TANDEM_UNROLL
+                    for (int h = 0; h < 2; ++h) {
+                        const float x0 = vgetq_lane_f32(m0v.f[2 * h], 0);
+                        const float x1 = vgetq_lane_f32(m1v.f[2 * h], 0);
+                        mw[p][h] = float32x4_t{x0, x0, x1, x1};
+                    }
+                }
+            }
+            TANDEM_UNROLL
+            for (int h = 0; h < 2; ++h) {
+                // Block h of each row pair as four 2 x 8 operands.
+                uint8x16_t wm[kPairs][4];
+                TANDEM_UNROLL
+                for (int p = 0; p < kPairs; ++p) {
+                    TANDEM_UNROLL
+                    for (int half = 0; half < 2; ++half) {
+                        const uint64x2_t x0 = vreinterpretq_u64_u8(u[2 * p].b[2 * h + half]);
+                        const uint64x2_t x1 = vreinterpretq_u64_u8(u[2 * p + 1].b[2 * h + half]);
+                        wm[p][2 * half] = vreinterpretq_u8_u64(vzip1q_u64(x0, x1));
+                        wm[p][2 * half + 1] = vreinterpretq_u8_u64(vzip2q_u64(x0, x1));
+                    }
+                }
+                TANDEM_UNROLL
+                for (int cp = 0; cp < kColPairs; ++cp) {
+                    const Col& col = cols[i][cp];
+                    TANDEM_UNROLL
+                    for (int p = 0; p < kPairs; ++p) {
+                        int32x4_t isum = col.bias[h];
+                        TANDEM_UNROLL
+                        for (int m = 0; m < 4; ++m)
+                            isum = vusmmlaq_s32(isum, wm[p][m], col.q[h][m]);
+                        acc[p][cp] = vfmaq_f32(acc[p][cp], vcvtq_f32_s32(isum),
+                                               vmulq_f32(dw[p][h], col.d[h]));
+                        if constexpr (T::kMin)
+                            acc[p][cp] = vfmaq_f32(acc[p][cp], mw[p][h], col.s[h]);
+                    }
+                }
+            }
+        }
+        TANDEM_UNROLL
+        for (int p = 0; p < kPairs; ++p) {
+            TANDEM_UNROLL
+            for (int cp = 0; cp < kColPairs; ++cp) {
+                float lanes[4];
+                vst1q_f32(lanes, acc[p][cp]);
+                for (int j = 0; j < 4; ++j) {
+                    const int r = 2 * p + j / 2, c = 2 * cp + j % 2;
+                    if (r >= n_valid || c >= C) continue;
+                    float& o = out[c * out_stride + r];
+                    o = s0 == 0 ? lanes[j] : o + lanes[j];
+                }
+            }
+        }
+    }
+};
+#endif
+
 template <typename T, int C>
 void LegacyTile<T, C>::run(int64_t k, const uint8_t* w, size_t w_stride, int n_rows,
                            const uint8_t* a, size_t a_stride, float* out, size_t out_stride) {
@@ -514,6 +694,12 @@ void LegacyTile<T, C>::run(int64_t k, const uint8_t* w, size_t w_stride, int n_r
             LegacyLanes<T, C>::run(k, w, w_stride, n_rows, a, a_stride, out, out_stride);
             return;
         }
+    }
+#endif
+#if defined(__ARM_FEATURE_MATMUL_INT8)
+    if constexpr (C >= 2 && segments_of<T>() == 2) {
+        LegacyMmla<T, C>::run(k, w, w_stride, n_rows, a, a_stride, out, out_stride);
+        return;
     }
 #endif
     run_tiles(k, w, w_stride, n_rows, a, a_stride, out, out_stride);
