@@ -1,5 +1,6 @@
 // Scores every kernel variant against the CPU and keeps the best (or TANDEM_CPU_VARIANT).
-// Built with baseline flags: it only reads cpuid results and takes the tables' addresses.
+// Built with baseline flags: it only reads cpuid (or HWCAP) results and takes the tables'
+// addresses.
 #include <cstdlib>
 #include <string>
 
@@ -12,6 +13,7 @@
 namespace tandem {
 namespace {
 
+#if defined(__x86_64__)
 // What each x86 variant needs: cpuid bits plus the register state the OS saves (XCR0). A
 // variant scores 0 when anything is missing; otherwise its rank (a later ISA ranks higher).
 bool has_avx2(const CpuFeatures& c) {
@@ -24,6 +26,7 @@ bool has_avx512(const CpuFeatures& c) {
 bool has_avx512_vnni(const CpuFeatures& c) {
     return has_avx512(c) && c.avx512vnni && c.avx512vbmi;
 }
+#endif
 
 int score_reference(const CpuFeatures&) {
     return 1;
@@ -31,6 +34,7 @@ int score_reference(const CpuFeatures&) {
 int score_baseline(const CpuFeatures&) {
     return 10;
 }
+#if defined(__x86_64__)
 int score_avx2(const CpuFeatures& c) {
     return has_avx2(c) ? 20 : 0;
 }
@@ -46,6 +50,16 @@ int score_avx512_vnni(const CpuFeatures& c) {
 int score_avx512_bf16(const CpuFeatures& c) {
     return has_avx512_vnni(c) && c.avx512bf16 ? 60 : 0;
 }
+#endif
+#if defined(__aarch64__)
+// aarch64: the HWCAP bits (set by the kernel only for what it supports).
+int score_neon_dotprod(const CpuFeatures& c) {
+    return c.neon && c.dotprod ? 20 : 0;
+}
+int score_neon_i8mm(const CpuFeatures& c) {
+    return c.neon && c.dotprod && c.i8mm ? 30 : 0;
+}
+#endif
 
 template <const KernelTable* kTable>
 const KernelTable* table_of() {
@@ -74,6 +88,14 @@ constexpr KernelVariant kVariants[] = {
 #ifdef TANDEM_KERNELS_HAVE_avx512_bf16
     {"avx512_bf16", "AVX-512 + VNNI + VBMI + BF16 (vdpbf16ps)", score_avx512_bf16,
      table_of<&kernels_avx512_bf16::kKernelTable>},
+#endif
+#ifdef TANDEM_KERNELS_HAVE_neon_dotprod
+    {"neon_dotprod", "NEON + dotprod (sdot)", score_neon_dotprod,
+     table_of<&kernels_neon_dotprod::kKernelTable>},
+#endif
+#ifdef TANDEM_KERNELS_HAVE_neon_i8mm
+    {"neon_i8mm", "NEON + dotprod + i8mm (usmmla)", score_neon_i8mm,
+     table_of<&kernels_neon_i8mm::kKernelTable>},
 #endif
 };
 

@@ -25,5 +25,11 @@ extern const KernelTable kKernelTable;
 namespace kernels_avx512_bf16 {
 extern const KernelTable kKernelTable;
 }
+namespace kernels_neon_dotprod {
+extern const KernelTable kKernelTable;
+}
+namespace kernels_neon_i8mm {
+extern const KernelTable kKernelTable;
+}
 
 }  // namespace tandem

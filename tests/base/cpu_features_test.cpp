@@ -33,7 +33,20 @@ TEST(CpuFeatures, SummaryNamesOnlyUsableExtensions) {
     const CpuFeatures& f = cpu_features();
     const std::string s = f.summary();
     EXPECT_EQ(names(s, "avx2"), f.avx2 && f.os_ymm) << s;
-    if (!f.os_zmm) EXPECT_FALSE(names(s, "avx512f")) << s;
+    if (!f.os_zmm) {
+        EXPECT_FALSE(names(s, "avx512f")) << s;
+    }
+}
+#elif defined(__aarch64__)
+// Advanced SIMD is part of every AArch64 Linux system; dotprod and i8mm come from HWCAP(2).
+TEST(CpuFeatures, ArmExtensionsFromHwcap) {
+    const CpuFeatures& f = cpu_features();
+    const std::string s = f.summary();
+    EXPECT_TRUE(f.neon) << s;
+    EXPECT_TRUE(names(s, "neon")) << s;
+    EXPECT_EQ(names(s, "dotprod"), f.dotprod) << s;
+    EXPECT_EQ(names(s, "i8mm"), f.i8mm) << s;
+    EXPECT_FALSE(names(s, "avx2")) << s;
 }
 #endif
 

@@ -313,6 +313,28 @@ TEST(KernelTables, EveryVariantCoversEveryType) {
 TEST(KernelTables, ChosenVariantRunsHere) {
     const KernelVariant& chosen = chosen_kernel_variant();
     EXPECT_GT(chosen.score(cpu_features()), 0);
+    // Which variants this run tested (the others are skipped by KernelVariantTest).
+    std::printf("[ variants ] cpu: %s\n", cpu_features().summary().c_str());
+    for (const KernelVariant& v : kernel_variants()) {
+        const int score = v.score(cpu_features());
+        std::printf("[ variants ] %-12s score %2d  %s%s\n", v.name.data(), score,
+                    score > 0 ? "runs here" : "skipped (CPU lacks it)",
+                    &v == &chosen ? ", chosen" : "");
+    }
+#if defined(__aarch64__)
+    // Every aarch64 CPU that has sdot gets the NEON kernels (the qemu "max" CPU included).
+    if (cpu_features().dotprod) {
+        const KernelVariant* neon = find_kernel_variant("neon_dotprod");
+        ASSERT_NE(neon, nullptr) << "neon_dotprod not built";
+        EXPECT_GT(neon->score(cpu_features()), 0);
+        EXPECT_GE(chosen.score(cpu_features()), neon->score(cpu_features()));
+    }
+    if (cpu_features().i8mm) {
+        const KernelVariant* i8mm = find_kernel_variant("neon_i8mm");
+        ASSERT_NE(i8mm, nullptr) << "neon_i8mm not built";
+        EXPECT_GT(i8mm->score(cpu_features()), 0);
+    }
+#endif
     for (const KernelVariant& v : kernel_variants()) {
         if (v.score(cpu_features()) > chosen.score(cpu_features())) {
             EXPECT_NE(std::getenv("TANDEM_CPU_VARIANT"), nullptr)

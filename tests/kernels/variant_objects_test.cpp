@@ -11,6 +11,11 @@
 
 #include "support/oracle.h"
 
+#if !defined(TANDEM_NM) || !defined(TANDEM_READELF)
+#define TANDEM_NM ""
+#define TANDEM_READELF ""
+#endif
+
 namespace tandem {
 namespace {
 
@@ -43,22 +48,30 @@ TEST(VariantObjects, NoStaticInitialisersNorForeignInlineCode) {
 #endif
     const auto lists = read_object_lists();
     ASSERT_FALSE(lists.empty()) << "no " << TANDEM_BINARY_DIR << "/kernel_variant_objects.tsv";
+    // The target's binutils as CMake found them (cross ones in a cross build), else the PATH's.
+    std::string readelf = TANDEM_READELF, nm = TANDEM_NM;
+    if (readelf.empty()) readelf = "readelf";
+    if (nm.empty()) nm = "nm";
     std::string out;
-    if (testing::run_command("readelf --version", &out) != 0 ||
-        testing::run_command("nm --version", &out) != 0) {
-        GTEST_SKIP() << "readelf / nm (binutils) not installed";
+    if (testing::run_command(testing::shell_quote(readelf) + " --version", &out) != 0 ||
+        testing::run_command(testing::shell_quote(nm) + " --version", &out) != 0) {
+        GTEST_SKIP() << readelf << " / " << nm << " (binutils for this target) not installed";
     }
     for (const VariantObjects& v : lists) {
         ASSERT_FALSE(v.objects.empty()) << v.variant;
         for (const std::string& obj : v.objects) {
-            ASSERT_EQ(0, testing::run_command("readelf -SW " + testing::shell_quote(obj), &out))
+            ASSERT_EQ(
+                0, testing::run_command(
+                       testing::shell_quote(readelf) + " -SW " + testing::shell_quote(obj), &out))
                 << out;
             for (const char* section : {".init_array", ".ctors", ".preinit_array"}) {
                 EXPECT_EQ(out.find(section), std::string::npos)
                     << obj << " has a " << section << " section";
             }
             if (v.variant == "baseline") continue;  // built with baseline flags anyway
-            ASSERT_EQ(0, testing::run_command("nm -C " + testing::shell_quote(obj), &out)) << out;
+            ASSERT_EQ(0, testing::run_command(
+                             testing::shell_quote(nm) + " -C " + testing::shell_quote(obj), &out))
+                << out;
             std::istringstream lines(out);
             std::string line;
             const std::string own = "tandem::kernels_" + v.variant + "::";

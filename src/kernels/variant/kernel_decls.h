@@ -24,7 +24,7 @@
     X(iq1_s, IQ1_S) X(iq1_m, IQ1_M) X(tq1_0, TQ1_0) X(tq2_0, TQ2_0) X(q1_0, Q1_0)            \
     X(q2_0, Q2_0)
 
-// The weight types with x86 SIMD kernels (simd_*.cpp); the others use the baseline's.
+// The weight types with SIMD kernels (simd_*.cpp, neon_*.cpp); the others use the baseline's.
 #define TANDEM_SIMD_WEIGHT_TYPES(X)                                                      \
     X(f32, F32) X(f16, F16) X(bf16, BF16) X(q4_0, Q4_0) X(q4_1, Q4_1) X(q5_0, Q5_0)      \
     X(q5_1, Q5_1) X(q8_0, Q8_0) X(q2_K, Q2_K) X(q3_K, Q3_K) X(q4_K, Q4_K) X(q5_K, Q5_K)  \

@@ -5,6 +5,12 @@
 // function is shared between variants built with different flags.
 #pragma once
 
+#if defined(__aarch64__)
+// ---------------------------------------------------------------- aarch64: NEON
+// The same interface over NEON registers (sdot / usdot); everything below is x86.
+#include "kernels/variant/simd_neon.h"
+#else  // x86 to the end of the file
+
 // GCC 12's AVX-512 headers self-initialize "undefined" vectors and then warn about them (GCC
 // bug 105593, fixed in 13); the warnings point into the header, so they are silenced there.
 #if defined(__GNUC__) && !defined(__clang__)
@@ -495,3 +501,5 @@ TANDEM_ALWAYS_INLINE __m256i transpose_sums(const __m256i (&v)[kN]) {
 }
 
 }  // namespace tandem::TANDEM_VARIANT_NS::simd
+
+#endif  // x86 (NEON: simd_neon.h)

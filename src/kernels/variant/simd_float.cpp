@@ -53,6 +53,57 @@ struct LoadBf16 {
         return _mm512_castsi512_ps(_mm512_slli_epi32(x, 16));
     }
 };
+#elif defined(__aarch64__)
+// NEON: 8 floats in two registers (two independent FMA chains per step); f16 through fcvtl,
+// bf16 widened by a 16-bit shift.
+struct F {
+    float32x4_t lo, hi;
+};
+constexpr int kLanes = 8;
+inline F fzero() {
+    return {vdupq_n_f32(0), vdupq_n_f32(0)};
+}
+inline F fma(F a, F b, F c) {
+    return {vfmaq_f32(c.lo, a.lo, b.lo), vfmaq_f32(c.hi, a.hi, b.hi)};
+}
+inline F fadd(F a, F b) {
+    return {vaddq_f32(a.lo, b.lo), vaddq_f32(a.hi, b.hi)};
+}
+inline F fmul(F a, F b) {
+    return {vmulq_f32(a.lo, b.lo), vmulq_f32(a.hi, b.hi)};
+}
+inline F fload(const float* p) {
+    return {vld1q_f32(p), vld1q_f32(p + 4)};
+}
+inline void store(float* p, F v) {
+    vst1q_f32(p, v.lo);
+    vst1q_f32(p + 4, v.hi);
+}
+inline float fsum(F a) {
+    return vaddvq_f32(vaddq_f32(a.lo, a.hi));
+}
+struct LoadF32 {
+    static constexpr int kBytes = 4;
+    static F load(const uint8_t* p) {
+        const auto* f = reinterpret_cast<const float*>(p);
+        return {vld1q_f32(f), vld1q_f32(f + 4)};
+    }
+};
+struct LoadF16 {
+    static constexpr int kBytes = 2;
+    static F load(const uint8_t* p) {
+        const float16x8_t h = vreinterpretq_f16_u8(vld1q_u8(p));
+        return {vcvt_f32_f16(vget_low_f16(h)), vcvt_high_f32_f16(h)};
+    }
+};
+struct LoadBf16 {
+    static constexpr int kBytes = 2;
+    static F load(const uint8_t* p) {
+        const uint16x8_t x = vreinterpretq_u16_u8(vld1q_u8(p));
+        return {vreinterpretq_f32_u32(vshll_n_u16(vget_low_u16(x), 16)),
+                vreinterpretq_f32_u32(vshll_high_n_u16(x, 16))};
+    }
+};
 #else
 using F = __m256;
 constexpr int kLanes = 8;

@@ -58,11 +58,13 @@ struct Q8_0 {
     }
     static VF scale(const uint8_t* p0, const uint8_t* p1) { return halves_fp16(p0, p1); }
 };
+#if !defined(__aarch64__)  // (NEON: simd_neon.h)
 // Non-linear levels through vpshufb, shifted to unsigned by the bias.
 inline __m128i shifted_table(const int8_t* values, int bias) {
     return _mm_add_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(values)),
                         _mm_set1_epi8(static_cast<char>(bias)));
 }
+#endif
 struct Iq4Nl {
     static constexpr int kBlockBytes = 18, kBlocksPerStep = 2, kBias = 128, kMaxU = 255;
     static constexpr bool kMin = false;
@@ -97,12 +99,22 @@ struct Mxfp4 {
 // Four UE4M3 scales, halved (doubled E2M1 values): the 7 low bits placed at float bit 20 make
 // 2^(e - 127) (1 + m / 8) (or m 2^-129 when e = 0); times 2^119 that is half of
 // 2^(e - 7) (1 + m / 8) (m 2^-9): exact. 0x7f decodes as 0 as in ggml; bit 7 is ignored.
+#if defined(__aarch64__)
+inline float32x4_t ue4m3_half4(const uint8_t* p) {
+    const uint32x4_t x = vmovl_u16(vget_low_u16(vmovl_u8(vcreate_u8(load_u32(p)))));
+    const uint32x4_t bits = vshlq_n_u32(vandq_u32(x, vdupq_n_u32(0x7f)), 20);
+    const float32x4_t v = vmulq_f32(vreinterpretq_f32_u32(bits), vdupq_n_f32(0x1p119f));
+    return vreinterpretq_f32_u32(
+        vbicq_u32(vreinterpretq_u32_f32(v), vceqq_u32(x, vdupq_n_u32(0x7f))));
+}
+#else
 inline __m128 ue4m3_half4(const uint8_t* p) {
     const __m128i x = _mm_cvtepu8_epi32(_mm_cvtsi32_si128(static_cast<int>(load_u32(p))));
     const __m128i bits = _mm_slli_epi32(_mm_and_si128(x, _mm_set1_epi32(0x7f)), 20);
     const __m128 v = _mm_mul_ps(_mm_castsi128_ps(bits), _mm_set1_ps(0x1p119f));
     return _mm_andnot_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(x, _mm_set1_epi32(0x7f))), v);
 }
+#endif
 struct Nvfp4 {
     static constexpr int kBlockBytes = 36, kBlocksPerStep = 1, kBias = 12, kMaxU = 24;
     static constexpr bool kMin = false;
