@@ -94,7 +94,7 @@ constexpr KernelVariant kVariants[] = {
      table_of<&kernels_neon_dotprod::kKernelTable>},
 #endif
 #ifdef TANDEM_KERNELS_HAVE_neon_i8mm
-    {"neon_i8mm", "NEON + dotprod + i8mm (usmmla)", score_neon_i8mm,
+    {"neon_i8mm", "NEON + dotprod + i8mm (usdot)", score_neon_i8mm,
      table_of<&kernels_neon_i8mm::kKernelTable>},
 #endif
 };
