@@ -12,6 +12,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/variant/unaligned.h"
+
 #if !defined(TANDEM_VARIANT_NS) || defined(TANDEM_VARIANT_BASELINE)
 #error "simd_neon.h belongs to the aarch64 SIMD kernel variants"
 #endif
@@ -34,21 +36,6 @@ inline constexpr int kRegisters = 16;
 
 // ---------------------------------------------------------------- scalars
 
-inline uint16_t load_u16(const uint8_t* p) {
-    uint16_t v;
-    std::memcpy(&v, p, 2);
-    return v;
-}
-inline uint32_t load_u32(const uint8_t* p) {
-    uint32_t v;
-    std::memcpy(&v, p, 4);
-    return v;
-}
-inline float load_f32(const uint8_t* p) {
-    float v;
-    std::memcpy(&v, p, 4);
-    return v;
-}
 // IEEE half at p -> float (fcvt; exact).
 inline float fp16(const uint8_t* p) {
     return vgetq_lane_f32(vcvt_f32_f16(vreinterpret_f16_u16(vdup_n_u16(load_u16(p)))), 0);
