@@ -14,8 +14,8 @@ namespace tandem {
 namespace {
 
 // The weight types whose kernels are written to the rule (extend as kernels are brought to it).
-const char* const kInvariantTypes[] = {"iq2_xxs", "iq2_xs", "iq2_s", "iq3_xxs",
-                                       "iq3_s",   "iq1_s",  "iq1_m"};
+const char* const kInvariantTypes[] = {"iq2_xxs", "iq2_xs", "iq2_s", "iq3_xxs", "iq3_s",
+                                       "iq1_s",   "iq1_m",  "tq1_0", "tq2_0"};
 
 std::vector<float> random_floats(int64_t n, uint64_t seed, float scale) {
     std::vector<float> v(n);
@@ -52,7 +52,8 @@ TEST_P(ColumnInvarianceTest, ResultDoesNotDependOnColumnCount) {
         const DotTileFn dot = table.dot[type_id(f->type)];
         ASSERT_NE(dot, nullptr) << name;
         uint64_t seed = 11;
-        for (int64_t k : {f->block_size, 5 * f->block_size, (4096 / f->block_size + 1) * f->block_size}) {
+        for (int64_t k :
+             {f->block_size, 5 * f->block_size, (4096 / f->block_size + 1) * f->block_size}) {
             const size_t w_stride = row_bytes(*f, k) + 8, a_stride = row_bytes(act, k) + 4;
             std::vector<uint8_t> w(w_stride * kRows), a(a_stride * kCols);
             for (int r = 0; r < kRows; ++r) {
@@ -82,9 +83,9 @@ TEST_P(ColumnInvarianceTest, ResultDoesNotDependOnColumnCount) {
                     dot(k, w.data(), w_stride, kRows, a.data() + c0 * a_stride, a_stride, n_cols,
                         got.data(), kRows);
                     for (int c = 0; c < n_cols; ++c) {
-                        ASSERT_EQ(0, std::memcmp(got.data() + c * kRows,
-                                                 single.data() + (c0 + c) * kRows,
-                                                 kRows * sizeof(float)))
+                        ASSERT_EQ(
+                            0, std::memcmp(got.data() + c * kRows, single.data() + (c0 + c) * kRows,
+                                           kRows * sizeof(float)))
                             << variant->name << " " << name << " k=" << k << ": column " << c0 + c
                             << " differs with n_cols=" << n_cols << " starting at column " << c0;
                     }

@@ -569,6 +569,14 @@ inline V apply_signs(V q, Signs s) {
     return {_mm256_sign_epi8(q.lo, s.s.lo), _mm256_sign_epi8(q.hi, s.s.hi)};
 }
 #endif
+// [lo, hi] as one V.
+inline V join(__m256i lo, __m256i hi) {
+#if defined(TANDEM_SIMD_ZMM)
+    return {_mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1)};
+#else
+    return {lo, hi};
+#endif
+}
 // Bytes 4i..4i+3 = g[i].
 inline V set_u32x16(const uint32_t (&g)[16]) {
     const auto pair = [&](int i) { return g[i] | static_cast<uint64_t>(g[i + 1]) << 32; };

@@ -1,9 +1,10 @@
 // SIMD dot-product tiles for the lattice i-quants against q8_K activations: iq2_xxs, iq2_xs,
-// iq2_s, iq3_xxs, iq3_s, iq1_s, iq1_m. Per super-block, four steps of 64 values: the grid points
-// are looked up (formats/iq_tables.h) into unsigned magnitudes u, the value signs are applied to
-// the activations, products are summed in int32 with the odd sub-block scales 2s+1 applied as
-// int16 (vpmaddubsw then vpmaddwd / vpdpwssd). The iq1 formats work in eighths: 8 * grid + shift
-// (odd, never zero) is split into |.| and a sign like the others.
+// iq2_s, iq3_xxs, iq3_s, iq1_s, iq1_m; and the ternary tq1_0, tq2_0 in the same frame. Per
+// super-block, four steps of 64 values: the grid points are looked up (formats/iq_tables.h) into
+// unsigned magnitudes u, the value signs are applied to the activations, products are summed in
+// int32 with the odd sub-block scales 2s+1 applied as int16 (vpmaddubsw then vpmaddwd / vpdpwssd).
+// The iq1 formats work in eighths: 8 * grid + shift (odd, never zero) is split into |.| and a sign
+// like the others.
 //
 // Column invariance: the float work of one (row, column) pair is the same whatever the number
 // of columns of the call: per super-block one int32 sum (exact), one product d * factor * dy and
@@ -40,7 +41,8 @@ inline __m256i odd_scales8(__m256i s32) {
 inline __m256i odd_scales_nibbles(uint64_t bytes) {
     const __m128i x = _mm_cvtsi64_si128(static_cast<long long>(bytes));
     const __m128i m = _mm_set1_epi8(15);
-    const __m128i s = _mm_unpacklo_epi8(_mm_and_si128(x, m), _mm_and_si128(_mm_srli_epi16(x, 4), m));
+    const __m128i s =
+        _mm_unpacklo_epi8(_mm_and_si128(x, m), _mm_and_si128(_mm_srli_epi16(x, 4), m));
     const __m256i s16 = _mm256_cvtepu8_epi16(s);
     return _mm256_or_si256(_mm256_slli_epi16(s16, 1), _mm256_set1_epi16(1));
 }
@@ -51,11 +53,16 @@ const uint64_t* signs7() {
 
 // Traits: prepare(block, Prep&); decode<j>(block, u, signs) gives step j (values 64j..64j+63):
 // magnitudes u (unsigned bytes) and the signs to apply to the activations. kSub: values per
-// sub-block scale.
+// sub-block scale; kSigned: decode gives signs; kBias: weight = u - kBias (the ternary formats,
+// corrected with the q8_K bsums).
+struct Lattice {
+    static constexpr bool kSigned = true;
+    static constexpr int kBias = 0;
+};
 
 // iq2_xxs, 66 bytes: d, then per sub-block 8 bytes: 4 grid indices, a uint32 of 4 7-bit sign
 // indices and the scale in bits 28-31. x = d * (2s+1) / 8 * grid * sign.
-struct Iq2Xxs {
+struct Iq2Xxs : Lattice {
     static constexpr int kBytes = 66, kSub = 32;
     static void prepare(const uint8_t* b, Prep& p) {
         // the scale words are dwords 1, 3, 5, 7 of each 32-byte half of qs
@@ -83,7 +90,7 @@ struct Iq2Xxs {
 
 // iq2_xs, 74 bytes: d, qs[32] uint16 (bits 0-8 grid index, 9-15 sign index), scales[8] (two
 // 4-bit s per sub-block, one per 16 values). x = d * (2s+1) / 8 * grid * sign.
-struct Iq2Xs {
+struct Iq2Xs : Lattice {
     static constexpr int kBytes = 74, kSub = 16;
     static void prepare(const uint8_t* b, Prep& p) {
         p.sc16 = odd_scales_nibbles(load_u64(b + 66));
@@ -107,7 +114,7 @@ struct Iq2Xs {
 
 // iq2_s, 82 bytes: d, qs[32] (low 8 bits of the grid indices), signs[32] (one sign byte per
 // group), qh[8] (bits 8-9 of the indices, 2 per group), scales[8] as iq2_xs.
-struct Iq2S {
+struct Iq2S : Lattice {
     static constexpr int kBytes = 82, kSub = 16;
     static void prepare(const uint8_t* b, Prep& p) {
         p.sc16 = odd_scales_nibbles(load_u64(b + 74));
@@ -127,7 +134,7 @@ struct Iq2S {
 
 // iq3_xxs, 98 bytes: d, qs[64] (grid index per 4 values), aux[32] (per sub-block a uint32 of 4
 // 7-bit sign indices and the scale in bits 28-31). x = d * (2s+1) / 4 * grid * sign.
-struct Iq3Xxs {
+struct Iq3Xxs : Lattice {
     static constexpr int kBytes = 98, kSub = 32;
     static void prepare(const uint8_t* b, Prep& p) {
         const __m256i aux = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 66));
@@ -154,7 +161,7 @@ struct Iq3Xxs {
 // iq3_s, 110 bytes: d, qs[64] (low 8 bits of the grid index per 4 values), qh[8] (bit k of
 // qh[b] = bit 8 of sub-block b's k-th index), signs[32], scales[4] (a nibble per sub-block).
 // x = d * (2s+1) * grid * sign.
-struct Iq3S {
+struct Iq3S : Lattice {
     static constexpr int kBytes = 110, kSub = 32;
     static void prepare(const uint8_t* b, Prep& p) {
         p.sc16 = odd_scales_nibbles(load_u32(b + 106));
@@ -187,7 +194,7 @@ inline void iq1_split(V w9, V& u, Signs& s) {
 // iq1_s, 50 bytes: d, qs[32] (low 8 bits of the grid indices), qh[8] uint16 per sub-block: bits
 // 3l..3l+2 = bits 8-10 of group l's index, bits 12-14 = s, bit 15 set: shift -1, else +1.
 // x = d * (2s+1) * (grid + shift / 8).
-struct Iq1S {
+struct Iq1S : Lattice {
     static constexpr int kBytes = 50, kSub = 32;
     static void prepare(const uint8_t* b, Prep& p) {
         const __m128i qh = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 34));
@@ -214,7 +221,7 @@ struct Iq1S {
 // iq1_m, 56 bytes: qs[32] (low 8 bits of the grid indices), qh[16] (a nibble per group: bits
 // 0-2 = bits 8-10 of its index, bit 3 set: shift -1, else +1), scales[8]: four uint16 words,
 // 3-bit s per 16 values (word k / 4, bits 3 (k % 4)..), the fp16 d in their top nibbles.
-struct Iq1M {
+struct Iq1M : Lattice {
     static constexpr int kBytes = 56, kSub = 16;
     static void prepare(const uint8_t* b, Prep& p) {
         const uint64_t w = load_u64(b + 48);
@@ -228,11 +235,11 @@ struct Iq1M {
             rep,
             _mm_shuffle_epi8(words, _mm_setr_epi8(4, 5, 4, 5, 4, 5, 4, 5, 6, 7, 6, 7, 6, 7, 6, 7)),
             1);
-        const __m256i m = _mm256_setr_epi16(1 << 12, 1 << 9, 1 << 6, 1 << 3, 1 << 12, 1 << 9,
-                                            1 << 6, 1 << 3, 1 << 12, 1 << 9, 1 << 6, 1 << 3,
-                                            1 << 12, 1 << 9, 1 << 6, 1 << 3);
-        const __m256i s =
-            _mm256_and_si256(_mm256_srli_epi16(_mm256_mullo_epi16(rep2, m), 12), _mm256_set1_epi16(7));
+        const __m256i m =
+            _mm256_setr_epi16(1 << 12, 1 << 9, 1 << 6, 1 << 3, 1 << 12, 1 << 9, 1 << 6, 1 << 3,
+                              1 << 12, 1 << 9, 1 << 6, 1 << 3, 1 << 12, 1 << 9, 1 << 6, 1 << 3);
+        const __m256i s = _mm256_and_si256(_mm256_srli_epi16(_mm256_mullo_epi16(rep2, m), 12),
+                                           _mm256_set1_epi16(7));
         p.sc16 = _mm256_or_si256(_mm256_slli_epi16(s, 1), _mm256_set1_epi16(1));
         p.d = fp16_bits(d_bits) * 0.125f;
     }
@@ -248,6 +255,74 @@ struct Iq1M {
         iq1_split(set_u64x8(at(0), at(1), at(2), at(3), at(4), at(5), at(6), at(7)), u, s);
     }
     static constexpr float kFactor = 0.125f;
+};
+
+// The ternary formats: weight = u - 1 with u in 0..2 (tq2_0 also decodes 3 as +2), no sub-block
+// scales (all 1), the -1 from the q8_K bsums.
+struct Ternary {
+    static constexpr int kSub = 32;
+    static constexpr bool kSigned = false;
+    static constexpr int kBias = 1;
+    static constexpr float kFactor = 1.0f;
+};
+
+// tq2_0, 66 bytes: qs[64], d. Value 128n + 32g + l = bits 2g..2g+1 of qs[32n + l].
+struct Tq2 : Ternary {
+    static constexpr int kBytes = 66;
+    static void prepare(const uint8_t* b, Prep& p) {
+        p.sc16 = _mm256_set1_epi16(1);
+        p.d = fp16_bits(load_u16(b + 64));
+    }
+    template <int kJ>
+    static void decode(const uint8_t* b, V& u, Signs&) {
+        constexpr int n = kJ / 2, g0 = 2 * (kJ % 2);
+        u = and_(srl16_halves(bcast32(b + 32 * n), 2 * g0, 2 * g0 + 2), set1_8(3));
+    }
+};
+
+// tq1_0, 54 bytes: qs[48], qh[4], d. Five trits per byte: trit k of byte x is
+// (uint8(x * 3^k) * 3) >> 8. Trit k of qs[m] (m < 32) is value 32k + m, of qs[32 + m] value
+// 160 + 16k + m, of qh[m] (k < 4) value 240 + 4k + m.
+// The trits of the bytes of x, byte i taking power m[i / 2] (int16 lanes): the multiplies are
+// done in int16 lanes, odd bytes apart so no carry reaches them.
+inline __m256i trits(__m256i x, __m256i m) {
+    const __m256i even = _mm256_slli_epi16(_mm256_mullo_epi16(x, m), 8);
+    const __m256i odd = _mm256_mullo_epi16(_mm256_and_si256(x, _mm256_set1_epi16(-256)), m);
+    const __m256i three = _mm256_set1_epi16(3);
+    return _mm256_or_si256(_mm256_mulhi_epu16(even, three),
+                           _mm256_slli_epi16(_mm256_mulhi_epu16(odd, three), 8));
+}
+struct Tq1 : Ternary {
+    static constexpr int kBytes = 54;
+    static void prepare(const uint8_t* b, Prep& p) {
+        p.sc16 = _mm256_set1_epi16(1);
+        p.d = fp16_bits(load_u16(b + 52));
+    }
+    template <int kJ>
+    static void decode(const uint8_t* b, V& u, Signs&) {
+        const auto pow = [](int lo, int hi) {
+            return _mm256_setr_m128i(_mm_set1_epi16(static_cast<short>(lo)),
+                                     _mm_set1_epi16(static_cast<short>(hi)));
+        };
+        if constexpr (kJ < 2) {
+            const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b));
+            constexpr int p0 = kJ == 0 ? 1 : 9;
+            u = join(trits(x, _mm256_set1_epi16(p0)), trits(x, _mm256_set1_epi16(3 * p0)));
+        } else {
+            const __m128i q1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 32));
+            const __m256i y = _mm256_broadcastsi128_si256(q1);
+            if constexpr (kJ == 2) {
+                const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b));
+                u = join(trits(x, _mm256_set1_epi16(81)), trits(y, pow(1, 3)));
+            } else {
+                const __m256i z =
+                    _mm256_setr_m128i(q1, _mm_set1_epi32(static_cast<int>(load_u32(b + 48))));
+                u = join(trits(y, pow(9, 27)),
+                         trits(z, _mm256_setr_epi16(81, 81, 81, 81, 81, 81, 81, 81, 1, 1, 3, 3, 9,
+                                                    9, 27, 27)));
+            }
+        }
+    }
 };
 
 // Rows per small-matmul tile where registers allow; the matvec reads one row at a time.
@@ -307,8 +382,13 @@ struct IqTile {
         for (int c = 0; c < C; ++c) {
             const V q = load64(a + c * a_stride + i * kQ8KBytes + 4 + 64 * kJ);
             TANDEM_UNROLL
-            for (int r = 0; r < R; ++r)
-                iacc[r][c] = dot_scaled(iacc[r][c], u[r], apply_signs(q, s[r]), scale[r]);
+            for (int r = 0; r < R; ++r) {
+                if constexpr (T::kSigned) {
+                    iacc[r][c] = dot_scaled(iacc[r][c], u[r], apply_signs(q, s[r]), scale[r]);
+                } else {
+                    iacc[r][c] = dot_scaled(iacc[r][c], u[r], q, scale[r]);
+                }
+            }
         }
     }
 
@@ -348,7 +428,15 @@ struct IqTile {
         for (int r = 0; r < R; ++r) {
             __m256i sums[C];
             TANDEM_UNROLL
-            for (int c = 0; c < C; ++c) sums[c] = fold(iacc[r][c]);
+            for (int c = 0; c < C; ++c) {
+                sums[c] = fold(iacc[r][c]);
+                if constexpr (T::kBias != 0) {
+                    const __m256i bsums = _mm256_loadu_si256(
+                        reinterpret_cast<const __m256i*>(a + c * a_stride + i * kQ8KBytes + 260));
+                    sums[c] = _mm256_sub_epi32(
+                        sums[c], _mm256_madd_epi16(bsums, _mm256_set1_epi16(T::kBias)));
+                }
+            }
             const __m256 d = _mm256_mul_ps(_mm256_set1_ps(prep[r].d), dy);
             facc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(transpose_sums<C>(sums)), d, facc[r]);
         }
@@ -390,6 +478,12 @@ void dot_iq1_s(TANDEM_DOT_TILE_PARAMS) {
 }
 void dot_iq1_m(TANDEM_DOT_TILE_PARAMS) {
     dot_iq<Iq1M>(k, w, w_stride, n_rows, a, a_stride, n_cols, out, out_stride);
+}
+void dot_tq1_0(TANDEM_DOT_TILE_PARAMS) {
+    dot_iq<Tq1>(k, w, w_stride, n_rows, a, a_stride, n_cols, out, out_stride);
+}
+void dot_tq2_0(TANDEM_DOT_TILE_PARAMS) {
+    dot_iq<Tq2>(k, w, w_stride, n_rows, a, a_stride, n_cols, out, out_stride);
 }
 
 }  // namespace tandem::TANDEM_VARIANT_NS
