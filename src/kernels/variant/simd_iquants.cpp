@@ -32,13 +32,13 @@ inline float fp16_bits(uint16_t h) {
 }
 
 // 2s+1 of 8 int32 lanes s, as int16 lanes 0..7.
-inline __m256i odd_scales8(__m256i s32) {
+TANDEM_ALWAYS_INLINE __m256i odd_scales8(__m256i s32) {
     const __m256i odd = _mm256_or_si256(_mm256_slli_epi32(s32, 1), _mm256_set1_epi32(1));
     return _mm256_permute4x64_epi64(_mm256_packs_epi32(odd, odd), 0xD8);
 }
 // 2s+1 of the 16 nibbles of 8 bytes (low nibble of byte i = s of sub-block 2i, high = 2i+1),
 // as int16 lanes 0..15 (iq2_xs, iq2_s; iq3_s's 8 nibbles in lanes 0..7).
-inline __m256i odd_scales_nibbles(uint64_t bytes) {
+TANDEM_ALWAYS_INLINE __m256i odd_scales_nibbles(uint64_t bytes) {
     const __m128i x = _mm_cvtsi64_si128(static_cast<long long>(bytes));
     const __m128i m = _mm_set1_epi8(15);
     const __m128i s =
@@ -64,7 +64,7 @@ struct Lattice {
 // indices and the scale in bits 28-31. x = d * (2s+1) / 8 * grid * sign.
 struct Iq2Xxs : Lattice {
     static constexpr int kBytes = 66, kSub = 32;
-    static void prepare(const uint8_t* b, Prep& p) {
+    TANDEM_ALWAYS_INLINE static void prepare(const uint8_t* b, Prep& p) {
         // the scale words are dwords 1, 3, 5, 7 of each 32-byte half of qs
         const __m256i idx = _mm256_setr_epi32(1, 3, 5, 7, 1, 3, 5, 7);
         const __m256i lo = _mm256_permutevar8x32_epi32(
@@ -75,7 +75,7 @@ struct Iq2Xxs : Lattice {
         p.d = fp16_bits(load_u16(b)) * 0.125f;
     }
     template <int kJ>
-    static void decode(const uint8_t* b, V& u, Signs& s) {
+    TANDEM_ALWAYS_INLINE static void decode(const uint8_t* b, V& u, Signs& s) {
         const uint8_t* q = b + 2 + 16 * kJ;
         const uint64_t* g = kIq2xxsPoints.p;
         const uint64_t* sg = signs7();
@@ -92,22 +92,24 @@ struct Iq2Xxs : Lattice {
 // 4-bit s per sub-block, one per 16 values). x = d * (2s+1) / 8 * grid * sign.
 struct Iq2Xs : Lattice {
     static constexpr int kBytes = 74, kSub = 16;
-    static void prepare(const uint8_t* b, Prep& p) {
+    TANDEM_ALWAYS_INLINE static void prepare(const uint8_t* b, Prep& p) {
         p.sc16 = odd_scales_nibbles(load_u64(b + 66));
         p.d = fp16_bits(load_u16(b)) * 0.125f;
     }
     template <int kJ>
-    static void decode(const uint8_t* b, V& u, Signs& s) {
+    TANDEM_ALWAYS_INLINE static void decode(const uint8_t* b, V& u, Signs& s) {
         const uint8_t* q = b + 2 + 16 * kJ;
         const uint64_t* g = kIq2xsPoints.p;
         const uint64_t* sg = signs7();
-        uint16_t w[8];
-        TANDEM_UNROLL
-        for (int i = 0; i < 8; ++i) w[i] = load_u16(q + 2 * i);
-        u = set_u64x8(g[w[0] & 511], g[w[1] & 511], g[w[2] & 511], g[w[3] & 511], g[w[4] & 511],
-                      g[w[5] & 511], g[w[6] & 511], g[w[7] & 511]);
-        s = signs_of(set_u64x8(sg[w[0] >> 9], sg[w[1] >> 9], sg[w[2] >> 9], sg[w[3] >> 9],
-                               sg[w[4] >> 9], sg[w[5] >> 9], sg[w[6] >> 9], sg[w[7] >> 9]));
+        // indices and sign indices split in SIMD, read back as scalars (store forwarding)
+        alignas(16) uint16_t gi[8], si[8];
+        const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q));
+        _mm_store_si128(reinterpret_cast<__m128i*>(gi), _mm_and_si128(x, _mm_set1_epi16(511)));
+        _mm_store_si128(reinterpret_cast<__m128i*>(si), _mm_srli_epi16(x, 9));
+        u = set_u64x8(g[gi[0]], g[gi[1]], g[gi[2]], g[gi[3]], g[gi[4]], g[gi[5]], g[gi[6]],
+                      g[gi[7]]);
+        s = signs_of(set_u64x8(sg[si[0]], sg[si[1]], sg[si[2]], sg[si[3]], sg[si[4]], sg[si[5]],
+                               sg[si[6]], sg[si[7]]));
     }
     static constexpr float kFactor = 0.125f;
 };
@@ -116,12 +118,12 @@ struct Iq2Xs : Lattice {
 // group), qh[8] (bits 8-9 of the indices, 2 per group), scales[8] as iq2_xs.
 struct Iq2S : Lattice {
     static constexpr int kBytes = 82, kSub = 16;
-    static void prepare(const uint8_t* b, Prep& p) {
+    TANDEM_ALWAYS_INLINE static void prepare(const uint8_t* b, Prep& p) {
         p.sc16 = odd_scales_nibbles(load_u64(b + 74));
         p.d = fp16_bits(load_u16(b)) * 0.125f;
     }
     template <int kJ>
-    static void decode(const uint8_t* b, V& u, Signs& s) {
+    TANDEM_ALWAYS_INLINE static void decode(const uint8_t* b, V& u, Signs& s) {
         const uint8_t* q = b + 2 + 8 * kJ;
         const uint32_t h = load_u16(b + 66 + 2 * kJ);  // 2 bits per group, groups in order
         const uint64_t* g = kIq2sPoints.p;
@@ -136,13 +138,13 @@ struct Iq2S : Lattice {
 // 7-bit sign indices and the scale in bits 28-31). x = d * (2s+1) / 4 * grid * sign.
 struct Iq3Xxs : Lattice {
     static constexpr int kBytes = 98, kSub = 32;
-    static void prepare(const uint8_t* b, Prep& p) {
+    TANDEM_ALWAYS_INLINE static void prepare(const uint8_t* b, Prep& p) {
         const __m256i aux = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 66));
         p.sc16 = odd_scales8(_mm256_srli_epi32(aux, 28));
         p.d = fp16_bits(load_u16(b)) * 0.25f;
     }
     template <int kJ>
-    static void decode(const uint8_t* b, V& u, Signs& s) {
+    TANDEM_ALWAYS_INLINE static void decode(const uint8_t* b, V& u, Signs& s) {
         const uint8_t* q = b + 2 + 16 * kJ;
         const uint32_t* g = kIq3xxsPoints.p;
         const uint64_t* sg = signs7();
@@ -163,12 +165,12 @@ struct Iq3Xxs : Lattice {
 // x = d * (2s+1) * grid * sign.
 struct Iq3S : Lattice {
     static constexpr int kBytes = 110, kSub = 32;
-    static void prepare(const uint8_t* b, Prep& p) {
+    TANDEM_ALWAYS_INLINE static void prepare(const uint8_t* b, Prep& p) {
         p.sc16 = odd_scales_nibbles(load_u32(b + 106));
         p.d = fp16_bits(load_u16(b));
     }
     template <int kJ>
-    static void decode(const uint8_t* b, V& u, Signs& s) {
+    TANDEM_ALWAYS_INLINE static void decode(const uint8_t* b, V& u, Signs& s) {
         const uint8_t* q = b + 2 + 16 * kJ;
         const uint32_t h = load_u16(b + 66 + 2 * kJ);  // bit i: bit 8 of index i of this step
         const uint32_t* g = kIq3sPoints.p;
@@ -185,7 +187,7 @@ struct Iq3S : Lattice {
 // shift (odd). The table holds grid + 1, so 8 (grid + 1) + (shift + 1) = w + 9 is built in
 // uint64 without carries between bytes.
 constexpr uint64_t kShiftUp = 0x0202020202020202;  // shift + 1 for shift = +1 (bytes)
-inline void iq1_split(V w9, V& u, Signs& s) {
+TANDEM_ALWAYS_INLINE void iq1_split(V w9, V& u, Signs& s) {
     const V w = sub8(w9, set1_8(9));
     u = abs8(w);
     s = signs_of(w);
@@ -196,14 +198,14 @@ inline void iq1_split(V w9, V& u, Signs& s) {
 // x = d * (2s+1) * (grid + shift / 8).
 struct Iq1S : Lattice {
     static constexpr int kBytes = 50, kSub = 32;
-    static void prepare(const uint8_t* b, Prep& p) {
+    TANDEM_ALWAYS_INLINE static void prepare(const uint8_t* b, Prep& p) {
         const __m128i qh = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 34));
         const __m128i s = _mm_and_si128(_mm_srli_epi16(qh, 12), _mm_set1_epi16(7));
         p.sc16 = _mm256_castsi128_si256(_mm_or_si128(_mm_slli_epi16(s, 1), _mm_set1_epi16(1)));
         p.d = fp16_bits(load_u16(b)) * 0.125f;
     }
     template <int kJ>
-    static void decode(const uint8_t* b, V& u, Signs& s) {
+    TANDEM_ALWAYS_INLINE static void decode(const uint8_t* b, V& u, Signs& s) {
         const uint8_t* q = b + 2 + 8 * kJ;
         const uint32_t h0 = load_u16(b + 34 + 4 * kJ), h1 = load_u16(b + 36 + 4 * kJ);
         const uint64_t* g = kIq1sPointsBiased.p;
@@ -223,7 +225,7 @@ struct Iq1S : Lattice {
 // 3-bit s per 16 values (word k / 4, bits 3 (k % 4)..), the fp16 d in their top nibbles.
 struct Iq1M : Lattice {
     static constexpr int kBytes = 56, kSub = 16;
-    static void prepare(const uint8_t* b, Prep& p) {
+    TANDEM_ALWAYS_INLINE static void prepare(const uint8_t* b, Prep& p) {
         const uint64_t w = load_u64(b + 48);
         const auto d_bits = static_cast<uint16_t>(((w >> 12) & 0x000f) | ((w >> 24) & 0x00f0) |
                                                   ((w >> 36) & 0x0f00) | ((w >> 48) & 0xf000));
@@ -244,7 +246,7 @@ struct Iq1M : Lattice {
         p.d = fp16_bits(d_bits) * 0.125f;
     }
     template <int kJ>
-    static void decode(const uint8_t* b, V& u, Signs& s) {
+    TANDEM_ALWAYS_INLINE static void decode(const uint8_t* b, V& u, Signs& s) {
         const uint8_t* q = b + 8 * kJ;
         const uint32_t h = load_u32(b + 32 + 4 * kJ);  // nibble i: group i of this step
         const uint64_t* g = kIq1sPointsBiased.p;
@@ -269,12 +271,12 @@ struct Ternary {
 // tq2_0, 66 bytes: qs[64], d. Value 128n + 32g + l = bits 2g..2g+1 of qs[32n + l].
 struct Tq2 : Ternary {
     static constexpr int kBytes = 66;
-    static void prepare(const uint8_t* b, Prep& p) {
+    TANDEM_ALWAYS_INLINE static void prepare(const uint8_t* b, Prep& p) {
         p.sc16 = _mm256_set1_epi16(1);
         p.d = fp16_bits(load_u16(b + 64));
     }
     template <int kJ>
-    static void decode(const uint8_t* b, V& u, Signs&) {
+    TANDEM_ALWAYS_INLINE static void decode(const uint8_t* b, V& u, Signs&) {
         constexpr int n = kJ / 2, g0 = 2 * (kJ % 2);
         u = and_(srl16_halves(bcast32(b + 32 * n), 2 * g0, 2 * g0 + 2), set1_8(3));
     }
@@ -285,7 +287,7 @@ struct Tq2 : Ternary {
 // 160 + 16k + m, of qh[m] (k < 4) value 240 + 4k + m.
 // The trits of the bytes of x, byte i taking power m[i / 2] (int16 lanes): the multiplies are
 // done in int16 lanes, odd bytes apart so no carry reaches them.
-inline __m256i trits(__m256i x, __m256i m) {
+TANDEM_ALWAYS_INLINE __m256i trits(__m256i x, __m256i m) {
     const __m256i even = _mm256_slli_epi16(_mm256_mullo_epi16(x, m), 8);
     const __m256i odd = _mm256_mullo_epi16(_mm256_and_si256(x, _mm256_set1_epi16(-256)), m);
     const __m256i three = _mm256_set1_epi16(3);
@@ -294,12 +296,12 @@ inline __m256i trits(__m256i x, __m256i m) {
 }
 struct Tq1 : Ternary {
     static constexpr int kBytes = 54;
-    static void prepare(const uint8_t* b, Prep& p) {
+    TANDEM_ALWAYS_INLINE static void prepare(const uint8_t* b, Prep& p) {
         p.sc16 = _mm256_set1_epi16(1);
         p.d = fp16_bits(load_u16(b + 52));
     }
     template <int kJ>
-    static void decode(const uint8_t* b, V& u, Signs&) {
+    TANDEM_ALWAYS_INLINE static void decode(const uint8_t* b, V& u, Signs&) {
         const auto pow = [](int lo, int hi) {
             return _mm256_setr_m128i(_mm_set1_epi16(static_cast<short>(lo)),
                                      _mm_set1_epi16(static_cast<short>(hi)));
@@ -369,8 +371,9 @@ struct IqTile {
     }
 
     template <int R, int kJ>
-    static void step(const uint8_t* const* blocks, const Scales16* sc, const uint8_t* a,
-                     size_t a_stride, int64_t i, Acc (&iacc)[R][C]) {
+    TANDEM_ALWAYS_INLINE static void step(const uint8_t* const* blocks, const Scales16* sc,
+                                          const uint8_t* a, size_t a_stride, int64_t i,
+                                          Acc (&iacc)[R][C]) {
         V u[R], scale[R];
         Signs s[R];
         TANDEM_UNROLL
@@ -393,8 +396,9 @@ struct IqTile {
     }
 
     template <int R, bool kMatvec>
-    static void super_block(int64_t i, const uint8_t* const* rows, size_t ahead, const uint8_t* a,
-                            size_t a_stride, __m256 (&facc)[R]) {
+    TANDEM_ALWAYS_INLINE static void super_block(int64_t i, const uint8_t* const* rows,
+                                                 size_t ahead, const uint8_t* a, size_t a_stride,
+                                                 __m256 (&facc)[R]) {
         const uint8_t* blocks[R];
         Prep prep[R];
         Scales16 sc[R];
@@ -442,12 +446,13 @@ struct IqTile {
         }
     }
 
-    // The q8_K scales of super-block i of the C columns, in lanes 0..C-1.
-    static __m256 column_scales(const uint8_t* a, size_t a_stride, int64_t i) {
-        alignas(32) float dy[8] = {};
-        TANDEM_UNROLL
-        for (int c = 0; c < C; ++c) dy[c] = load_f32(a + c * a_stride + i * kQ8KBytes);
-        return _mm256_load_ps(dy);
+    // The q8_K scales of super-block i of the C columns, in lanes 0..C-1 (built in registers:
+    // a store-and-reload of the lanes would stall on store forwarding).
+    TANDEM_ALWAYS_INLINE static __m256 column_scales(const uint8_t* a, size_t a_stride, int64_t i) {
+        const auto dy = [&](int c) {
+            return c < C ? load_f32(a + c * a_stride + i * kQ8KBytes) : 0.0f;
+        };
+        return _mm256_setr_ps(dy(0), dy(1), dy(2), dy(3), dy(4), dy(5), dy(6), dy(7));
     }
 };
 
