@@ -569,6 +569,14 @@ inline V apply_signs(V q, Signs s) {
     return {_mm256_sign_epi8(q.lo, s.s.lo), _mm256_sign_epi8(q.hi, s.s.hi)};
 }
 #endif
+// Every int16 lane = x.
+inline V set1_16(int16_t x) {
+#if defined(TANDEM_SIMD_ZMM)
+    return {_mm512_set1_epi16(x)};
+#else
+    return {_mm256_set1_epi16(x), _mm256_set1_epi16(x)};
+#endif
+}
 // [lo, hi] as one V.
 inline V join(__m256i lo, __m256i hi) {
 #if defined(TANDEM_SIMD_ZMM)

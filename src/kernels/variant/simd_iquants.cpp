@@ -53,9 +53,10 @@ const uint64_t* signs7() {
 
 // Traits: prepare(block, Prep&); decode<j>(block, u, signs) gives step j (values 64j..64j+63):
 // magnitudes u (unsigned bytes) and the signs to apply to the activations. kSub: values per
-// sub-block scale; kSigned: decode gives signs; kBias: weight = u - kBias (the ternary formats,
-// corrected with the q8_K bsums).
+// sub-block scale (kUnitScales: all 1); kSigned: decode gives signs; kBias: weight = u - kBias (the
+// ternary formats, corrected with the q8_K bsums).
 struct Lattice {
+    static constexpr bool kUnitScales = false;
     static constexpr bool kSigned = true;
     static constexpr int kBias = 0;
 };
@@ -263,6 +264,7 @@ struct Iq1M : Lattice {
 // scales (all 1), the -1 from the q8_K bsums.
 struct Ternary {
     static constexpr int kSub = 32;
+    static constexpr bool kUnitScales = true;
     static constexpr bool kSigned = false;
     static constexpr int kBias = 1;
     static constexpr float kFactor = 1.0f;
@@ -327,6 +329,14 @@ struct Tq1 : Ternary {
     }
 };
 
+// The sum of 8 float lanes, in a fixed order.
+TANDEM_ALWAYS_INLINE float hsum8(__m256 v) {
+    __m128 x = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    x = _mm_add_ps(x, _mm_movehl_ps(x, x));
+    x = _mm_add_ss(x, _mm_movehdup_ps(x));
+    return _mm_cvtss_f32(x);
+}
+
 // Rows per small-matmul tile where registers allow; the matvec reads one row at a time.
 constexpr int k_rows(int cols) {
     if (kRegisters >= 32) return cols <= 4 ? 4 : 2;
@@ -352,21 +362,24 @@ struct IqTile {
         }
     }
 
-    // Lane c of facc[r] accumulates row r against column c, one fma per super-block.
+    // facc[r][c] accumulates row r against column c in 8 float lanes, one fma per super-block,
+    // summed once at the end: the same operations for a column whatever C is.
     template <int R, bool kMatvec>
     static void tile(int64_t k, const uint8_t* const* rows, int n_valid, size_t ahead,
                      const uint8_t* a, size_t a_stride, float* out, size_t out_stride) {
-        __m256 facc[R];
+        __m256 facc[R][C];
         TANDEM_UNROLL
-        for (auto& x : facc) x = _mm256_setzero_ps();
+        for (auto& row : facc) {
+            TANDEM_UNROLL
+            for (auto& x : row) x = _mm256_setzero_ps();
+        }
         for (int64_t i = 0; i < k / 256; ++i)
             super_block<R, kMatvec>(i, rows, ahead, a, a_stride, facc);
         TANDEM_UNROLL
         for (int r = 0; r < R; ++r) {
             if (r >= n_valid) break;
-            alignas(32) float lanes[8];
-            _mm256_store_ps(lanes, facc[r]);
-            for (int c = 0; c < C; ++c) out[c * out_stride + r] = lanes[c];
+            TANDEM_UNROLL
+            for (int c = 0; c < C; ++c) out[c * out_stride + r] = hsum8(facc[r][c]);
         }
     }
 
@@ -379,7 +392,11 @@ struct IqTile {
         TANDEM_UNROLL
         for (int r = 0; r < R; ++r) {
             T::template decode<kJ>(blocks[r], u[r], s[r]);
-            scale[r] = pick_scales<kJ, T::kSub>(sc[r]);
+            if constexpr (T::kUnitScales) {
+                scale[r] = set1_16(1);
+            } else {
+                scale[r] = pick_scales<kJ, T::kSub>(sc[r]);
+            }
         }
         TANDEM_UNROLL
         for (int c = 0; c < C; ++c) {
@@ -398,7 +415,7 @@ struct IqTile {
     template <int R, bool kMatvec>
     TANDEM_ALWAYS_INLINE static void super_block(int64_t i, const uint8_t* const* rows,
                                                  size_t ahead, const uint8_t* a, size_t a_stride,
-                                                 __m256 (&facc)[R]) {
+                                                 __m256 (&facc)[R][C]) {
         const uint8_t* blocks[R];
         Prep prep[R];
         Scales16 sc[R];
@@ -425,34 +442,25 @@ struct IqTile {
         step<R, 2>(blocks, sc, a, a_stride, i, iacc);
         step<R, 3>(blocks, sc, a, a_stride, i, iacc);
 
-        // Per row: the C int32 sums reduced to lanes c, then one fma per lane with
-        // d * factor * dy_c (the same operations whatever C is).
-        const __m256 dy = column_scales(a, a_stride, i);
+        // Per (row, column): the 8 int32 lanes scaled by d * factor * dy into 8 float lanes.
         TANDEM_UNROLL
-        for (int r = 0; r < R; ++r) {
-            __m256i sums[C];
-            TANDEM_UNROLL
-            for (int c = 0; c < C; ++c) {
-                sums[c] = fold(iacc[r][c]);
-                if constexpr (T::kBias != 0) {
-                    const __m256i bsums = _mm256_loadu_si256(
-                        reinterpret_cast<const __m256i*>(a + c * a_stride + i * kQ8KBytes + 260));
-                    sums[c] = _mm256_sub_epi32(
-                        sums[c], _mm256_madd_epi16(bsums, _mm256_set1_epi16(T::kBias)));
-                }
+        for (int c = 0; c < C; ++c) {
+            const uint8_t* y = a + c * a_stride + i * kQ8KBytes;
+            __m256i bias = _mm256_setzero_si256();
+            if constexpr (T::kBias != 0) {
+                bias =
+                    _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(y + 260)),
+                                      _mm256_set1_epi16(T::kBias));
             }
-            const __m256 d = _mm256_mul_ps(_mm256_set1_ps(prep[r].d), dy);
-            facc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(transpose_sums<C>(sums)), d, facc[r]);
+            const float dy = load_f32(y);
+            TANDEM_UNROLL
+            for (int r = 0; r < R; ++r) {
+                __m256i sums = fold(iacc[r][c]);
+                if constexpr (T::kBias != 0) sums = _mm256_sub_epi32(sums, bias);
+                const __m256 d = _mm256_set1_ps(prep[r].d * dy);
+                facc[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), d, facc[r][c]);
+            }
         }
-    }
-
-    // The q8_K scales of super-block i of the C columns, in lanes 0..C-1 (built in registers:
-    // a store-and-reload of the lanes would stall on store forwarding).
-    TANDEM_ALWAYS_INLINE static __m256 column_scales(const uint8_t* a, size_t a_stride, int64_t i) {
-        const auto dy = [&](int c) {
-            return c < C ? load_f32(a + c * a_stride + i * kQ8KBytes) : 0.0f;
-        };
-        return _mm256_setr_ps(dy(0), dy(1), dy(2), dy(3), dy(4), dy(5), dy(6), dy(7));
     }
 };
 
