@@ -154,11 +154,56 @@ def pack_grid(points, name):
     return levels, bits, codes
 
 
-def c_array(ctype, name, values, per_line, fmt):
+def c_array(ctype, name, values, per_line, fmt, qualifier="const"):
     lines = []
     for i in range(0, len(values), per_line):
         lines.append("    " + ", ".join(fmt(v) for v in values[i:i + per_line]) + ",")
-    return f"const {ctype} {name}[{len(values)}] = {{\n" + "\n".join(lines) + "\n};\n"
+    return f"{qualifier} {ctype} {name}[{len(values)}] = {{\n" + "\n".join(lines) + "\n};\n"
+
+
+# The kernels' expanded grids (iq_tables.h), computed by the compiler from the codes.
+EXPAND_CODE = """
+// The kernels' forms of the grids (iq_tables.h), expanded from the codes at compile time.
+template <typename T, int N>
+constexpr IqPoints<T, N> expand_points(const uint16_t (&codes)[N], const int8_t* levels,
+                                       int dims, int code_bits, int bias) {
+    IqPoints<T, N> out{};
+    for (int p = 0; p < N; ++p) {
+        T word = 0;
+        for (int j = 0; j < dims; ++j) {
+            const int code = (codes[p] >> (code_bits * j)) & ((1 << code_bits) - 1);
+            word |= static_cast<T>(static_cast<uint8_t>(levels[code] + bias)) << (8 * j);
+        }
+        out.p[p] = word;
+    }
+    return out;
+}
+constexpr IqPoints<uint64_t, 128> make_sign_masks() {
+    IqPoints<uint64_t, 128> out{};
+    for (uint32_t s = 0; s < 128; ++s) {
+        const uint32_t byte = s | ((std::popcount(s) & 1u) << 7);
+        for (int j = 0; j < 8; ++j) {
+            out.p[s] |= static_cast<uint64_t>((byte >> j) & 1 ? 0xff : 0x01) << (8 * j);
+        }
+    }
+    return out;
+}
+"""
+POINT_TABLES = """
+constinit const IqPoints<uint64_t, 256> kIq2xxsPoints =
+    expand_points<uint64_t>(kIq2xxsCodes, kIq2xxsLevels, 8, 2, 0);
+constinit const IqPoints<uint64_t, 512> kIq2xsPoints =
+    expand_points<uint64_t>(kIq2xsCodes, kIq2xsLevels, 8, 2, 0);
+constinit const IqPoints<uint64_t, 1024> kIq2sPoints =
+    expand_points<uint64_t>(kIq2sCodes, kIq2sLevels, 8, 2, 0);
+constinit const IqPoints<uint32_t, 256> kIq3xxsPoints =
+    expand_points<uint32_t>(kIq3xxsCodes, kIq3xxsLevels, 4, 3, 0);
+constinit const IqPoints<uint32_t, 512> kIq3sPoints =
+    expand_points<uint32_t>(kIq3sCodes, kIq3sLevels, 4, 3, 0);
+constinit const IqPoints<uint64_t, 2048> kIq1sPointsBiased =
+    expand_points<uint64_t>(kIq1sCodes, kIq1sLevels, 8, 2, 1);
+constinit const IqPoints<uint64_t, 128> kIqSignMasks = make_sign_masks();
+"""
 
 
 def main():
@@ -195,16 +240,17 @@ def main():
     objects = []
     for short, obj, points in grids:
         levels, bits, codes = pack_grid(points, short)
-        src.append(c_array("int8_t", f"k{short.capitalize()}Levels", levels, 16, str))
-        src.append(c_array("uint16_t", f"k{short.capitalize()}Codes", codes, 12, lambda v: f"0x{v:04x}"))
+        src.append(c_array("int8_t", f"k{short.capitalize()}Levels", levels, 16, str, "constexpr"))
+        src.append(c_array("uint16_t", f"k{short.capitalize()}Codes", codes, 12, lambda v: f"0x{v:04x}",
+                           "constexpr"))
         objects.append(f"const IqGrid {obj} = {{k{short.capitalize()}Codes, {len(points)}, {len(points[0])}, "
                        f"{bits}, k{short.capitalize()}Levels}};")
     src.append("// clang-format on")
-    src.append("")
+    src.append(EXPAND_CODE)
     src.append("}  // namespace")
     src.append("")
     src += objects
-    src.append("")
+    src.append(POINT_TABLES)
     src.append(c_array("int8_t", "kIq4nlValues", iq4nl, 16, str))
     src.append(c_array("int8_t", "kE2m1DoubledValues", e2m1, 16, str))
     src.append("}  // namespace tandem")

@@ -7,11 +7,11 @@ namespace tandem {
 namespace {
 
 // clang-format off
-const int8_t kIq2xxsLevels[3] = {
+constexpr int8_t kIq2xxsLevels[3] = {
     8, 25, 43,
 };
 
-const uint16_t kIq2xxsCodes[256] = {
+constexpr uint16_t kIq2xxsCodes[256] = {
     0x0000, 0x0002, 0x0005, 0x0008, 0x000a, 0x0011, 0x0014, 0x0020, 0x0022, 0x0028, 0x002a, 0x0041,
     0x0044, 0x0050, 0x0058, 0x0061, 0x0064, 0x0080, 0x0082, 0x008a, 0x00a2, 0x0101, 0x0104, 0x0110,
     0x0115, 0x0140, 0x0184, 0x0198, 0x0200, 0x0202, 0x0222, 0x0282, 0x0401, 0x0404, 0x0410, 0x0421,
@@ -36,11 +36,11 @@ const uint16_t kIq2xxsCodes[256] = {
     0xa200, 0xa418, 0xa850, 0xa904,
 };
 
-const int8_t kIq2xsLevels[3] = {
+constexpr int8_t kIq2xsLevels[3] = {
     8, 25, 43,
 };
 
-const uint16_t kIq2xsCodes[512] = {
+constexpr uint16_t kIq2xsCodes[512] = {
     0x0000, 0x0002, 0x0005, 0x0008, 0x000a, 0x0011, 0x0014, 0x0016, 0x0019, 0x0020, 0x0022, 0x0025,
     0x0028, 0x0041, 0x0044, 0x0046, 0x0049, 0x0050, 0x0052, 0x0055, 0x0058, 0x0061, 0x0064, 0x0080,
     0x0082, 0x0085, 0x0088, 0x0091, 0x0094, 0x0099, 0x00a0, 0x0101, 0x0104, 0x0106, 0x0109, 0x0110,
@@ -86,11 +86,11 @@ const uint16_t kIq2xsCodes[512] = {
     0xa8a8, 0xa904, 0xa984, 0xa986, 0xaa28, 0xaa2a, 0xaa91, 0xaaaa,
 };
 
-const int8_t kIq2sLevels[3] = {
+constexpr int8_t kIq2sLevels[3] = {
     8, 25, 43,
 };
 
-const uint16_t kIq2sCodes[1024] = {
+constexpr uint16_t kIq2sCodes[1024] = {
     0x0000, 0x0002, 0x0005, 0x0008, 0x000a, 0x0011, 0x0014, 0x0016, 0x0019, 0x0020, 0x0022, 0x0025,
     0x0028, 0x0041, 0x0044, 0x0046, 0x0049, 0x0050, 0x0052, 0x0055, 0x0058, 0x0061, 0x0064, 0x0066,
     0x0069, 0x0080, 0x0082, 0x0085, 0x0088, 0x0091, 0x0094, 0x00a0, 0x00a5, 0x00aa, 0x0101, 0x0104,
@@ -179,11 +179,11 @@ const uint16_t kIq2sCodes[1024] = {
     0xaa22, 0xaa28, 0xaa88, 0xaaaa,
 };
 
-const int8_t kIq3xxsLevels[8] = {
+constexpr int8_t kIq3xxsLevels[8] = {
     4, 12, 20, 28, 36, 44, 52, 62,
 };
 
-const uint16_t kIq3xxsCodes[256] = {
+constexpr uint16_t kIq3xxsCodes[256] = {
     0x0000, 0x0002, 0x0004, 0x0009, 0x000b, 0x000f, 0x0010, 0x0012, 0x0019, 0x0022, 0x003b, 0x003d,
     0x0041, 0x0043, 0x0048, 0x004a, 0x0051, 0x0055, 0x0058, 0x005a, 0x0061, 0x006c, 0x0078, 0x0080,
     0x0082, 0x0084, 0x0089, 0x0090, 0x0092, 0x0099, 0x009b, 0x009f, 0x00a9, 0x00af, 0x00bd, 0x00c1,
@@ -208,11 +208,11 @@ const uint16_t kIq3xxsCodes[256] = {
     0x0f40, 0x0f42, 0x0f54, 0x0f98,
 };
 
-const int8_t kIq3sLevels[8] = {
+constexpr int8_t kIq3sLevels[8] = {
     1, 3, 5, 7, 9, 11, 13, 15,
 };
 
-const uint16_t kIq3sCodes[512] = {
+constexpr uint16_t kIq3sCodes[512] = {
     0x0000, 0x0001, 0x0002, 0x0005, 0x0007, 0x0008, 0x0009, 0x000a, 0x000c, 0x000e, 0x0010, 0x0011,
     0x0015, 0x001b, 0x0020, 0x0022, 0x0025, 0x0027, 0x0029, 0x002b, 0x0030, 0x0032, 0x0039, 0x003c,
     0x003f, 0x0040, 0x0041, 0x0042, 0x0044, 0x0048, 0x0049, 0x004d, 0x0050, 0x0053, 0x0057, 0x0059,
@@ -258,11 +258,11 @@ const uint16_t kIq3sCodes[512] = {
     0x0f0b, 0x0f10, 0x0f28, 0x0f52, 0x0f62, 0x0f82, 0x0f99, 0x0fc0,
 };
 
-const int8_t kIq1sLevels[3] = {
+constexpr int8_t kIq1sLevels[3] = {
     -1, 0, 1,
 };
 
-const uint16_t kIq1sCodes[2048] = {
+constexpr uint16_t kIq1sCodes[2048] = {
     0x0000, 0x0002, 0x0005, 0x0008, 0x000a, 0x0011, 0x0015, 0x0020, 0x0022, 0x0028, 0x002a, 0x0045,
     0x0051, 0x0054, 0x0056, 0x0065, 0x0080, 0x0082, 0x0088, 0x008a, 0x0095, 0x00a0, 0x00a2, 0x00a8,
     0x00aa, 0x0104, 0x0105, 0x0111, 0x0114, 0x0116, 0x0119, 0x011a, 0x0125, 0x0141, 0x0146, 0x0149,
@@ -438,6 +438,32 @@ const uint16_t kIq1sCodes[2048] = {
 
 // clang-format on
 
+// The kernels' forms of the grids (iq_tables.h), expanded from the codes at compile time.
+template <typename T, int N>
+constexpr IqPoints<T, N> expand_points(const uint16_t (&codes)[N], const int8_t* levels,
+                                       int dims, int code_bits, int bias) {
+    IqPoints<T, N> out{};
+    for (int p = 0; p < N; ++p) {
+        T word = 0;
+        for (int j = 0; j < dims; ++j) {
+            const int code = (codes[p] >> (code_bits * j)) & ((1 << code_bits) - 1);
+            word |= static_cast<T>(static_cast<uint8_t>(levels[code] + bias)) << (8 * j);
+        }
+        out.p[p] = word;
+    }
+    return out;
+}
+constexpr IqPoints<uint64_t, 128> make_sign_masks() {
+    IqPoints<uint64_t, 128> out{};
+    for (uint32_t s = 0; s < 128; ++s) {
+        const uint32_t byte = s | ((std::popcount(s) & 1u) << 7);
+        for (int j = 0; j < 8; ++j) {
+            out.p[s] |= static_cast<uint64_t>((byte >> j) & 1 ? 0xff : 0x01) << (8 * j);
+        }
+    }
+    return out;
+}
+
 }  // namespace
 
 const IqGrid kIq2xxsGrid = {kIq2xxsCodes, 256, 8, 2, kIq2xxsLevels};
@@ -446,6 +472,20 @@ const IqGrid kIq2sGrid = {kIq2sCodes, 1024, 8, 2, kIq2sLevels};
 const IqGrid kIq3xxsGrid = {kIq3xxsCodes, 256, 4, 3, kIq3xxsLevels};
 const IqGrid kIq3sGrid = {kIq3sCodes, 512, 4, 3, kIq3sLevels};
 const IqGrid kIq1sGrid = {kIq1sCodes, 2048, 8, 2, kIq1sLevels};
+
+constinit const IqPoints<uint64_t, 256> kIq2xxsPoints =
+    expand_points<uint64_t>(kIq2xxsCodes, kIq2xxsLevels, 8, 2, 0);
+constinit const IqPoints<uint64_t, 512> kIq2xsPoints =
+    expand_points<uint64_t>(kIq2xsCodes, kIq2xsLevels, 8, 2, 0);
+constinit const IqPoints<uint64_t, 1024> kIq2sPoints =
+    expand_points<uint64_t>(kIq2sCodes, kIq2sLevels, 8, 2, 0);
+constinit const IqPoints<uint32_t, 256> kIq3xxsPoints =
+    expand_points<uint32_t>(kIq3xxsCodes, kIq3xxsLevels, 4, 3, 0);
+constinit const IqPoints<uint32_t, 512> kIq3sPoints =
+    expand_points<uint32_t>(kIq3sCodes, kIq3sLevels, 4, 3, 0);
+constinit const IqPoints<uint64_t, 2048> kIq1sPointsBiased =
+    expand_points<uint64_t>(kIq1sCodes, kIq1sLevels, 8, 2, 1);
+constinit const IqPoints<uint64_t, 128> kIqSignMasks = make_sign_masks();
 
 const int8_t kIq4nlValues[16] = {
     -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113,

@@ -41,6 +41,23 @@ inline uint8_t iq_sign_byte(uint32_t index7) {
     return static_cast<uint8_t>(s | ((std::popcount(s) & 1u) << 7));
 }
 
+// The grids in the form the SIMD kernels read: point p's coordinates as bytes, coordinate j in
+// byte j of p[p] (levels as above; iq1s stores level + 1, i.e. 0, 1, 2, so bytes stay unsigned).
+// Plain data, constant-initialised, so kernel variants may read them.
+template <typename T, int N>
+struct IqPoints {
+    T p[N];
+};
+extern const IqPoints<uint64_t, 256> kIq2xxsPoints;
+extern const IqPoints<uint64_t, 512> kIq2xsPoints;
+extern const IqPoints<uint64_t, 1024> kIq2sPoints;
+extern const IqPoints<uint32_t, 256> kIq3xxsPoints;
+extern const IqPoints<uint32_t, 512> kIq3sPoints;
+extern const IqPoints<uint64_t, 2048> kIq1sPointsBiased;
+// iq_sign_byte of each 7-bit sign index as 8 bytes: 0xff (-1) where the value is negated, 0x01
+// (+1) elsewhere.
+extern const IqPoints<uint64_t, 128> kIqSignMasks;
+
 // iq4_nl and iq4_xs: the 16 non-linear levels a 4-bit code selects (value = scale * level).
 extern const int8_t kIq4nlValues[16];
 

@@ -487,6 +487,101 @@ TANDEM_ALWAYS_INLINE __m256i transpose_sums(const __m256i (&v)[kN]) {
     }
 }
 
+// ---------------------------------------------------------------- i-quant helpers
+// (simd_iquants.cpp): vectors built from looked-up grid points, and sign patterns applied to
+// activations.
+
+inline uint64_t load_u64(const uint8_t* p) {
+    uint64_t v;
+    std::memcpy(&v, p, 8);
+    return v;
+}
+
+#if defined(TANDEM_SIMD_ZMM)
+// Bytes 8i..8i+7 = g[i].
+inline V set_u64x8(uint64_t g0, uint64_t g1, uint64_t g2, uint64_t g3, uint64_t g4, uint64_t g5,
+                   uint64_t g6, uint64_t g7) {
+    return {_mm512_set_epi64(static_cast<long long>(g7), static_cast<long long>(g6),
+                             static_cast<long long>(g5), static_cast<long long>(g4),
+                             static_cast<long long>(g3), static_cast<long long>(g2),
+                             static_cast<long long>(g1), static_cast<long long>(g0))};
+}
+inline V sub8(V a, V b) {
+    return {_mm512_sub_epi8(a.x, b.x)};
+}
+inline V abs8(V a) {
+    return {_mm512_abs_epi8(a.x)};
+}
+// Which of 64 bytes to negate.
+struct Signs {
+    __mmask64 m;
+};
+// Negate where the byte of s is negative.
+inline Signs signs_of(V s) {
+    return {_mm512_movepi8_mask(s.x)};
+}
+// Negate byte j where bit j of bits is set.
+inline Signs signs_of_bits(uint64_t bits) {
+    return {static_cast<__mmask64>(bits)};
+}
+inline V apply_signs(V q, Signs s) {
+    return {_mm512_mask_sub_epi8(q.x, s.m, _mm512_setzero_si512(), q.x)};
+}
+#else
+inline __m256i set_u64x4(uint64_t g0, uint64_t g1, uint64_t g2, uint64_t g3) {
+    return _mm256_set_epi64x(static_cast<long long>(g3), static_cast<long long>(g2),
+                             static_cast<long long>(g1), static_cast<long long>(g0));
+}
+inline V set_u64x8(uint64_t g0, uint64_t g1, uint64_t g2, uint64_t g3, uint64_t g4, uint64_t g5,
+                   uint64_t g6, uint64_t g7) {
+    return {set_u64x4(g0, g1, g2, g3), set_u64x4(g4, g5, g6, g7)};
+}
+inline V sub8(V a, V b) {
+    return {_mm256_sub_epi8(a.lo, b.lo), _mm256_sub_epi8(a.hi, b.hi)};
+}
+inline V abs8(V a) {
+    return {_mm256_abs_epi8(a.lo), _mm256_abs_epi8(a.hi)};
+}
+// Nonzero bytes: negative where the value is negated (vpsignb's operand).
+struct Signs {
+    V s;
+};
+// s must have no zero byte.
+inline Signs signs_of(V s) {
+    return {s};
+}
+inline Signs signs_of_bits(uint64_t bits) {
+    return {or_(bits_to_bytes(static_cast<uint32_t>(bits), static_cast<uint32_t>(bits >> 32)),
+                set1_8(1))};
+}
+inline V apply_signs(V q, Signs s) {
+    return {_mm256_sign_epi8(q.lo, s.s.lo), _mm256_sign_epi8(q.hi, s.s.hi)};
+}
+#endif
+// Every int16 lane = x.
+inline V set1_16(int16_t x) {
+#if defined(TANDEM_SIMD_ZMM)
+    return {_mm512_set1_epi16(x)};
+#else
+    return {_mm256_set1_epi16(x), _mm256_set1_epi16(x)};
+#endif
+}
+// [lo, hi] as one V.
+inline V join(__m256i lo, __m256i hi) {
+#if defined(TANDEM_SIMD_ZMM)
+    return {_mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1)};
+#else
+    return {lo, hi};
+#endif
+}
+// Bytes 4i..4i+3 = g[i].
+inline V set_u32x16(const uint32_t (&g)[16]) {
+    const auto pair = [&](int i) { return g[i] | static_cast<uint64_t>(g[i + 1]) << 32; };
+    return set_u64x8(pair(0), pair(2), pair(4), pair(6), pair(8), pair(10), pair(12), pair(14));
+}
+
+// ---------------------------------------------------------------- end of i-quant helpers
+
 }  // namespace tandem::TANDEM_VARIANT_NS::simd
 
 #endif  // x86 (NEON: simd_neon.h)
