@@ -62,7 +62,8 @@ class KernelVariantTest : public ::testing::TestWithParam<std::string> {
 const char* const kKernelTypes[] = {
     "f32",   "f16",    "bf16",   "q4_0",    "q4_1",    "q5_0",   "q5_1",  "q8_0",
     "q2_K",  "q3_K",   "q4_K",   "q5_K",    "q6_K",    "iq4_nl", "iq4_xs", "mxfp4",
-    "nvfp4", "iq2_xxs", "iq2_xs", "iq2_s",  "iq3_xxs", "iq3_s",  "iq1_s", "iq1_m",  "tq1_0",  "tq2_0"};
+    "nvfp4", "iq2_xxs", "iq2_xs", "iq2_s",  "iq3_xxs", "iq3_s",  "iq1_s", "iq1_m",  "tq1_0",  "tq2_0",
+    "q1_0",  "q2_0"};
 
 // Row lengths for a block size: one block, an odd count (the last half-step of 32-value
 // types), a few hundred, a few thousand, and more than the kernels prepare per chunk of the

@@ -55,6 +55,11 @@ inline constexpr int kRegisters = 16;
 
 // ---------------------------------------------------------------- scalars
 
+inline uint64_t load_u64(const uint8_t* p) {
+    uint64_t v;
+    std::memcpy(&v, p, 8);
+    return v;
+}
 // IEEE half at p -> float (F16C; exact).
 inline float fp16(const uint8_t* p) {
     return _cvtsh_ss(load_u16(p));
@@ -147,6 +152,26 @@ inline V bits_to_bytes(uint32_t m0, uint32_t m1) {
     return {_mm512_movm_epi8(static_cast<__mmask64>(m0) | static_cast<__mmask64>(m1) << 32)};
 }
 
+// Byte j (of 64) = value where bit j of the 64 bits at p is set, else 0 (q1_0).
+inline V bits_select(const uint8_t* p, uint8_t value) {
+    return {_mm512_maskz_mov_epi8(static_cast<__mmask64>(load_u64(p)),
+                                  _mm512_set1_epi8(static_cast<char>(value)))};
+}
+// q2_0's 2-bit codes by planes: byte 16k + i = bits 2k..2k+1 of p[i] (k < 4, i < 16).
+inline V crumbs16(const uint8_t* p) {
+    const __m512i x = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    const __m512i counts = _mm512_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2, 4, 4, 4, 4, 6, 6, 6, 6);
+    return {_mm512_and_si512(_mm512_srlv_epi32(x, counts), _mm512_set1_epi8(3))};
+}
+// 64 values q[0..63] in crumbs16's order: byte 16k + i = q[4i + k]. Int32 lane l then holds
+// values of the first 32 when l % 4 < 2, of the last 32 otherwise.
+inline V to_crumb_order(V q) {
+    const __m512i t = _mm512_shuffle_epi8(  // per 16 bytes: byte 4k + m = byte 4m + k
+        q.x, _mm512_broadcast_i32x4(_mm_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7,
+                                                  11, 15)));
+    return {_mm512_permutexvar_epi32(
+        _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), t)};
+}
 // acc + sums of 4 products u[i] * s[i] (u unsigned, s signed) per int32 lane.
 inline V dot4(V acc, V u, V s) {
 #if defined(__AVX512VNNI__)
@@ -216,6 +241,10 @@ inline VF halves_fp16(const uint8_t* p0, const uint8_t* p1) {
         static_cast<int>(load_u16(p0) | static_cast<uint32_t>(load_u16(p1)) << 16)));
     return {_mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1),
                                   _mm512_castps128_ps512(f))};
+}
+// Int32 lanes 4i, 4i + 1 = a; 4i + 2, 4i + 3 = b (to_crumb_order's blocks).
+inline VF pairs(float a, float b) {
+    return {_mm512_setr_ps(a, a, b, b, a, a, b, b, a, a, b, b, a, a, b, b)};
 }
 // Lanes 4i..4i+3 = s[i].
 inline VF quarters(__m128 s) {
@@ -319,6 +348,38 @@ inline V bits_to_bytes(uint32_t m0, uint32_t m1) {
     return {bits_to_bytes32(m0), bits_to_bytes32(m1)};
 }
 
+inline V bits_select(const uint8_t* p, uint8_t value) {
+    // Byte j gets byte j / 8 of the 64 bits; set where its bit j % 8 is.
+    const __m256i x = _mm256_set1_epi64x(static_cast<long long>(load_u64(p)));
+    const __m256i bit = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ull));
+    const __m256i v = _mm256_set1_epi8(static_cast<char>(value));
+    const auto part = [&](__m256i spread) {
+        const __m256i b = _mm256_and_si256(_mm256_shuffle_epi8(x, spread), bit);
+        return _mm256_and_si256(_mm256_cmpeq_epi8(b, bit), v);
+    };
+    return {part(_mm256_setr_epi64x(0, 0x0101010101010101, 0x0202020202020202,
+                                    0x0303030303030303)),
+            part(_mm256_setr_epi64x(0x0404040404040404, 0x0505050505050505,
+                                    0x0606060606060606, 0x0707070707070707))};
+}
+inline V crumbs16(const uint8_t* p) {
+    const __m256i x =
+        _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    const __m256i m = _mm256_set1_epi8(3);
+    return {_mm256_and_si256(_mm256_srlv_epi32(x, _mm256_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2)), m),
+            _mm256_and_si256(_mm256_srlv_epi32(x, _mm256_setr_epi32(4, 4, 4, 4, 6, 6, 6, 6)), m)};
+}
+inline V to_crumb_order(V q) {
+    const __m256i t = _mm256_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15, 0, 4,
+                                       8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    // dwords [c p0, c p1, c p2, c p3] per 16-byte chunk c -> [p0 of c0 c1 c2 c3 | p1 ...]
+    const __m256i idx = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    const __m256i y0 = _mm256_permutevar8x32_epi32(_mm256_shuffle_epi8(q.lo, t), idx);
+    const __m256i y1 = _mm256_permutevar8x32_epi32(_mm256_shuffle_epi8(q.hi, t), idx);
+    const __m256i ul = _mm256_unpacklo_epi64(y0, y1), uh = _mm256_unpackhi_epi64(y0, y1);
+    return {_mm256_permute2x128_si256(ul, uh, 0x20), _mm256_permute2x128_si256(ul, uh, 0x31)};
+}
+
 inline __m256i dot4(__m256i acc, __m256i u, __m256i s) {
 #if defined(__AVX512VNNI__) && defined(__AVX512VL__)
     return _mm256_dpbusd_epi32(acc, u, s);
@@ -389,6 +450,10 @@ inline VF lane0s_fp16(const uint8_t* p0, const uint8_t* p1) {
     const __m256 z = _mm256_setzero_ps();
     return {_mm256_blend_ps(z, _mm256_broadcastss_ps(f), 1),
             _mm256_blend_ps(z, _mm256_broadcastss_ps(_mm_movehdup_ps(f)), 1)};
+}
+inline VF pairs(float a, float b) {
+    const __m256 x = _mm256_setr_ps(a, a, b, b, a, a, b, b);
+    return {x, x};
 }
 inline VF quarters(__m128 s) {
     const __m256 x = _mm256_castps128_ps256(s);
@@ -491,11 +556,6 @@ TANDEM_ALWAYS_INLINE __m256i transpose_sums(const __m256i (&v)[kN]) {
 // (simd_iquants.cpp): vectors built from looked-up grid points, and sign patterns applied to
 // activations.
 
-inline uint64_t load_u64(const uint8_t* p) {
-    uint64_t v;
-    std::memcpy(&v, p, 8);
-    return v;
-}
 
 #if defined(TANDEM_SIMD_ZMM)
 // Bytes 8i..8i+7 = g[i].

@@ -1,6 +1,6 @@
 // SIMD dot-product tiles for the 32-value block formats against q8_0 / q8_1 activations:
-// q4_0, q4_1, q5_0, q5_1, q8_0, iq4_nl, mxfp4, and nvfp4 (64-value blocks over two q8_0
-// blocks). A step covers 64 values (two activation blocks); each weight step is decoded once
+// q4_0, q4_1, q5_0, q5_1, q8_0, iq4_nl, mxfp4, nvfp4 (64-value blocks over two q8_0
+// blocks), and on x86 q2_0 (64-value blocks) and q1_0 (128-value blocks over two steps). A step covers 64 values (two activation blocks); each weight step is decoded once
 // into unsigned bytes u (weight = u - bias) and dotted with every column of the tile.
 #include "formats/iq_tables.h"
 #include "kernels/variant/kernel_decls.h"
@@ -124,6 +124,57 @@ struct Nvfp4 {
     static VF scale(const uint8_t* p0, const uint8_t*) { return quarters(ue4m3_half4(p0)); }
 };
 
+#if !defined(__aarch64__)
+// q1_0, 18 bytes, 128 values: d, then bit j of qs[16] = value j: weight = bit ? 1 : -1, here
+// u = 2 bit, bias 1. Two steps per block: decode gets the block (p0) and the step's half of it
+// (p1 = p0 or p0 + 8).
+struct Q1_0 {
+    static constexpr int kBlockBytes = 18, kBlocksPerStep = 1, kStepsPerBlock = 2, kBias = 1,
+                         kMaxU = 2;
+    static constexpr bool kMin = false;
+    static V decode(const uint8_t*, const uint8_t* p1) { return bits_select(p1 + 2, 2); }
+    static VF scale(const uint8_t* p0, const uint8_t*) { return halves_fp16(p0, p0); }
+};
+// q2_0, 18 bytes, 64 values: d, then value j = bits 2(j % 4).. of qs[j / 4], weight = q - 1.
+// Decoded by bit planes (crumbs16); the activations are put in the same order once per column
+// (act_q), which mixes the two q8_0 blocks over the int32 lanes (act_d).
+struct Q2_0 {
+    static constexpr int kBlockBytes = 18, kBlocksPerStep = 1, kBias = 1, kMaxU = 3;
+    static constexpr bool kMin = false;
+    static V decode(const uint8_t* p0, const uint8_t*) { return crumbs16(p0 + 2); }
+    static VF scale(const uint8_t* p0, const uint8_t*) { return halves_fp16(p0, p0); }
+    static V act_q(V q) { return to_crumb_order(q); }
+    static VF act_d(float d0, float d1) { return pairs(d0, d1); }
+};
+#endif
+
+// Optional traits: steps per weight block (default 1), the activation values and scales of a
+// step in the weights' value order (default: as they come, block 0 in lanes 0..7).
+template <typename T>
+constexpr int steps_per_block() {
+    if constexpr (requires { T::kStepsPerBlock; }) {
+        return T::kStepsPerBlock;
+    } else {
+        return 1;
+    }
+}
+template <typename T>
+V act_q(V q) {
+    if constexpr (requires { T::act_q(q); }) {
+        return T::act_q(q);
+    } else {
+        return q;
+    }
+}
+template <typename T>
+VF act_d(float d0, float d1) {
+    if constexpr (requires { T::act_d(d0, d1); }) {
+        return T::act_d(d0, d1);
+    } else {
+        return halves(d0, d1);
+    }
+}
+
 // The bias is removed by starting each column's integer sum at -bias * sum(activation); that
 // needs u * a pairs that cannot saturate vpmaddubsw (or VNNI). Otherwise (u up to 255 without
 // VNNI) the signed weights use the sign trick.
@@ -180,10 +231,13 @@ struct LegacyTile {
     static constexpr int R = legacy_rows(C);
     static constexpr bool kQ8_1 = T::kMin;
     static constexpr int kActBytes = kQ8_1 ? 36 : 34, kActQs = kQ8_1 ? 4 : 2;
-    static constexpr int64_t kStepBytes = T::kBlocksPerStep * T::kBlockBytes;
+    static constexpr int kStepsPerBlock = steps_per_block<T>();
+    // (With two steps per block: bytes per step on average; chunks start at whole blocks.)
+    static constexpr int64_t kStepBytes = T::kBlocksPerStep * T::kBlockBytes / kStepsPerBlock;
     using Col = ColStep<kQ8_1>;
     // Steps per prepared chunk: at most 64 KiB of column data on the stack.
-    static constexpr int64_t kChunk = 65536 / (C * sizeof(Col));
+    static constexpr int64_t kChunk =
+        65536 / (C * sizeof(Col)) / kStepsPerBlock * kStepsPerBlock;
     // Rows per block when k needs several chunks: a block's rows stay in L2 between chunks,
     // and their accumulators wait in memory (the sums of one column must not depend on C, so
     // chunks continue the accumulators rather than adding partial sums).
@@ -229,9 +283,10 @@ struct LegacyTile {
                 const uint8_t* a0 = a + c * a_stride + b * kActBytes;
                 const uint8_t* a1 = a0 + kActBytes;
                 Col& col = cols[i][c];
-                col.q = two ? load32x2(a0 + kActQs, a1 + kActQs) : load32_lo(a0 + kActQs);
+                col.q = act_q<T>(two ? load32x2(a0 + kActQs, a1 + kActQs)
+                                     : load32_lo(a0 + kActQs));
                 col.bias = column_bias<T>(col.q);
-                col.d = halves(fp16(a0), two ? fp16(a1) : 0.0f);
+                col.d = act_d<T>(fp16(a0), two ? fp16(a1) : 0.0f);
                 if constexpr (kQ8_1) col.s[0] = halves(fp16(a0 + 2), two ? fp16(a1 + 2) : 0.0f);
             }
         }
@@ -289,15 +344,23 @@ struct LegacyTile {
         VF dw[R], mw[R];
         TANDEM_UNROLL
         for (int r = 0; r < R; ++r) {
-            const uint8_t* p0 = rows[r] + i * kStepBytes;
+            const uint8_t* p0;
+            const uint8_t* p1;
+            if constexpr (kStepsPerBlock == 2) {
+                p0 = rows[r] + (i >> 1) * T::kBlockBytes;
+                p1 = p0 + (i & 1) * 8;
+            } else {
+                p0 = rows[r] + i * kStepBytes;
+                p1 = p0 + next;
+            }
             if constexpr (R == 1) {
                 prefetch_next_page(p0, kStepBytes);
             } else {
                 prefetch_l2(p0 + ahead);
             }
-            u[r] = T::decode(p0, p0 + next);
-            dw[r] = T::scale(p0, p0 + next);
-            if constexpr (T::kMin) mw[r] = T::min(p0, p0 + next);
+            u[r] = T::decode(p0, p1);
+            dw[r] = T::scale(p0, p1);
+            if constexpr (T::kMin) mw[r] = T::min(p0, p1);
         }
         TANDEM_UNROLL
         for (int c = 0; c < C; ++c) {
@@ -349,5 +412,13 @@ void dot_mxfp4(TANDEM_DOT_TILE_PARAMS) {
 void dot_nvfp4(TANDEM_DOT_TILE_PARAMS) {
     dot_legacy<Nvfp4>(k, w, w_stride, n_rows, a, a_stride, n_cols, out, out_stride);
 }
+#if !defined(__aarch64__)
+void dot_q1_0(TANDEM_DOT_TILE_PARAMS) {
+    dot_legacy<Q1_0>(k, w, w_stride, n_rows, a, a_stride, n_cols, out, out_stride);
+}
+void dot_q2_0(TANDEM_DOT_TILE_PARAMS) {
+    dot_legacy<Q2_0>(k, w, w_stride, n_rows, a, a_stride, n_cols, out, out_stride);
+}
+#endif
 
 }  // namespace tandem::TANDEM_VARIANT_NS
