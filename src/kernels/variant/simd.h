@@ -246,6 +246,14 @@ inline VF halves_fp16(const uint8_t* p0, const uint8_t* p1) {
 inline VF pairs(float a, float b) {
     return {_mm512_setr_ps(a, a, b, b, a, a, b, b, a, a, b, b, a, a, b, b)};
 }
+// Every lane = the IEEE half at p.
+inline VF splat_fp16(const uint8_t* p) {
+    return {_mm512_broadcastss_ps(_mm_cvtph_ps(_mm_cvtsi32_si128(load_u16(p))))};
+}
+// acc + x * s (s the same in every lane): one fma on the accumulator's dependency chain.
+inline FAcc fma_acc(FAcc acc, VF x, VF s) {
+    return _mm512_fmadd_ps(x.x, s.x, acc);
+}
 // Lanes 4i..4i+3 = s[i].
 inline VF quarters(__m128 s) {
     return {_mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3),
@@ -454,6 +462,14 @@ inline VF lane0s_fp16(const uint8_t* p0, const uint8_t* p1) {
 inline VF pairs(float a, float b) {
     const __m256 x = _mm256_setr_ps(a, a, b, b, a, a, b, b);
     return {x, x};
+}
+inline VF splat_fp16(const uint8_t* p) {
+    const __m256 x = _mm256_broadcastss_ps(_mm_cvtph_ps(_mm_cvtsi32_si128(load_u16(p))));
+    return {x, x};
+}
+// acc + (x's halves summed) * s, s the same in every lane.
+inline FAcc fma_acc(FAcc acc, VF x, VF s) {
+    return _mm256_fmadd_ps(_mm256_add_ps(x.lo, x.hi), s.lo, acc);
 }
 inline VF quarters(__m128 s) {
     const __m256 x = _mm256_castps128_ps256(s);

@@ -131,18 +131,18 @@ struct Nvfp4 {
 struct Q1_0 {
     static constexpr int kBlockBytes = 18, kBlocksPerStep = 1, kStepsPerBlock = 2, kBias = 1,
                          kMaxU = 2;
-    static constexpr bool kMin = false;
+    static constexpr bool kMin = false, kOneScale = true;
     static V decode(const uint8_t*, const uint8_t* p1) { return bits_select(p1 + 2, 2); }
-    static VF scale(const uint8_t* p0, const uint8_t*) { return halves_fp16(p0, p0); }
+    static VF scale(const uint8_t* p0, const uint8_t*) { return splat_fp16(p0); }
 };
 // q2_0, 18 bytes, 64 values: d, then value j = bits 2(j % 4).. of qs[j / 4], weight = q - 1.
 // Decoded by bit planes (crumbs16); the activations are put in the same order once per column
 // (act_q), which mixes the two q8_0 blocks over the int32 lanes (act_d).
 struct Q2_0 {
     static constexpr int kBlockBytes = 18, kBlocksPerStep = 1, kBias = 1, kMaxU = 3;
-    static constexpr bool kMin = false;
+    static constexpr bool kMin = false, kOneScale = true;
     static V decode(const uint8_t* p0, const uint8_t*) { return crumbs16(p0 + 2); }
-    static VF scale(const uint8_t* p0, const uint8_t*) { return halves_fp16(p0, p0); }
+    static VF scale(const uint8_t* p0, const uint8_t*) { return splat_fp16(p0); }
     static V act_q(V q) { return to_crumb_order(q); }
     static VF act_d(float d0, float d1) { return pairs(d0, d1); }
 };
@@ -156,6 +156,16 @@ constexpr int steps_per_block() {
         return T::kStepsPerBlock;
     } else {
         return 1;
+    }
+}
+// Formats whose blocks (one or two steps) are scaled by one weight scale in every lane: the
+// scale multiplies the block's sum of activation-scaled terms (block_step).
+template <typename T>
+constexpr bool one_scale() {
+    if constexpr (requires { T::kOneScale; }) {
+        return T::kOneScale;
+    } else {
+        return false;
     }
 }
 template <typename T>
@@ -232,6 +242,7 @@ struct LegacyTile {
     static constexpr bool kQ8_1 = T::kMin;
     static constexpr int kActBytes = kQ8_1 ? 36 : 34, kActQs = kQ8_1 ? 4 : 2;
     static constexpr int kStepsPerBlock = steps_per_block<T>();
+    static constexpr bool kOneScale = one_scale<T>();
     // (With two steps per block: bytes per step on average; chunks start at whole blocks.)
     static constexpr int64_t kStepBytes = T::kBlocksPerStep * T::kBlockBytes / kStepsPerBlock;
     using Col = ColStep<kQ8_1>;
@@ -319,8 +330,12 @@ struct LegacyTile {
         }
         // Steps before n_full hold two blocks; a last half step may end an odd block count.
         const int64_t n_full = min_i64(ns, n_act / 2 - s0);
-        for (int64_t i = 0; i < ns; ++i) {
-            step(rows, ahead, i, i < n_full ? T::kBlockBytes : 0, cols, acc);
+        if constexpr (kOneScale) {
+            for (int64_t i = 0; i < ns; i += kStepsPerBlock) block_step(rows, ahead, i, cols, acc);
+        } else {
+            for (int64_t i = 0; i < ns; ++i) {
+                step(rows, ahead, i, i < n_full ? T::kBlockBytes : 0, cols, acc);
+            }
         }
         TANDEM_UNROLL
         for (int c = 0; c < C; ++c) {
@@ -336,6 +351,43 @@ struct LegacyTile {
         }
     }
 
+    // One weight block of the one-scale formats (q1_0, q2_0: a step or two, one weight scale):
+    // each row decoded once, then for every column the steps' integer sums times the
+    // activation scales, summed, go into the accumulator times the weight scale.
+    TANDEM_ALWAYS_INLINE static void block_step(const uint8_t* const* rows, size_t ahead,
+                                                int64_t i, const Col (&cols)[kChunk][C],
+                                                FAcc (&acc)[R][C]) {
+        constexpr int S = kStepsPerBlock;
+        V u[R][S];
+        VF dw[R];
+        TANDEM_UNROLL
+        for (int r = 0; r < R; ++r) {
+            const uint8_t* p0 = rows[r] + (i / S) * T::kBlockBytes;
+            if constexpr (R == 1) {
+                prefetch_next_page(p0, T::kBlockBytes);
+            } else {
+                prefetch_l2(p0 + ahead);
+            }
+            TANDEM_UNROLL
+            for (int s = 0; s < S; ++s) u[r][s] = T::decode(p0, p0 + 8 * s);
+            dw[r] = T::scale(p0, p0);
+        }
+        TANDEM_UNROLL
+        for (int c = 0; c < C; ++c) {
+            TANDEM_UNROLL
+            for (int r = 0; r < R; ++r) {
+                const Col& c0 = cols[i][c];
+                VF x = mul(cvt(dot4(c0.bias, u[r][0], c0.q)), c0.d);
+                TANDEM_UNROLL
+                for (int s = 1; s < S; ++s) {
+                    const Col& cs = cols[i + s][c];
+                    x = fma_vf(cvt(dot4(cs.bias, u[r][s], cs.q)), cs.d, x);
+                }
+                acc[r][c] = fma_acc(acc[r][c], x, dw[r]);
+            }
+        }
+    }
+
     // Step i of the chunk: each row decoded once, then dotted with every column.
     TANDEM_ALWAYS_INLINE static void step(const uint8_t* const* rows, size_t ahead, int64_t i,
                                           int next, const Col (&cols)[kChunk][C],
@@ -344,15 +396,8 @@ struct LegacyTile {
         VF dw[R], mw[R];
         TANDEM_UNROLL
         for (int r = 0; r < R; ++r) {
-            const uint8_t* p0;
-            const uint8_t* p1;
-            if constexpr (kStepsPerBlock == 2) {
-                p0 = rows[r] + (i >> 1) * T::kBlockBytes;
-                p1 = p0 + (i & 1) * 8;
-            } else {
-                p0 = rows[r] + i * kStepBytes;
-                p1 = p0 + next;
-            }
+            const uint8_t* p0 = rows[r] + i * kStepBytes;
+            const uint8_t* p1 = p0 + next;
             if constexpr (R == 1) {
                 prefetch_next_page(p0, kStepBytes);
             } else {
