@@ -127,13 +127,17 @@ struct Nvfp4 {
 #if !defined(__aarch64__)
 // q1_0, 18 bytes, 128 values: d, then bit j of qs[16] = value j: weight = bit ? 1 : -1, here
 // u = 2 bit, bias 1. Two steps per block: decode gets the block (p0) and the step's half of it
-// (p1 = p0 or p0 + 8).
+// (p1 = p0 or p0 + 8). Values in simd.h's bit order (by bit planes on AVX2), the activations
+// reordered to match once per column.
 struct Q1_0 {
     static constexpr int kBlockBytes = 18, kBlocksPerStep = 1, kStepsPerBlock = 2, kBias = 1,
                          kMaxU = 2;
     static constexpr bool kMin = false, kOneScale = true;
-    static V decode(const uint8_t*, const uint8_t* p1) { return bits_select(p1 + 2, 2); }
+    static V decode(const uint8_t*, const uint8_t* p1) { return bits2(p1 + 2); }
     static VF scale(const uint8_t* p0, const uint8_t*) { return splat_fp16(p0); }
+    static V act_q(V q) { return to_bit_order(q); }
+    static V act_bias(const int32_t* b) { return bit_order_bias(b); }
+    static VF act_scales(const float* d) { return bit_order_scales(d); }
 };
 // q2_0, 18 bytes, 64 values: d, then value j = bits 2(j % 4).. of qs[j / 4], weight = q - 1.
 // Decoded by bit planes (crumbs16); the activations are put in the same order once per column
@@ -144,7 +148,8 @@ struct Q2_0 {
     static V decode(const uint8_t* p0, const uint8_t*) { return crumbs16(p0 + 2); }
     static VF scale(const uint8_t* p0, const uint8_t*) { return splat_fp16(p0); }
     static V act_q(V q) { return to_crumb_order(q); }
-    static VF act_d(float d0, float d1) { return pairs(d0, d1); }
+    static V act_bias(const int32_t* b) { return crumb_order_bias(b); }
+    static VF act_scales(const float* d) { return crumb_order_scales(d); }
 };
 #endif
 
@@ -174,14 +179,6 @@ V act_q(V q) {
         return T::act_q(q);
     } else {
         return q;
-    }
-}
-template <typename T>
-VF act_d(float d0, float d1) {
-    if constexpr (requires { T::act_d(d0, d1); }) {
-        return T::act_d(d0, d1);
-    } else {
-        return halves(d0, d1);
     }
 }
 
@@ -229,11 +226,22 @@ TANDEM_ALWAYS_INLINE void accumulate(FAcc& acc, V u, VF dw, VF mw, V q, V bias, 
 
 // The activation side of one step of one column, prepared once for all rows: values, the
 // bias start of the integer sums, the scales (and q8_1's s).
-template <bool kQ8_1>
+template <bool kQ8_1, bool kOneScale = false>
 struct ColStep {
     V q, bias;
     VF d;
     VF s[kQ8_1 ? 1 : 0];
+};
+// One-scale formats (block_step): the values only, and apart (ColExtra) per q8_0 block the
+// start of the integer sum (-bias * sum of its values, added once) and the scale; the column
+// data read for every row is 80 bytes a step instead of 192.
+template <>
+struct ColStep<false, true> {
+    V q;
+};
+struct ColExtra {
+    int32_t b[2];
+    float d[2];
 };
 
 template <typename T, int C>
@@ -245,10 +253,15 @@ struct LegacyTile {
     static constexpr bool kOneScale = one_scale<T>();
     // (With two steps per block: bytes per step on average; chunks start at whole blocks.)
     static constexpr int64_t kStepBytes = T::kBlocksPerStep * T::kBlockBytes / kStepsPerBlock;
-    using Col = ColStep<kQ8_1>;
+    using Col = ColStep<kQ8_1, kOneScale>;
     // Steps per prepared chunk: at most 64 KiB of column data on the stack.
     static constexpr int64_t kChunk =
-        65536 / (C * sizeof(Col)) / kStepsPerBlock * kStepsPerBlock;
+        65536 / (C * (sizeof(Col) + (kOneScale ? sizeof(ColExtra) : 0))) / kStepsPerBlock *
+        kStepsPerBlock;
+    struct Chunk {
+        Col cols[kChunk][C];
+        ColExtra extra[kOneScale ? kChunk : 1][C];
+    };
     // Rows per block when k needs several chunks: a block's rows stay in L2 between chunks,
     // and their accumulators wait in memory (the sums of one column must not depend on C, so
     // chunks continue the accumulators rather than adding partial sums).
@@ -266,7 +279,7 @@ struct LegacyTile {
     static void run_tiles(int64_t k, const uint8_t* w, size_t w_stride, int n_rows,
                           const uint8_t* a, size_t a_stride, float* out, size_t out_stride) {
         const int64_t n_act = k / 32, n_steps = (n_act + 1) / 2;
-        alignas(64) Col cols[kChunk][C];
+        alignas(64) Chunk cols;
         if (n_steps <= kChunk) {
             prepare(a, a_stride, n_act, 0, n_steps, cols);
             rows(w, w_stride, 0, n_rows, n_act, 0, n_steps, cols, out, out_stride, Carry{});
@@ -285,7 +298,7 @@ struct LegacyTile {
     }
 
     static void prepare(const uint8_t* a, size_t a_stride, int64_t n_act, int64_t s0, int64_t ns,
-                        Col (&cols)[kChunk][C]) {
+                        Chunk& cols) {
         for (int64_t i = 0; i < ns; ++i) {
             const int64_t b = 2 * (s0 + i);  // first activation block of the step
             const bool two = b + 1 < n_act;
@@ -293,19 +306,32 @@ struct LegacyTile {
             for (int c = 0; c < C; ++c) {
                 const uint8_t* a0 = a + c * a_stride + b * kActBytes;
                 const uint8_t* a1 = a0 + kActBytes;
-                Col& col = cols[i][c];
-                col.q = act_q<T>(two ? load32x2(a0 + kActQs, a1 + kActQs)
-                                     : load32_lo(a0 + kActQs));
-                col.bias = column_bias<T>(col.q);
-                col.d = act_d<T>(fp16(a0), two ? fp16(a1) : 0.0f);
-                if constexpr (kQ8_1) col.s[0] = halves(fp16(a0 + 2), two ? fp16(a1 + 2) : 0.0f);
+                Col& col = cols.cols[i][c];
+                if constexpr (kOneScale) {
+#if !defined(__aarch64__)
+                    // (a whole number of steps per block: two activation blocks)
+                    col.q = T::act_q(load32x2(a0 + kActQs, a1 + kActQs));
+                    ColExtra& e = cols.extra[i][c];
+                    e.b[0] = -T::kBias * sum_i8x32(a0 + kActQs);
+                    e.b[1] = -T::kBias * sum_i8x32(a1 + kActQs);
+                    e.d[0] = fp16(a0);
+                    e.d[1] = fp16(a1);
+#endif
+                } else {
+                    col.q = act_q<T>(two ? load32x2(a0 + kActQs, a1 + kActQs)
+                                         : load32_lo(a0 + kActQs));
+                    col.bias = column_bias<T>(col.q);
+                    col.d = halves(fp16(a0), two ? fp16(a1) : 0.0f);
+                    if constexpr (kQ8_1)
+                        col.s[0] = halves(fp16(a0 + 2), two ? fp16(a1 + 2) : 0.0f);
+                }
             }
         }
     }
 
     // Rows [r_begin, r_begin + count) over steps [s0, s0 + ns).
     static void rows(const uint8_t* w, size_t w_stride, int r_begin, int count, int64_t n_act,
-                     int64_t s0, int64_t ns, const Col (&cols)[kChunk][C], float* out,
+                     int64_t s0, int64_t ns, const Chunk& cols, float* out,
                      size_t out_stride, const Carry& carry) {
         const size_t ahead = prefetch_ahead(R, w_stride);
         for_row_groups<R>(w + r_begin * w_stride + s0 * kStepBytes, w_stride, count,
@@ -318,7 +344,7 @@ struct LegacyTile {
     }
 
     static void tile(const uint8_t* const* rows, int n_valid, size_t ahead, int64_t n_act,
-                     int64_t s0, int64_t ns, const Col (&cols)[kChunk][C], float* out,
+                     int64_t s0, int64_t ns, const Chunk& cols, float* out,
                      size_t out_stride, const Carry& carry) {
         FAcc acc[R][C];
         TANDEM_UNROLL
@@ -355,7 +381,7 @@ struct LegacyTile {
     // each row decoded once, then for every column the steps' integer sums times the
     // activation scales, summed, go into the accumulator times the weight scale.
     TANDEM_ALWAYS_INLINE static void block_step(const uint8_t* const* rows, size_t ahead,
-                                                int64_t i, const Col (&cols)[kChunk][C],
+                                                int64_t i, const Chunk& cols,
                                                 FAcc (&acc)[R][C]) {
         constexpr int S = kStepsPerBlock;
         V u[R][S];
@@ -376,12 +402,14 @@ struct LegacyTile {
         for (int c = 0; c < C; ++c) {
             TANDEM_UNROLL
             for (int r = 0; r < R; ++r) {
-                const Col& c0 = cols[i][c];
-                VF x = mul(cvt(dot4(c0.bias, u[r][0], c0.q)), c0.d);
+                const ColExtra& e0 = cols.extra[i][c];
+                VF x = mul(cvt(dot4(T::act_bias(e0.b), u[r][0], cols.cols[i][c].q)),
+                           T::act_scales(e0.d));
                 TANDEM_UNROLL
                 for (int s = 1; s < S; ++s) {
-                    const Col& cs = cols[i + s][c];
-                    x = fma_vf(cvt(dot4(cs.bias, u[r][s], cs.q)), cs.d, x);
+                    const ColExtra& es = cols.extra[i + s][c];
+                    x = fma_vf(cvt(dot4(T::act_bias(es.b), u[r][s], cols.cols[i + s][c].q)),
+                               T::act_scales(es.d), x);
                 }
                 acc[r][c] = fma_acc(acc[r][c], x, dw[r]);
             }
@@ -390,7 +418,7 @@ struct LegacyTile {
 
     // Step i of the chunk: each row decoded once, then dotted with every column.
     TANDEM_ALWAYS_INLINE static void step(const uint8_t* const* rows, size_t ahead, int64_t i,
-                                          int next, const Col (&cols)[kChunk][C],
+                                          int next, const Chunk& cols,
                                           FAcc (&acc)[R][C]) {
         V u[R];
         VF dw[R], mw[R];
@@ -409,7 +437,7 @@ struct LegacyTile {
         }
         TANDEM_UNROLL
         for (int c = 0; c < C; ++c) {
-            const Col& col = cols[i][c];
+            const Col& col = cols.cols[i][c];
             TANDEM_UNROLL
             for (int r = 0; r < R; ++r) {
                 VF s{};
