@@ -34,8 +34,8 @@ class AlignedBuffer {
 size_t cache_bytes(int level);
 
 // STREAM-style read bandwidth in GB/s: every worker of the pool sums its slice of a `bytes`
-// buffer; the median pass over about `seconds`.
-double stream_read_gbs(ThreadPool& pool, size_t bytes, double seconds);
+// buffer; the median (or best) pass over about `seconds`.
+double stream_read_gbs(ThreadPool& pool, size_t bytes, double seconds, bool best = false);
 
 // The oracle kit (../shared/oracle): where setup.sh put its tools, libraries and headers, from
 // ORACLE_BIN / ORACLE_LIBDIR / ORACLE_SRC, else TANDEM_ORACLE_DIR or ~/.cache/tandem-oracle.

@@ -4,7 +4,6 @@
 // run by the oracle kit (`kern bench`, same K, rows and threads) and a STREAM-style read.
 #include <unistd.h>
 #if defined(__SSE2__)
-#include <emmintrin.h>
 #endif
 
 #include <algorithm>
@@ -23,6 +22,7 @@
 #include "base/error.h"
 #include "base/thread_pool.h"
 #include "base/timer.h"
+#include "cli/bench_common.h"
 #include "cli/commands.h"
 #include "cli/type_option.h"
 #include "formats/format_table.h"
@@ -36,7 +36,7 @@ struct BenchKernelsOptions {
     int threads = 0;
     bool json = false;
     int64_t k = 4096;
-    double mib = 256;
+    double mib = 0;  // 0: four times the last-level cache, at least 256 MiB
     double cache_kib = 0;  // 0: threads * L2 / 2, as kern
     double seconds = 1.0;
     std::string variant;
@@ -75,86 +75,6 @@ Timing time_passes(ThreadPool& pool, const std::function<void(int)>& pass, doubl
         runs.push_back(timed(reps));
     std::sort(runs.begin(), runs.end());
     return {runs.front(), runs[runs.size() / 2]};
-}
-
-// Cache size of a level from sysfs (sysconf can be wrong in VMs), else sysconf; as kern does.
-size_t cache_bytes(int level) {
-    for (int i = 0; i < 8; ++i) {
-        const std::string dir = fmt::format("/sys/devices/system/cpu/cpu0/cache/index{}/", i);
-        std::ifstream lv(dir + "level");
-        int l = 0;
-        if (!(lv >> l)) break;
-        if (l != level) continue;
-        std::ifstream type(dir + "type");
-        std::string t;
-        if (type >> t && t == "Instruction") continue;
-        std::ifstream size(dir + "size");
-        long v = 0;
-        char unit = 0;
-        if (size >> v) {
-            size >> unit;
-            return static_cast<size_t>(v) * (unit == 'K' ? 1024 : unit == 'M' ? 1048576 : 1);
-        }
-    }
-    const long v = sysconf(level == 2 ? _SC_LEVEL2_CACHE_SIZE : _SC_LEVEL3_CACHE_SIZE);
-    return v > 0 ? static_cast<size_t>(v) : 0;
-}
-
-struct Aligned {
-    std::unique_ptr<uint8_t, decltype(&std::free)> p{nullptr, &std::free};
-    explicit Aligned(size_t bytes) {
-        p.reset(static_cast<uint8_t*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64)));
-        if (!p) fail("bench kernels: cannot allocate {} MiB", bytes >> 20);
-    }
-    uint8_t* get() const { return p.get(); }
-};
-
-// STREAM-style read: every thread sums its slice of the buffer with 16-byte loads into four
-// independent sums (SSE2 is part of x86-64, so this stays baseline code): the loads are the
-// limit, as in STREAM's read kernels.
-uint64_t sum_bytes(const uint8_t* p, size_t n) {
-#if defined(__SSE2__)
-    __m128i s0 = _mm_setzero_si128(), s1 = s0, s2 = s0, s3 = s0;
-    for (size_t i = 0; i + 128 <= n; i += 128) {
-        const auto* q = reinterpret_cast<const __m128i*>(p + i);
-        s0 = _mm_add_epi64(s0, _mm_load_si128(q + 0));
-        s1 = _mm_add_epi64(s1, _mm_load_si128(q + 1));
-        s2 = _mm_add_epi64(s2, _mm_load_si128(q + 2));
-        s3 = _mm_add_epi64(s3, _mm_load_si128(q + 3));
-        s0 = _mm_add_epi64(s0, _mm_load_si128(q + 4));
-        s1 = _mm_add_epi64(s1, _mm_load_si128(q + 5));
-        s2 = _mm_add_epi64(s2, _mm_load_si128(q + 6));
-        s3 = _mm_add_epi64(s3, _mm_load_si128(q + 7));
-    }
-    const __m128i s = _mm_add_epi64(_mm_add_epi64(s0, s1), _mm_add_epi64(s2, s3));
-    return static_cast<uint64_t>(_mm_cvtsi128_si64(s)) +
-           static_cast<uint64_t>(_mm_cvtsi128_si64(_mm_unpackhi_epi64(s, s)));
-#else
-    uint64_t s[8] = {};
-    for (size_t i = 0; i + 64 <= n; i += 64) {
-        for (int j = 0; j < 8; ++j) {
-            uint64_t v;
-            std::memcpy(&v, p + i + 8 * j, 8);
-            s[j] += v;
-        }
-    }
-    return s[0] + s[1] + s[2] + s[3] + s[4] + s[5] + s[6] + s[7];
-#endif
-}
-
-double stream_read_gbs(ThreadPool& pool, size_t bytes, double seconds, bool best) {
-    Aligned buf(bytes);
-    std::memset(buf.get(), 1, bytes);
-    const size_t lines = bytes / 128;
-    std::vector<uint64_t> sinks(pool.size());
-    const Timing t = time_passes(
-        pool,
-        [&](int worker) {
-            const size_t b = lines * worker / pool.size(), e = lines * (worker + 1) / pool.size();
-            sinks[worker] = sum_bytes(buf.get() + 128 * b, 128 * (e - b));
-        },
-        seconds);
-    return bytes / (best ? t.best : t.median) / 1e9;
 }
 
 // ggml's numbers for one type from `kern bench`.
@@ -243,16 +163,16 @@ Measure measure(ThreadPool& pool, const KernelTable& kt, const FormatTraits& f, 
     const size_t rs = row_bytes(f, k);
     const int64_t rows = std::max<int64_t>(static_cast<int64_t>(target_bytes / rs), pool.size());
     const size_t bytes = rs * rows;
-    Aligned w(bytes);
-    fill_weights(f, k, w.get(), rows);
+    AlignedBuffer w(bytes);
+    fill_weights(f, k, w.data(), rows);
     const FormatTraits& act = format_of(f.dot_type);
     const size_t as = row_bytes(act, k);
-    Aligned a(as * cols + 64);
+    AlignedBuffer a(as * cols + 64);
     for (int c = 0; c < cols; ++c) {
         std::vector<float> x(k);
         for (int64_t i = 0; i < k; ++i)
             x[i] = static_cast<float>((i * 31 + c * 17) % 201) / 100.0f - 1.0f;
-        kt.quantize[type_id(f.dot_type)](x.data(), a.get() + c * as, k);
+        kt.quantize[type_id(f.dot_type)](x.data(), a.data() + c * as, k);
     }
     std::vector<float> out(static_cast<size_t>(rows) * cols);
     const DotTileFn dot = kt.dot[type_id(f.type)];
@@ -263,7 +183,7 @@ Measure measure(ThreadPool& pool, const KernelTable& kt, const FormatTraits& f, 
             // One call per slice (chunks of 4096 rows keep n_rows an int for any size).
             for (int64_t r = r0; r < r1; r += 4096) {
                 const int n = static_cast<int>(std::min<int64_t>(4096, r1 - r));
-                dot(k, w.get() + r * rs, rs, n, a.get(), as, cols, out.data() + r,
+                dot(k, w.data() + r * rs, rs, n, a.data(), as, cols, out.data() + r,
                     static_cast<size_t>(rows));
             }
         },
@@ -280,7 +200,9 @@ Measure measure(ThreadPool& pool, const KernelTable& kt, const FormatTraits& f, 
     return m;
 }
 
-void run_bench(const BenchKernelsOptions& o) {
+void run_bench(BenchKernelsOptions o) {
+    // The DRAM case must be far larger than the last-level cache (some servers have 300 MiB).
+    if (o.mib <= 0) o.mib = std::max(256.0, 4.0 * static_cast<double>(cache_bytes(3)) / 1048576);
     const std::vector<GgmlType> types =
         parse_type_list(o.types.empty() ? kDefaultTypes : o.types, "--types");
     const KernelVariant* variant =
@@ -415,7 +337,8 @@ void add_bench_kernels(CLI::App* bench) {
     cmd->add_option("--threads", o->threads, "Threads (default: one per physical core)");
     cmd->add_flag("--json", o->json, "Print JSON instead of tables");
     cmd->add_option("-K,--cols", o->k, "Values per weight row")->capture_default_str();
-    cmd->add_option("--mib", o->mib, "Weights of the DRAM-sized cases, MiB")->capture_default_str();
+    cmd->add_option("--mib", o->mib,
+                    "Weights of the DRAM-sized cases, MiB (default: 4 x the LLC, at least 256)");
     cmd->add_option("--cache-kib", o->cache_kib,
                     "Weights of the in-cache case, KiB (default: threads x L2 / 2)");
     cmd->add_option("--seconds", o->seconds, "Time per measurement")->capture_default_str();
