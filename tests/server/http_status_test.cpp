@@ -256,21 +256,28 @@ TEST(ServerLoading, Answers503UntilTheModelIsLoaded) {
     EXPECT_EQ(http_request("POST", server.url("/v1/chat/completions"), kHello).status, 200);
 }
 
+// A curl child streaming a long chat completion into out_path (-1 if fork failed).
+pid_t start_long_stream(const ServerProcess& server, const std::string& out_path) {
+    const std::string body =
+        R"({"messages":[{"role":"user","content":"Go on"}],"max_tokens":16000,"ignore_eos":true,"stream":true})";
+    const std::string url = server.url("/v1/chat/completions");
+    const pid_t curl = fork();
+    if (curl == 0) {
+        execlp("curl", "curl", "-sS", "-N", "--max-time", "120", "-o", out_path.c_str(), "-H",
+               "Content-Type: application/json", "-d", body.c_str(), url.c_str(),
+               static_cast<char*>(nullptr));
+        _exit(127);
+    }
+    return curl;
+}
+
 TEST(ServerQueue, FullQueueIs503) {
     // One slot and no queue: while a long stream holds the slot, the next request is refused.
     ServerProcess server({"--parallel", "1", "--queue", "0", "--ctx", "16384"});
     TempDir dir;
     const std::string stream_out = dir.file("stream");
-    const std::string body =
-        R"({"messages":[{"role":"user","content":"Go on"}],"max_tokens":16000,"ignore_eos":true,"stream":true})";
-    const pid_t curl = fork();
+    const pid_t curl = start_long_stream(server, stream_out);
     ASSERT_GE(curl, 0);
-    if (curl == 0) {
-        execlp("curl", "curl", "-sS", "-N", "--max-time", "120", "-o", stream_out.c_str(), "-H",
-               "Content-Type: application/json", "-d", body.c_str(),
-               server.url("/v1/chat/completions").c_str(), static_cast<char*>(nullptr));
-        _exit(127);
-    }
     // Wait (bounded) for the stream's first content: the slot is taken.
     bool streaming = false;
     for (int i = 0; i < 600 && !streaming; ++i) {
@@ -297,16 +304,8 @@ TEST(ServerShutdown, SigtermStopsCleanlyWithAStreamOpen) {
     ServerProcess server({"--parallel", "1", "--ctx", "16384"});
     TempDir dir;
     const std::string stream_out = dir.file("stream");
-    const std::string body =
-        R"({"messages":[{"role":"user","content":"Go on"}],"max_tokens":16000,"ignore_eos":true,"stream":true})";
-    const pid_t curl = fork();
+    const pid_t curl = start_long_stream(server, stream_out);
     ASSERT_GE(curl, 0);
-    if (curl == 0) {
-        execlp("curl", "curl", "-sS", "-N", "--max-time", "120", "-o", stream_out.c_str(), "-H",
-               "Content-Type: application/json", "-d", body.c_str(),
-               server.url("/v1/chat/completions").c_str(), static_cast<char*>(nullptr));
-        _exit(127);
-    }
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
     EXPECT_EQ(server.stop(), 0) << server.log();
     int status = 0;
