@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "kernels/variant/kernel_decls.h"
+#include "kernels/variant/q8_rows.h"
 #include "kernels/variant/simd.h"
 
 namespace tandem::TANDEM_VARIANT_NS {
@@ -56,23 +57,11 @@ float q8_block(const float* x, uint8_t* d_out, int8_t* qs, int* sum) {
 }  // namespace
 
 void quantize_q8_0(const float* x, void* dst, int64_t k) {
-    auto* out = static_cast<uint8_t*>(dst);
-    for (int64_t i = 0; i < k / 32; ++i) {
-        uint8_t* b = out + i * 34;
-        q8_block(x + i * 32, b, reinterpret_cast<int8_t*>(b + 2), nullptr);
-    }
+    q8_0_row<q8_block>(x, dst, k);
 }
 
-// q8_1 adds s = fp16(d * sum(q)).
 void quantize_q8_1(const float* x, void* dst, int64_t k) {
-    auto* out = static_cast<uint8_t*>(dst);
-    for (int64_t i = 0; i < k / 32; ++i) {
-        uint8_t* b = out + i * 36;
-        int sum = 0;
-        const float d = q8_block(x + i * 32, b, reinterpret_cast<int8_t*>(b + 4), &sum);
-        const uint16_t s = to_fp16(d * static_cast<float>(sum));
-        std::memcpy(b + 2, &s, 2);
-    }
+    q8_1_row<q8_block, to_fp16>(x, dst, k);
 }
 
 // q8_K: the first value of largest magnitude maps to -127 exactly (iscale = -127 / max),
