@@ -23,8 +23,9 @@ constexpr int kQ8KBytes = 292;  // q8_K: float d, int8 qs[256], int16 bsums[16]
 
 // A row's super-block, prepared once for all columns.
 struct Prep {
-    __m256i sc16;  // odd sub-block scales 2s+1 in int16 lanes (T::kSub values each)
-    float d;       // fp16 d times the format's constant factor (a power of two: exact)
+    __m256i sc16;    // odd sub-block scales 2s+1 in int16 lanes (T::kSub values each)
+    __m256i bias16;  // kBiased: the bias times the scale per 16 values, in int16 lanes
+    float d;         // fp16 d times the format's constant factor (a power of two: exact)
 };
 
 inline float fp16_bits(uint16_t h) {
@@ -47,18 +48,41 @@ TANDEM_ALWAYS_INLINE __m256i odd_scales_nibbles(uint64_t bytes) {
     return _mm256_or_si256(_mm256_slli_epi16(s16, 1), _mm256_set1_epi16(1));
 }
 
-const uint64_t* signs7() {
-    return kIqSignMasks.p;
+// The sign bits of 8 groups of 8 values from their 7-bit sign indices (bytes of b): the eighth
+// sign of a group makes its number of negated values even (ggml's ksigns).
+TANDEM_ALWAYS_INLINE uint64_t sign_bits(uint64_t b) {
+    uint64_t parity = b ^ (b >> 4);  // bit 0 of each byte: the parity of that byte
+    parity ^= parity >> 2;
+    parity ^= parity >> 1;
+    return b | (parity & 0x0101010101010101) << 7;
+}
+// The four 7-bit fields of a (bits 0..27) into bytes 0..3.
+TANDEM_ALWAYS_INLINE uint64_t bytes_of_7bit_fields(uint32_t a) {
+    return (a & 0x7f) | ((a << 1) & 0x7f00) | ((a << 2) & 0x7f0000) | ((a << 3) & 0x7f000000);
+}
+// Signs of the 8 groups of a step from two words of 4 sign indices each (iq2_xxs, iq3_xxs).
+TANDEM_ALWAYS_INLINE Signs signs_of_fields(uint32_t a0, uint32_t a1) {
+    return signs_of_bits(
+        sign_bits(bytes_of_7bit_fields(a0) | bytes_of_7bit_fields(a1) << 32));
+}
+// uint16 lane i = bits [shift_i, shift_i + width) of lane i of x, at bit 8 (indices' high bits):
+// x * 2^(16 - width - shift_i) puts them at the top, then they move down to bit 8.
+template <int kWidth>
+TANDEM_ALWAYS_INLINE __m128i high_index_bits(__m128i x, __m128i pow2) {
+    const int mask = ((1 << kWidth) - 1) << 8;
+    return _mm_and_si128(_mm_srli_epi16(_mm_mullo_epi16(x, pow2), 8 - kWidth),
+                         _mm_set1_epi16(static_cast<short>(mask)));
 }
 
 // Traits: prepare(block, Prep&); decode<j>(block, u, signs) gives step j (values 64j..64j+63):
 // magnitudes u (unsigned bytes) and the signs to apply to the activations. kSub: values per
-// sub-block scale (kUnitScales: all 1); kSigned: decode gives signs; kBias: weight = u - kBias (the
-// ternary formats, corrected with the q8_K bsums).
+// sub-block scale (kUnitScales: all 1); kSigned: decode gives signs; kBiased: weight = u - a bias
+// constant per format (the iq1 and ternary formats), the bias times the scales taken off the
+// sum with the q8_K bsums (Prep::bias16).
 struct Lattice {
     static constexpr bool kUnitScales = false;
     static constexpr bool kSigned = true;
-    static constexpr int kBias = 0;
+    static constexpr bool kBiased = false;
 };
 
 // iq2_xxs, 66 bytes: d, then per sub-block 8 bytes: 4 grid indices, a uint32 of 4 7-bit sign
@@ -78,13 +102,12 @@ struct Iq2Xxs : Lattice {
     template <int kJ>
     TANDEM_ALWAYS_INLINE static void decode(const uint8_t* b, V& u, Signs& s) {
         const uint8_t* q = b + 2 + 16 * kJ;
-        const uint64_t* g = kIq2xxsPoints.p;
-        const uint64_t* sg = signs7();
-        const uint32_t a0 = load_u32(q + 4), a1 = load_u32(q + 12);
-        u = set_u64x8(g[q[0]], g[q[1]], g[q[2]], g[q[3]], g[q[8]], g[q[9]], g[q[10]], g[q[11]]);
-        s = signs_of(set_u64x8(sg[a0 & 127], sg[(a0 >> 7) & 127], sg[(a0 >> 14) & 127],
-                               sg[(a0 >> 21) & 127], sg[a1 & 127], sg[(a1 >> 7) & 127],
-                               sg[(a1 >> 14) & 127], sg[(a1 >> 21) & 127]));
+        const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q));
+        const __m128i idx =  // bytes 0-3 and 8-11 as uint16
+            _mm_shuffle_epi8(x, _mm_setr_epi8(0, -1, 1, -1, 2, -1, 3, -1, 8, -1, 9, -1, 10, -1,
+                                              11, -1));
+        u = lookup_u64x8(kIq2xxsPoints.p, idx);
+        s = signs_of_fields(load_u32(q + 4), load_u32(q + 12));
     }
     static constexpr float kFactor = 0.125f;
 };
@@ -99,18 +122,10 @@ struct Iq2Xs : Lattice {
     }
     template <int kJ>
     TANDEM_ALWAYS_INLINE static void decode(const uint8_t* b, V& u, Signs& s) {
-        const uint8_t* q = b + 2 + 16 * kJ;
-        const uint64_t* g = kIq2xsPoints.p;
-        const uint64_t* sg = signs7();
-        // indices and sign indices split in SIMD, read back as scalars (store forwarding)
-        alignas(16) uint16_t gi[8], si[8];
-        const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q));
-        _mm_store_si128(reinterpret_cast<__m128i*>(gi), _mm_and_si128(x, _mm_set1_epi16(511)));
-        _mm_store_si128(reinterpret_cast<__m128i*>(si), _mm_srli_epi16(x, 9));
-        u = set_u64x8(g[gi[0]], g[gi[1]], g[gi[2]], g[gi[3]], g[gi[4]], g[gi[5]], g[gi[6]],
-                      g[gi[7]]);
-        s = signs_of(set_u64x8(sg[si[0]], sg[si[1]], sg[si[2]], sg[si[3]], sg[si[4]], sg[si[5]],
-                               sg[si[6]], sg[si[7]]));
+        const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 2 + 16 * kJ));
+        u = lookup_u64x8(kIq2xsPoints.p, _mm_and_si128(x, _mm_set1_epi16(511)));
+        const __m128i sign_idx = _mm_packus_epi16(_mm_srli_epi16(x, 9), _mm_setzero_si128());
+        s = signs_of_bits(sign_bits(static_cast<uint64_t>(_mm_cvtsi128_si64(sign_idx))));
     }
     static constexpr float kFactor = 0.125f;
 };
@@ -148,15 +163,11 @@ struct Iq3Xxs : Lattice {
     TANDEM_ALWAYS_INLINE static void decode(const uint8_t* b, V& u, Signs& s) {
         const uint8_t* q = b + 2 + 16 * kJ;
         const uint32_t* g = kIq3xxsPoints.p;
-        const uint64_t* sg = signs7();
         uint32_t pts[16];
         TANDEM_UNROLL
         for (int i = 0; i < 16; ++i) pts[i] = g[q[i]];
         u = set_u32x16(pts);
-        const uint32_t a0 = load_u32(b + 66 + 8 * kJ), a1 = load_u32(b + 70 + 8 * kJ);
-        s = signs_of(set_u64x8(sg[a0 & 127], sg[(a0 >> 7) & 127], sg[(a0 >> 14) & 127],
-                               sg[(a0 >> 21) & 127], sg[a1 & 127], sg[(a1 >> 7) & 127],
-                               sg[(a1 >> 14) & 127], sg[(a1 >> 21) & 127]));
+        s = signs_of_fields(load_u32(b + 66 + 8 * kJ), load_u32(b + 70 + 8 * kJ));
     }
     static constexpr float kFactor = 0.25f;
 };
@@ -185,46 +196,60 @@ struct Iq3S : Lattice {
 };
 
 // The iq1 formats: grid values -1, 0, 1 and a shift of +-1/8 per group, in eighths w = 8 grid +
-// shift (odd). The table holds grid + 1, so 8 (grid + 1) + (shift + 1) = w + 9 is built in
-// uint64 without carries between bytes.
+// shift (odd). The table holds grid + 1, so u = 8 (grid + 1) + (shift + 1) = w + 9 (0..18) is
+// built in uint64 without carries between bytes, and the 9 is the bias.
 constexpr uint64_t kShiftUp = 0x0202020202020202;  // shift + 1 for shift = +1 (bytes)
-TANDEM_ALWAYS_INLINE void iq1_split(V w9, V& u, Signs& s) {
-    const V w = sub8(w9, set1_8(9));
-    u = abs8(w);
-    s = signs_of(w);
-}
+struct Iq1 {
+    static constexpr bool kUnitScales = false;
+    static constexpr bool kSigned = false;
+    static constexpr bool kBiased = true;
+    static constexpr float kFactor = 0.125f;
+    // u from the biased grid points and the groups whose shift is +1 (bits of up)
+    TANDEM_ALWAYS_INLINE static V magnitudes(__m128i idx, uint32_t up) {
+        return or_(sll64(lookup_u64x8(kIq1sPointsBiased.p, idx), 3), groups_where(up, kShiftUp));
+    }
+    // 9 (2s+1) per 16 values from the odd scales per 16 values
+    TANDEM_ALWAYS_INLINE static __m256i bias16(__m256i odd16) {
+        return _mm256_mullo_epi16(odd16, _mm256_set1_epi16(9));
+    }
+};
 
 // iq1_s, 50 bytes: d, qs[32] (low 8 bits of the grid indices), qh[8] uint16 per sub-block: bits
 // 3l..3l+2 = bits 8-10 of group l's index, bits 12-14 = s, bit 15 set: shift -1, else +1.
 // x = d * (2s+1) * (grid + shift / 8).
-struct Iq1S : Lattice {
+struct Iq1S : Iq1 {
     static constexpr int kBytes = 50, kSub = 32;
     TANDEM_ALWAYS_INLINE static void prepare(const uint8_t* b, Prep& p) {
         const __m128i qh = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 34));
         const __m128i s = _mm_and_si128(_mm_srli_epi16(qh, 12), _mm_set1_epi16(7));
-        p.sc16 = _mm256_castsi128_si256(_mm_or_si128(_mm_slli_epi16(s, 1), _mm_set1_epi16(1)));
+        const __m128i odd = _mm_or_si128(_mm_slli_epi16(s, 1), _mm_set1_epi16(1));
+        p.sc16 = _mm256_castsi128_si256(odd);
+        p.bias16 = bias16(_mm256_setr_m128i(_mm_unpacklo_epi16(odd, odd),
+                                            _mm_unpackhi_epi16(odd, odd)));
         p.d = fp16_bits(load_u16(b)) * 0.125f;
     }
     template <int kJ>
-    TANDEM_ALWAYS_INLINE static void decode(const uint8_t* b, V& u, Signs& s) {
-        const uint8_t* q = b + 2 + 8 * kJ;
-        const uint32_t h0 = load_u16(b + 34 + 4 * kJ), h1 = load_u16(b + 36 + 4 * kJ);
-        const uint64_t* g = kIq1sPointsBiased.p;
-        const uint64_t up0 = h0 & 0x8000 ? 0 : kShiftUp, up1 = h1 & 0x8000 ? 0 : kShiftUp;
-        const auto at = [&](int i, uint32_t h, uint64_t up) {
-            return (g[q[i] | ((h >> (3 * (i % 4))) & 7) << 8] << 3) + up;
-        };
-        iq1_split(set_u64x8(at(0, h0, up0), at(1, h0, up0), at(2, h0, up0), at(3, h0, up0),
-                            at(4, h1, up1), at(5, h1, up1), at(6, h1, up1), at(7, h1, up1)),
-                  u, s);
+    TANDEM_ALWAYS_INLINE static void decode(const uint8_t* b, V& u, Signs&) {
+        const __m128i low = _mm_cvtepu8_epi16(_mm_loadl_epi64(
+            reinterpret_cast<const __m128i*>(b + 2 + 8 * kJ)));
+        const uint32_t h = load_u32(b + 34 + 4 * kJ);  // qh of the step's 2 sub-blocks
+        // group i's index bits 8-10: bits 3 (i % 4).. of qh word i / 4
+        const __m128i words = _mm_shuffle_epi8(_mm_cvtsi32_si128(static_cast<int>(h)),
+                                               _mm_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3,
+                                                             2, 3, 2, 3));
+        const __m128i high = high_index_bits<3>(
+            words, _mm_setr_epi16(1 << 13, 1 << 10, 1 << 7, 1 << 4, 1 << 13, 1 << 10, 1 << 7,
+                                  1 << 4));
+        // shift +1 (bit 15 of the word clear) for the groups of that sub-block
+        const uint32_t up = (h & 0x8000 ? 0 : 0x0f) | (h & 0x80000000 ? 0 : 0xf0);
+        u = magnitudes(_mm_or_si128(low, high), up);
     }
-    static constexpr float kFactor = 0.125f;
 };
 
 // iq1_m, 56 bytes: qs[32] (low 8 bits of the grid indices), qh[16] (a nibble per group: bits
 // 0-2 = bits 8-10 of its index, bit 3 set: shift -1, else +1), scales[8]: four uint16 words,
 // 3-bit s per 16 values (word k / 4, bits 3 (k % 4)..), the fp16 d in their top nibbles.
-struct Iq1M : Lattice {
+struct Iq1M : Iq1 {
     static constexpr int kBytes = 56, kSub = 16;
     TANDEM_ALWAYS_INLINE static void prepare(const uint8_t* b, Prep& p) {
         const uint64_t w = load_u64(b + 48);
@@ -244,20 +269,28 @@ struct Iq1M : Lattice {
         const __m256i s = _mm256_and_si256(_mm256_srli_epi16(_mm256_mullo_epi16(rep2, m), 12),
                                            _mm256_set1_epi16(7));
         p.sc16 = _mm256_or_si256(_mm256_slli_epi16(s, 1), _mm256_set1_epi16(1));
+        p.bias16 = bias16(p.sc16);
         p.d = fp16_bits(d_bits) * 0.125f;
     }
     template <int kJ>
-    TANDEM_ALWAYS_INLINE static void decode(const uint8_t* b, V& u, Signs& s) {
-        const uint8_t* q = b + 8 * kJ;
+    TANDEM_ALWAYS_INLINE static void decode(const uint8_t* b, V& u, Signs&) {
+        const __m128i low =
+            _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b + 8 * kJ)));
         const uint32_t h = load_u32(b + 32 + 4 * kJ);  // nibble i: group i of this step
-        const uint64_t* g = kIq1sPointsBiased.p;
-        const auto at = [&](int i) {
-            const uint32_t nib = h >> (4 * i);
-            return (g[q[i] | (nib & 7) << 8] << 3) + (nib & 8 ? 0 : kShiftUp);
-        };
-        iq1_split(set_u64x8(at(0), at(1), at(2), at(3), at(4), at(5), at(6), at(7)), u, s);
+        // group i's index bits 8-10: bits 0-2 of its nibble, in word i / 4 at bit 4 (i % 4)
+        const __m128i words = _mm_shuffle_epi8(_mm_cvtsi32_si128(static_cast<int>(h)),
+                                               _mm_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3,
+                                                             2, 3, 2, 3));
+        const __m128i high = high_index_bits<3>(
+            words, _mm_setr_epi16(1 << 13, 1 << 9, 1 << 5, 1 << 1, 1 << 13, 1 << 9, 1 << 5,
+                                  1 << 1));
+        // shift +1 where bit 3 of the nibble is clear: those bits gathered into bits 0..7
+        uint32_t up = (~h >> 3) & 0x11111111;
+        up = (up | up >> 3) & 0x03030303;
+        up = (up | up >> 6) & 0x000f000f;
+        up = (up | up >> 12) & 0xff;
+        u = magnitudes(_mm_or_si128(low, high), up);
     }
-    static constexpr float kFactor = 0.125f;
 };
 
 // The ternary formats: weight = u - 1 with u in 0..2 (tq2_0 also decodes 3 as +2), no sub-block
@@ -266,7 +299,7 @@ struct Ternary {
     static constexpr int kSub = 32;
     static constexpr bool kUnitScales = true;
     static constexpr bool kSigned = false;
-    static constexpr int kBias = 1;
+    static constexpr bool kBiased = true;
     static constexpr float kFactor = 1.0f;
 };
 
@@ -274,7 +307,7 @@ struct Ternary {
 struct Tq2 : Ternary {
     static constexpr int kBytes = 66;
     TANDEM_ALWAYS_INLINE static void prepare(const uint8_t* b, Prep& p) {
-        p.sc16 = _mm256_set1_epi16(1);
+        p.sc16 = p.bias16 = _mm256_set1_epi16(1);
         p.d = fp16_bits(load_u16(b + 64));
     }
     template <int kJ>
@@ -299,7 +332,7 @@ TANDEM_ALWAYS_INLINE __m256i trits(__m256i x, __m256i m) {
 struct Tq1 : Ternary {
     static constexpr int kBytes = 54;
     TANDEM_ALWAYS_INLINE static void prepare(const uint8_t* b, Prep& p) {
-        p.sc16 = _mm256_set1_epi16(1);
+        p.sc16 = p.bias16 = _mm256_set1_epi16(1);
         p.d = fp16_bits(load_u16(b + 52));
     }
     template <int kJ>
@@ -446,17 +479,13 @@ struct IqTile {
         TANDEM_UNROLL
         for (int c = 0; c < C; ++c) {
             const uint8_t* y = a + c * a_stride + i * kQ8KBytes;
-            __m256i bias = _mm256_setzero_si256();
-            if constexpr (T::kBias != 0) {
-                bias =
-                    _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(y + 260)),
-                                      _mm256_set1_epi16(T::kBias));
-            }
+            const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y + 260));
             const float dy = load_f32(y);
             TANDEM_UNROLL
             for (int r = 0; r < R; ++r) {
                 __m256i sums = fold(iacc[r][c]);
-                if constexpr (T::kBias != 0) sums = _mm256_sub_epi32(sums, bias);
+                if constexpr (T::kBiased)
+                    sums = _mm256_sub_epi32(sums, _mm256_madd_epi16(bsums, prep[r].bias16));
                 const __m256 d = _mm256_set1_ps(prep[r].d * dy);
                 facc[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), d, facc[r][c]);
             }
