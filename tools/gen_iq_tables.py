@@ -178,16 +178,6 @@ constexpr IqPoints<T, N> expand_points(const uint16_t (&codes)[N], const int8_t*
     }
     return out;
 }
-constexpr IqPoints<uint64_t, 128> make_sign_masks() {
-    IqPoints<uint64_t, 128> out{};
-    for (uint32_t s = 0; s < 128; ++s) {
-        const uint32_t byte = s | ((std::popcount(s) & 1u) << 7);
-        for (int j = 0; j < 8; ++j) {
-            out.p[s] |= static_cast<uint64_t>((byte >> j) & 1 ? 0xff : 0x01) << (8 * j);
-        }
-    }
-    return out;
-}
 """
 POINT_TABLES = """
 constinit const IqPoints<uint64_t, 256> kIq2xxsPoints =
@@ -202,7 +192,6 @@ constinit const IqPoints<uint32_t, 512> kIq3sPoints =
     expand_points<uint32_t>(kIq3sCodes, kIq3sLevels, 4, 3, 0);
 constinit const IqPoints<uint64_t, 2048> kIq1sPointsBiased =
     expand_points<uint64_t>(kIq1sCodes, kIq1sLevels, 8, 2, 1);
-constinit const IqPoints<uint64_t, 128> kIqSignMasks = make_sign_masks();
 """
 
 

@@ -453,16 +453,6 @@ constexpr IqPoints<T, N> expand_points(const uint16_t (&codes)[N], const int8_t*
     }
     return out;
 }
-constexpr IqPoints<uint64_t, 128> make_sign_masks() {
-    IqPoints<uint64_t, 128> out{};
-    for (uint32_t s = 0; s < 128; ++s) {
-        const uint32_t byte = s | ((std::popcount(s) & 1u) << 7);
-        for (int j = 0; j < 8; ++j) {
-            out.p[s] |= static_cast<uint64_t>((byte >> j) & 1 ? 0xff : 0x01) << (8 * j);
-        }
-    }
-    return out;
-}
 
 }  // namespace
 
@@ -485,7 +475,6 @@ constinit const IqPoints<uint32_t, 512> kIq3sPoints =
     expand_points<uint32_t>(kIq3sCodes, kIq3sLevels, 4, 3, 0);
 constinit const IqPoints<uint64_t, 2048> kIq1sPointsBiased =
     expand_points<uint64_t>(kIq1sCodes, kIq1sLevels, 8, 2, 1);
-constinit const IqPoints<uint64_t, 128> kIqSignMasks = make_sign_masks();
 
 const int8_t kIq4nlValues[16] = {
     -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113,

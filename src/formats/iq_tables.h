@@ -54,10 +54,6 @@ extern const IqPoints<uint64_t, 1024> kIq2sPoints;
 extern const IqPoints<uint32_t, 256> kIq3xxsPoints;
 extern const IqPoints<uint32_t, 512> kIq3sPoints;
 extern const IqPoints<uint64_t, 2048> kIq1sPointsBiased;
-// iq_sign_byte of each 7-bit sign index as 8 bytes: 0xff (-1) where the value is negated, 0x01
-// (+1) elsewhere.
-extern const IqPoints<uint64_t, 128> kIqSignMasks;
-
 // iq4_nl and iq4_xs: the 16 non-linear levels a 4-bit code selects (value = scale * level).
 extern const int8_t kIq4nlValues[16];
 

@@ -647,20 +647,10 @@ inline V set_u64x8(uint64_t g0, uint64_t g1, uint64_t g2, uint64_t g3, uint64_t 
                              static_cast<long long>(g3), static_cast<long long>(g2),
                              static_cast<long long>(g1), static_cast<long long>(g0))};
 }
-inline V sub8(V a, V b) {
-    return {_mm512_sub_epi8(a.x, b.x)};
-}
-inline V abs8(V a) {
-    return {_mm512_abs_epi8(a.x)};
-}
 // Which of 64 bytes to negate.
 struct Signs {
     __mmask64 m;
 };
-// Negate where the byte of s is negative.
-inline Signs signs_of(V s) {
-    return {_mm512_movepi8_mask(s.x)};
-}
 // Negate byte j where bit j of bits is set.
 inline Signs signs_of_bits(uint64_t bits) {
     return {static_cast<__mmask64>(bits)};
@@ -677,20 +667,10 @@ inline V set_u64x8(uint64_t g0, uint64_t g1, uint64_t g2, uint64_t g3, uint64_t 
                    uint64_t g6, uint64_t g7) {
     return {set_u64x4(g0, g1, g2, g3), set_u64x4(g4, g5, g6, g7)};
 }
-inline V sub8(V a, V b) {
-    return {_mm256_sub_epi8(a.lo, b.lo), _mm256_sub_epi8(a.hi, b.hi)};
-}
-inline V abs8(V a) {
-    return {_mm256_abs_epi8(a.lo), _mm256_abs_epi8(a.hi)};
-}
 // Nonzero bytes: negative where the value is negated (vpsignb's operand).
 struct Signs {
     V s;
 };
-// s must have no zero byte.
-inline Signs signs_of(V s) {
-    return {s};
-}
 inline Signs signs_of_bits(uint64_t bits) {
     return {or_(bits_to_bytes(static_cast<uint32_t>(bits), static_cast<uint32_t>(bits >> 32)),
                 set1_8(1))};
