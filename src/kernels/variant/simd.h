@@ -731,6 +731,31 @@ inline V sll64(V a, int n) {
 #endif
 }
 
+// acc + the u * s products summed per int32 lane (no sub-block scales: the ternary formats).
+inline Acc dot_unit(Acc acc, V u, V s) {
+#if defined(TANDEM_SIMD_ZMM)
+    return dot4(V{acc}, u, s).x;
+#else
+    return dot4(dot4(acc, u.lo, s.lo), u.hi, s.hi);
+#endif
+}
+// Per byte y: floor(3 y / 256), the base-3 digit tq1_0 keeps in the top of y (0, 1 or 2).
+inline V trit_of(V y) {
+#if defined(TANDEM_SIMD_ZMM)
+    const __m512i one = _mm512_set1_epi8(1);
+    return {_mm512_add_epi8(_mm512_min_epu8(_mm512_subs_epu8(y.x, _mm512_set1_epi8(85)), one),
+                            _mm512_min_epu8(_mm512_subs_epu8(y.x, _mm512_set1_epi8(-86)), one))};
+#else
+    const auto half = [](__m256i x) {
+        const __m256i one = _mm256_set1_epi8(1);
+        return _mm256_add_epi8(
+            _mm256_min_epu8(_mm256_subs_epu8(x, _mm256_set1_epi8(85)), one),
+            _mm256_min_epu8(_mm256_subs_epu8(x, _mm256_set1_epi8(-86)), one));
+    };
+    return {half(y.lo), half(y.hi)};
+#endif
+}
+
 // ---------------------------------------------------------------- end of i-quant helpers
 
 }  // namespace tandem::TANDEM_VARIANT_NS::simd

@@ -102,11 +102,8 @@ struct Iq2Xxs : Lattice {
     template <int kJ>
     TANDEM_ALWAYS_INLINE static void decode(const uint8_t* b, V& u, Signs& s) {
         const uint8_t* q = b + 2 + 16 * kJ;
-        const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q));
-        const __m128i idx =  // bytes 0-3 and 8-11 as uint16
-            _mm_shuffle_epi8(x, _mm_setr_epi8(0, -1, 1, -1, 2, -1, 3, -1, 8, -1, 9, -1, 10, -1,
-                                              11, -1));
-        u = lookup_u64x8(kIq2xxsPoints.p, idx);
+        const uint64_t* g = kIq2xxsPoints.p;
+        u = set_u64x8(g[q[0]], g[q[1]], g[q[2]], g[q[3]], g[q[8]], g[q[9]], g[q[10]], g[q[11]]);
         s = signs_of_fields(load_u32(q + 4), load_u32(q + 12));
     }
     static constexpr float kFactor = 0.125f;
@@ -318,16 +315,23 @@ struct Tq2 : Ternary {
 };
 
 // tq1_0, 54 bytes: qs[48], qh[4], d. Five trits per byte: trit k of byte x is
-// (uint8(x * 3^k) * 3) >> 8. Trit k of qs[m] (m < 32) is value 32k + m, of qs[32 + m] value
-// 160 + 16k + m, of qh[m] (k < 4) value 240 + 4k + m.
-// The trits of the bytes of x, byte i taking power m[i / 2] (int16 lanes): the multiplies are
-// done in int16 lanes, odd bytes apart so no carry reaches them.
-TANDEM_ALWAYS_INLINE __m256i trits(__m256i x, __m256i m) {
-    const __m256i even = _mm256_slli_epi16(_mm256_mullo_epi16(x, m), 8);
-    const __m256i odd = _mm256_mullo_epi16(_mm256_and_si256(x, _mm256_set1_epi16(-256)), m);
-    const __m256i three = _mm256_set1_epi16(3);
-    return _mm256_or_si256(_mm256_mulhi_epu16(even, three),
-                           _mm256_slli_epi16(_mm256_mulhi_epu16(odd, three), 8));
+// floor(3 y / 256) with y = x * 3^k mod 256 (trit_of). Trit k of qs[m] (m < 32) is value
+// 32k + m, of qs[32 + m] value 160 + 16k + m, of qh[m] (k < 4) value 240 + 4k + m. The powers are
+// made by byte additions (3y = y + y + y wraps mod 256 in each byte), no multiplies; the steps'
+// common chains are the same expressions, which the compiler shares.
+TANDEM_ALWAYS_INLINE __m256i times3(__m256i y) {
+    return _mm256_add_epi8(_mm256_add_epi8(y, y), y);
+}
+TANDEM_ALWAYS_INLINE __m128i times3(__m128i y) {
+    return _mm_add_epi8(_mm_add_epi8(y, y), y);
+}
+template <int kN, typename X>
+TANDEM_ALWAYS_INLINE X times3n(X y) {  // y * 3^kN
+    if constexpr (kN == 0) {
+        return y;
+    } else {
+        return times3n<kN - 1>(times3(y));
+    }
 }
 struct Tq1 : Ternary {
     static constexpr int kBytes = 54;
@@ -337,27 +341,21 @@ struct Tq1 : Ternary {
     }
     template <int kJ>
     TANDEM_ALWAYS_INLINE static void decode(const uint8_t* b, V& u, Signs&) {
-        const auto pow = [](int lo, int hi) {
-            return _mm256_setr_m128i(_mm_set1_epi16(static_cast<short>(lo)),
-                                     _mm_set1_epi16(static_cast<short>(hi)));
-        };
+        const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b));
+        const __m128i q1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 32));
         if constexpr (kJ < 2) {
-            const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b));
-            constexpr int p0 = kJ == 0 ? 1 : 9;
-            u = join(trits(x, _mm256_set1_epi16(p0)), trits(x, _mm256_set1_epi16(3 * p0)));
+            const __m256i lo = times3n<2 * kJ>(x);
+            u = trit_of(join(lo, times3(lo)));
+        } else if constexpr (kJ == 2) {
+            u = trit_of(join(times3n<4>(x), _mm256_setr_m128i(q1, times3(q1))));
         } else {
-            const __m128i q1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 32));
-            const __m256i y = _mm256_broadcastsi128_si256(q1);
-            if constexpr (kJ == 2) {
-                const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b));
-                u = join(trits(x, _mm256_set1_epi16(81)), trits(y, pow(1, 3)));
-            } else {
-                const __m256i z =
-                    _mm256_setr_m128i(q1, _mm_set1_epi32(static_cast<int>(load_u32(b + 48))));
-                u = join(trits(y, pow(9, 27)),
-                         trits(z, _mm256_setr_epi16(81, 81, 81, 81, 81, 81, 81, 81, 1, 1, 3, 3, 9,
-                                                    9, 27, 27)));
-            }
+            const __m128i q9 = times3n<2>(q1), q81 = times3n<2>(q9);
+            // qh as four dwords times 1, 3, 9, 27
+            const __m128i h = _mm_set1_epi32(static_cast<int>(load_u32(b + 48)));
+            const __m128i h3 = times3(h), h9 = times3(h3);
+            const __m128i hk = _mm_blend_epi32(_mm_blend_epi32(h, h3, 0x2),
+                                               _mm_blend_epi32(h9, times3(h9), 0x8), 0xC);
+            u = trit_of(join(_mm256_setr_m128i(q9, times3(q9)), _mm256_setr_m128i(q81, hk)));
         }
     }
 };
@@ -438,6 +436,8 @@ struct IqTile {
             for (int r = 0; r < R; ++r) {
                 if constexpr (T::kSigned) {
                     iacc[r][c] = dot_scaled(iacc[r][c], u[r], apply_signs(q, s[r]), scale[r]);
+                } else if constexpr (T::kUnitScales) {
+                    iacc[r][c] = dot_unit(iacc[r][c], u[r], q);
                 } else {
                     iacc[r][c] = dot_scaled(iacc[r][c], u[r], q, scale[r]);
                 }
