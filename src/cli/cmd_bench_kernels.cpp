@@ -45,9 +45,11 @@ struct BenchKernelsOptions {
     bool best = false;  // report the best run instead of the median
 };
 
-// The types with kernels of their own in this round: the default list.
+// Every weight type (each has a SIMD kernel on x86; some use the baseline on aarch64): the
+// default list.
 constexpr const char* kDefaultTypes =
-    "f32,f16,bf16,q4_0,q4_1,q5_0,q5_1,q8_0,q2_K,q3_K,q4_K,q5_K,q6_K,iq4_nl,iq4_xs,mxfp4,nvfp4";
+    "f32,f16,bf16,q4_0,q4_1,q5_0,q5_1,q8_0,q2_K,q3_K,q4_K,q5_K,q6_K,iq4_nl,iq4_xs,mxfp4,nvfp4,"
+    "iq2_xxs,iq2_xs,iq2_s,iq3_xxs,iq3_s,iq1_s,iq1_m,tq1_0,tq2_0,q1_0,q2_0";
 
 struct Timing {
     double best = 0, median = 0;  // seconds per pass
@@ -333,7 +335,7 @@ void add_bench_kernels(CLI::App* bench) {
     CLI::App* cmd = bench->add_subcommand(
         "kernels", "CPU dot kernels per weight type vs ggml's vec_dot and the memory bandwidth");
     cmd->add_option("--types", o->types,
-                    "Comma-separated weight types (default: those with kernels of their own)");
+                    "Comma-separated weight types (default: every weight type)");
     cmd->add_option("--threads", o->threads, "Threads (default: one per physical core)");
     cmd->add_flag("--json", o->json, "Print JSON instead of tables");
     cmd->add_option("-K,--cols", o->k, "Values per weight row")->capture_default_str();
