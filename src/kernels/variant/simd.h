@@ -702,11 +702,14 @@ inline V set_u32x16(const uint32_t (&g)[16]) {
 }
 
 // Grid points by index: bytes 8i..8i+7 = g[uint16 lane i of idx]. Scalar loads: the gathers
-// are slower on Zen 4 (iq2_xxs 1.3x, iq3_xxs 1.5x the time per row).
+// are slower on Zen 4 (iq2_xxs 1.3x, iq3_xxs 1.5x the time per row). The indices leave the
+// vector as two 64-bit moves and are split with shifts: per-index extracts (vpextrw, what a
+// store and reload of the lanes compiles to) take the shuffle port the vector build needs.
 inline V lookup_u64x8(const uint64_t* g, __m128i idx) {
-    alignas(16) uint16_t i[8];
-    _mm_store_si128(reinterpret_cast<__m128i*>(i), idx);
-    return set_u64x8(g[i[0]], g[i[1]], g[i[2]], g[i[3]], g[i[4]], g[i[5]], g[i[6]], g[i[7]]);
+    const auto lo = static_cast<uint64_t>(_mm_cvtsi128_si64(idx));
+    const auto hi = static_cast<uint64_t>(_mm_extract_epi64(idx, 1));
+    return set_u64x8(g[lo & 0xffff], g[(lo >> 16) & 0xffff], g[(lo >> 32) & 0xffff], g[lo >> 48],
+                     g[hi & 0xffff], g[(hi >> 16) & 0xffff], g[(hi >> 32) & 0xffff], g[hi >> 48]);
 }
 // Bytes 8i..8i+7 = pattern where bit i of mask8 is set, else 0.
 inline V groups_where(uint32_t mask8, uint64_t pattern) {
