@@ -25,20 +25,14 @@
     X(q2_0, Q2_0)
 
 // The weight types with SIMD kernels (simd_*.cpp, neon_*.cpp); the others use the baseline's.
-// The i-quant and ternary tiles (simd_iquants.cpp) and q1_0 / q2_0 are x86 only for now.
-#define TANDEM_SIMD_COMMON_TYPES(X)                                                      \
-    X(f32, F32) X(f16, F16) X(bf16, BF16) X(q4_0, Q4_0) X(q4_1, Q4_1) X(q5_0, Q5_0)      \
-    X(q5_1, Q5_1) X(q8_0, Q8_0) X(q2_K, Q2_K) X(q3_K, Q3_K) X(q4_K, Q4_K) X(q5_K, Q5_K)  \
-    X(q6_K, Q6_K) X(iq4_nl, IQ4_NL) X(iq4_xs, IQ4_XS) X(mxfp4, MXFP4) X(nvfp4, NVFP4)
-#if defined(__aarch64__)
-#define TANDEM_SIMD_WEIGHT_TYPES(X) TANDEM_SIMD_COMMON_TYPES(X)
-#else
+// x86 and aarch64 have the same ones (today every type).
 #define TANDEM_SIMD_WEIGHT_TYPES(X)                                                           \
-    TANDEM_SIMD_COMMON_TYPES(X)                                                              \
+    X(f32, F32) X(f16, F16) X(bf16, BF16) X(q4_0, Q4_0) X(q4_1, Q4_1) X(q5_0, Q5_0)           \
+    X(q5_1, Q5_1) X(q8_0, Q8_0) X(q2_K, Q2_K) X(q3_K, Q3_K) X(q4_K, Q4_K) X(q5_K, Q5_K)       \
+    X(q6_K, Q6_K) X(iq4_nl, IQ4_NL) X(iq4_xs, IQ4_XS) X(mxfp4, MXFP4) X(nvfp4, NVFP4)         \
     X(iq2_xxs, IQ2_XXS) X(iq2_xs, IQ2_XS) X(iq2_s, IQ2_S) X(iq3_xxs, IQ3_XXS) X(iq3_s, IQ3_S) \
     X(iq1_s, IQ1_S) X(iq1_m, IQ1_M) X(tq1_0, TQ1_0) X(tq2_0, TQ2_0) X(q1_0, Q1_0)            \
     X(q2_0, Q2_0)
-#endif
 
 // Activation formats: X(function suffix, GgmlType enumerator). Every variant defines
 // quantize_<suffix>; the baseline's are the format table's reference quantizers.
