@@ -124,12 +124,12 @@ inline V lookup16(V idx, __m128i table) {
 }
 // [low nibbles of p0[0..15], high nibbles of p0, low of p1[0..15], high of p1]: two q4-packed
 // 32-value blocks in value order.
+// The 16-byte halves go to their lanes as broadcast loads (the second one masked): no
+// shuffle-port work, which the lookups and scales of the same step need.
 inline V nibbles16x2(const uint8_t* p0, const uint8_t* p1) {
-    const __m256i y = _mm256_inserti128_si256(
-        _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p0))),
-        _mm_loadu_si128(reinterpret_cast<const __m128i*>(p1)), 1);
-    const __m512i z = _mm512_permutexvar_epi64(_mm512_setr_epi64(0, 1, 0, 1, 2, 3, 2, 3),
-                                               _mm512_castsi256_si512(y));
+    const __m512i z = _mm512_mask_broadcast_i32x4(
+        _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p0))), 0xFF00,
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(p1)));
     const __m512i counts = _mm512_setr_epi64(0, 0, 0x0004000400040004, 0x0004000400040004, 0, 0,
                                              0x0004000400040004, 0x0004000400040004);
     return {_mm512_and_si512(_mm512_srlv_epi16(z, counts), _mm512_set1_epi8(15))};
