@@ -3,8 +3,8 @@
 // super-block, four steps of 64 values: the grid points are looked up (formats/iq_tables.h) into
 // unsigned magnitudes u, the value signs are applied to the activations, products are summed in
 // int32 with the odd sub-block scales 2s+1 applied as int16 (vpmaddubsw then vpmaddwd / vpdpwssd).
-// The iq1 formats work in eighths: 8 * grid + shift (odd, never zero) is split into |.| and a sign
-// like the others.
+// The iq1 and ternary formats have no signs: their weights are u minus a bias (iq1 in eighths,
+// u = 8 grid + shift + 9), and bias x scale x the q8_K bsums comes off the integer sum.
 //
 // Column invariance: the float work of one (row, column) pair is the same whatever the number
 // of columns of the call: per super-block one int32 sum (exact), one product d * factor * dy and
