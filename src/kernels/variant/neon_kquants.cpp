@@ -6,8 +6,7 @@
 // sub-blocks, the q8_K bsums for the bias or min term, one float scaling per super-block.
 #include "formats/iq_tables.h"
 #include "kernels/variant/kernel_decls.h"
-#include "kernels/variant/simd.h"
-#include "kernels/variant/tile.h"
+#include "kernels/variant/neon_super_blocks.h"
 
 namespace tandem::TANDEM_VARIANT_NS {
 namespace {
@@ -227,36 +226,11 @@ struct Iq4Xs {
     }
 };
 
-constexpr int kQ8KBytes = 292;
-
-// Sums of sub-blocks 4g..4g+3 (of kSub values each) of w against the activation bytes q.
-template <int kSub>
-TANDEM_ALWAYS_INLINE int32x4_t group_sums(const Decoded& w, const int8_t* q, int g) {
-    const int32x4_t z = vdupq_n_s32(0);
-    int32x4_t t[4];
-    TANDEM_UNROLL
-    for (int i = 0; i < 4; ++i) {
-        if constexpr (kSub == 16) {
-            const int k = 4 * g + i;
-            t[i] = vdotq_s32(z, w.q[k], vld1q_s8(q + 16 * k));
-        } else {
-            const int k = 8 * g + 2 * i;
-            t[i] = vdotq_s32(vdotq_s32(z, w.q[k], vld1q_s8(q + 16 * k)), w.q[k + 1],
-                             vld1q_s8(q + 16 * k + 16));
-        }
-    }
-    return vpaddq_s32(vpaddq_s32(t[0], t[1]), vpaddq_s32(t[2], t[3]));
-}
-
 // One decoded super-block against one column's q8_K block y.
 template <typename T>
 TANDEM_ALWAYS_INLINE float column(const Decoded& w, const uint8_t* y) {
     const auto* q = reinterpret_cast<const int8_t*>(y + 4);
-    constexpr int kGroups = 256 / (4 * T::kSub);
-    int32x4_t acc = vmulq_s32(group_sums<T::kSub>(w, q, 0), w.sc[0]);
-    TANDEM_UNROLL
-    for (int g = 1; g < kGroups; ++g) acc = vmlaq_s32(acc, group_sums<T::kSub>(w, q, g), w.sc[g]);
-    int32_t isum = vaddvq_s32(acc);
+    int32_t isum = scaled_sum<T::kSub>(w, q);
     const float dy = load_f32(y);
     if constexpr (T::kBias != 0 || T::kMins) {
         const int16x8_t bs0 = vld1q_s16(reinterpret_cast<const int16_t*>(y + 260));
@@ -275,34 +249,13 @@ TANDEM_ALWAYS_INLINE float column(const Decoded& w, const uint8_t* y) {
     return static_cast<float>(isum) * (w.d * dy);
 }
 
-// One row at a time (matvec and small matmul alike): each super-block decoded once, then
-// dotted with the C columns.
 template <typename T, int C>
 struct KTile {
     static void run(int64_t k, const uint8_t* w, size_t w_stride, int n_rows, const uint8_t* a,
                     size_t a_stride, float* out, size_t out_stride) {
-        for (int r = 0; r < n_rows; ++r) {
-            const uint8_t* row = w + r * w_stride;
-            float acc[C];
-            TANDEM_UNROLL
-            for (auto& x : acc) x = 0;
-            for (int64_t i = 0; i < k / 256; ++i) {
-                const uint8_t* b = row + i * T::kBytes;
-                if constexpr (C == 1) {
-                    prefetch_next_page(b, T::kBytes);
-                } else {
-                    for (int line = 0; line < T::kBytes; line += 64)
-                        prefetch_l2(b + w_stride + line);
-                }
-                Decoded dec;
-                T::decode(b, dec);
-                TANDEM_UNROLL
-                for (int c = 0; c < C; ++c)
-                    acc[c] += column<T>(dec, a + c * a_stride + i * kQ8KBytes);
-            }
-            TANDEM_UNROLL
-            for (int c = 0; c < C; ++c) out[c * out_stride + r] = acc[c];
-        }
+        super_block_rows<T, Decoded, C>(
+            k, w, w_stride, n_rows, a, a_stride, out, out_stride,
+            [](const Decoded& dec, const uint8_t* y, float& acc) { acc += column<T>(dec, y); });
     }
 };
 
