@@ -205,6 +205,15 @@ struct Iq1 {
     TANDEM_ALWAYS_INLINE static V magnitudes(__m128i idx, uint32_t up) {
         return or_(sll64(lookup_u64x8(kIq1sPointsBiased.p, idx), 3), groups_where(up, kShiftUp));
     }
+    // The 8 grid indices of a step: low 8 bits from the bytes at q, bits 8-10 from the 32 bits h
+    // (group i's in word i / 4, put at the top of the word by the power of two of lane i).
+    TANDEM_ALWAYS_INLINE static __m128i grid_indices(const uint8_t* q, uint32_t h, __m128i pow2) {
+        const __m128i low = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q)));
+        const __m128i words = _mm_shuffle_epi8(
+            _mm_cvtsi32_si128(static_cast<int>(h)),
+            _mm_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3));
+        return _mm_or_si128(low, high_index_bits<3>(words, pow2));
+    }
     // 9 (2s+1) per 16 values from the odd scales per 16 values
     TANDEM_ALWAYS_INLINE static __m256i bias16(__m256i odd16) {
         return _mm256_mullo_epi16(odd16, _mm256_set1_epi16(9));
@@ -227,19 +236,14 @@ struct Iq1S : Iq1 {
     }
     template <int kJ>
     TANDEM_ALWAYS_INLINE static void decode(const uint8_t* b, V& u, Signs&) {
-        const __m128i low = _mm_cvtepu8_epi16(_mm_loadl_epi64(
-            reinterpret_cast<const __m128i*>(b + 2 + 8 * kJ)));
         const uint32_t h = load_u32(b + 34 + 4 * kJ);  // qh of the step's 2 sub-blocks
         // group i's index bits 8-10: bits 3 (i % 4).. of qh word i / 4
-        const __m128i words = _mm_shuffle_epi8(_mm_cvtsi32_si128(static_cast<int>(h)),
-                                               _mm_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3,
-                                                             2, 3, 2, 3));
-        const __m128i high = high_index_bits<3>(
-            words, _mm_setr_epi16(1 << 13, 1 << 10, 1 << 7, 1 << 4, 1 << 13, 1 << 10, 1 << 7,
-                                  1 << 4));
+        const __m128i idx = grid_indices(
+            b + 2 + 8 * kJ, h,
+            _mm_setr_epi16(1 << 13, 1 << 10, 1 << 7, 1 << 4, 1 << 13, 1 << 10, 1 << 7, 1 << 4));
         // shift +1 (bit 15 of the word clear) for the groups of that sub-block
         const uint32_t up = (h & 0x8000 ? 0 : 0x0f) | (h & 0x80000000 ? 0 : 0xf0);
-        u = magnitudes(_mm_or_si128(low, high), up);
+        u = magnitudes(idx, up);
     }
 };
 
@@ -271,22 +275,17 @@ struct Iq1M : Iq1 {
     }
     template <int kJ>
     TANDEM_ALWAYS_INLINE static void decode(const uint8_t* b, V& u, Signs&) {
-        const __m128i low =
-            _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b + 8 * kJ)));
         const uint32_t h = load_u32(b + 32 + 4 * kJ);  // nibble i: group i of this step
         // group i's index bits 8-10: bits 0-2 of its nibble, in word i / 4 at bit 4 (i % 4)
-        const __m128i words = _mm_shuffle_epi8(_mm_cvtsi32_si128(static_cast<int>(h)),
-                                               _mm_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3,
-                                                             2, 3, 2, 3));
-        const __m128i high = high_index_bits<3>(
-            words, _mm_setr_epi16(1 << 13, 1 << 9, 1 << 5, 1 << 1, 1 << 13, 1 << 9, 1 << 5,
-                                  1 << 1));
+        const __m128i idx = grid_indices(
+            b + 8 * kJ, h,
+            _mm_setr_epi16(1 << 13, 1 << 9, 1 << 5, 1 << 1, 1 << 13, 1 << 9, 1 << 5, 1 << 1));
         // shift +1 where bit 3 of the nibble is clear: those bits gathered into bits 0..7
         uint32_t up = (~h >> 3) & 0x11111111;
         up = (up | up >> 3) & 0x03030303;
         up = (up | up >> 6) & 0x000f000f;
         up = (up | up >> 12) & 0xff;
-        u = magnitudes(_mm_or_si128(low, high), up);
+        u = magnitudes(idx, up);
     }
 };
 
@@ -423,11 +422,7 @@ struct IqTile {
         TANDEM_UNROLL
         for (int r = 0; r < R; ++r) {
             T::template decode<kJ>(blocks[r], u[r], s[r]);
-            if constexpr (T::kUnitScales) {
-                scale[r] = set1_16(1);
-            } else {
-                scale[r] = pick_scales<kJ, T::kSub>(sc[r]);
-            }
+            if constexpr (!T::kUnitScales) scale[r] = pick_scales<kJ, T::kSub>(sc[r]);
         }
         TANDEM_UNROLL
         for (int c = 0; c < C; ++c) {
