@@ -16,6 +16,7 @@ if [[ -z "$model" ]]; then
       --wtype q8_0 --exp-type q4_K --out "$model"
   fi
 fi
-build/tandem inspect "$model" | head -40
+# (sed reads to the end: with head, inspect could die of SIGPIPE and fail the script)
+build/tandem inspect "$model" | sed -n 1,40p
 echo
 build/tandem run -m "$model" -p "${PROMPT:-Hello, world. The model says:}" -n "${N_PREDICT:-64}"
