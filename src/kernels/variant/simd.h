@@ -229,6 +229,10 @@ inline VF fma_vf(VF a, VF b, VF c) {
 inline FAcc add_acc(FAcc acc, VF x) {
     return _mm512_add_ps(acc, x.x);
 }
+// acc + x * s, lane by lane: one fma on the accumulator's dependency chain.
+inline FAcc add_product(FAcc acc, VF x, VF s) {
+    return _mm512_fmadd_ps(x.x, s.x, acc);
+}
 inline FAcc facc_zero() {
     return _mm512_setzero_ps();
 }
@@ -479,6 +483,10 @@ inline VF fma_vf(VF a, VF b, VF c) {
 inline FAcc add_acc(FAcc acc, VF x) {
     return _mm256_add_ps(acc, _mm256_add_ps(x.lo, x.hi));
 }
+// acc + x * s (the two halves' products summed first, one fused): one add on the chain.
+inline FAcc add_product(FAcc acc, VF x, VF s) {
+    return _mm256_add_ps(acc, _mm256_fmadd_ps(x.hi, s.hi, _mm256_mul_ps(x.lo, s.lo)));
+}
 inline FAcc facc_zero() {
     return _mm256_setzero_ps();
 }
@@ -604,6 +612,13 @@ inline int hsum_i32(__m256i v) {
     x = _mm_add_epi32(x, _mm_unpackhi_epi64(x, x));
     x = _mm_add_epi32(x, _mm_shuffle_epi32(x, 1));
     return _mm_cvtsi128_si32(x);
+}
+// The sums of a's and of b's 8 int32 lanes, in lanes 0 and 1 (and again in 2 and 3): the two
+// reductions share their shuffles.
+inline __m128i hsum_i32x2(__m256i a, __m256i b) {
+    const __m256i h = _mm256_hadd_epi32(a, b);  // a01 a23 b01 b23 | a45 a67 b45 b67
+    const __m128i x = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+    return _mm_hadd_epi32(x, x);
 }
 
 // Lane c of the result = sum of the 8 int32 lanes of v[c], for c < kN (kN <= 8). Forced inline:

@@ -237,18 +237,18 @@ struct KTile {
             iacc = step_dot<T, 3>(iacc, T::template decode<3>(b), load64(y + 196),
                                   pick_scales<3, T::kSub>(sc));
             const __m128 f = _mm_mul_ps(p.dd, _mm_set1_ps(load_f32(y)));  // d * dy, dmin * dy
-            __m256i sums = fold(iacc);
+            __m256i sums = fold(iacc), mins = _mm256_setzero_si256();
             if constexpr (T::kBias != 0 || T::kMins) {
                 const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y + 260));
                 if constexpr (T::kBias != 0) sums = _mm256_sub_epi32(sums, bias_sums<T>(p, bsums));
-                acc = _mm_fmadd_ss(_mm_cvtsi32_ss(acc, hsum_i32(sums)), f, acc);
-                if constexpr (T::kMins) {
-                    const int mins = hsum_i32(_mm256_madd_epi16(p.mn16, bsums));
-                    acc = _mm_fnmadd_ss(_mm_cvtsi32_ss(acc, mins), _mm_movehdup_ps(f), acc);
-                }
-            } else {
-                acc = _mm_fmadd_ss(_mm_cvtsi32_ss(acc, hsum_i32(sums)), f, acc);
+                if constexpr (T::kMins) mins = _mm256_madd_epi16(p.mn16, bsums);
             }
+            // The totals are converted as vectors: a scalar conversion would merge into acc
+            // and lengthen the chain from one super-block to the next.
+            const __m128 totals = _mm_cvtepi32_ps(hsum_i32x2(sums, mins));  // S, M
+            acc = _mm_fmadd_ss(totals, f, acc);
+            if constexpr (T::kMins)
+                acc = _mm_fnmadd_ss(_mm_movehdup_ps(totals), _mm_movehdup_ps(f), acc);
         }
         return _mm_cvtss_f32(acc);
     }

@@ -215,13 +215,17 @@ constexpr int legacy_rows(int cols) {
     return kRegisters >= 32 ? (cols <= 3 ? 4 : 2) : 1;
 }
 
-// One step's term, computed apart from the accumulator (so consecutive steps overlap), then
-// added: the only float work whose order matters, the same for every tile shape.
+// One step's term into the accumulator: the only float work whose order matters, the same
+// for every tile shape. One operation on the accumulator's chain, so consecutive steps overlap:
+// the fused (int sums x scales) without a min, the term computed apart and added with one.
 template <typename T>
 TANDEM_ALWAYS_INLINE void accumulate(FAcc& acc, V u, VF dw, VF mw, V q, V bias, VF d, VF s) {
-    VF term = mul(cvt(weight_dot<T>(bias, u, q)), mul(dw, d));
-    if constexpr (T::kMin) term = fma_vf(mw, s, term);
-    acc = add_acc(acc, term);
+    const VF sums = cvt(weight_dot<T>(bias, u, q)), scales = mul(dw, d);
+    if constexpr (T::kMin) {
+        acc = add_acc(acc, fma_vf(mw, s, mul(sums, scales)));
+    } else {
+        acc = add_product(acc, sums, scales);
+    }
 }
 
 // The activation side of one step of one column, prepared once for all rows: values, the

@@ -198,6 +198,12 @@ inline VF fma_vf(VF a, VF b, VF c) {
 inline FAcc add_acc(FAcc acc, VF x) {
     return {vaddq_f32(acc.lo, vaddq_f32(x.f[0], x.f[2])), vaddq_f32(acc.hi, vaddq_f32(x.f[1], x.f[3]))};
 }
+// acc + x * s (quarters' products summed pairwise first, one of each pair fused): one add on
+// each accumulator chain.
+inline FAcc add_product(FAcc acc, VF x, VF s) {
+    return {vaddq_f32(acc.lo, vfmaq_f32(vmulq_f32(x.f[0], s.f[0]), x.f[2], s.f[2])),
+            vaddq_f32(acc.hi, vfmaq_f32(vmulq_f32(x.f[1], s.f[1]), x.f[3], s.f[3]))};
+}
 inline FAcc facc_zero() {
     return {vdupq_n_f32(0), vdupq_n_f32(0)};
 }
