@@ -38,7 +38,8 @@ struct BenchKernelsOptions {
     int64_t k = 4096;
     double mib = 0;  // 0: four times the last-level cache, at least 256 MiB
     double cache_kib = 0;  // 0: threads * L2 / 2, as kern
-    double seconds = 1.0;
+    double seconds = 0.5;
+    int rounds = 3;  // ours and ggml's runs alternate; medians over the rounds
     std::string variant;
     std::string ggml_variant;
     bool no_ggml = false;
@@ -86,15 +87,6 @@ struct GgmlResult {
     std::string variant;
 };
 
-std::string kern_path() {
-    if (const char* bin = std::getenv("ORACLE_BIN"); bin && *bin) return std::string(bin) + "/kern";
-    if (const char* dir = std::getenv("TANDEM_ORACLE_DIR"); dir && *dir)
-        return std::string(dir) + "/bin/kern";
-    if (const char* home = std::getenv("HOME"); home && *home)
-        return std::string(home) + "/.cache/tandem-oracle/bin/kern";
-    return "";
-}
-
 GgmlResult run_kern(const std::string& kern, const BenchKernelsOptions& o, const std::string& type,
                     int threads, double cache_kib) {
     std::string cmd = kern;
@@ -134,14 +126,6 @@ GgmlResult run_kern(const std::string& kern, const BenchKernelsOptions& o, const
     return r;
 }
 
-// One measured case of our kernels.
-struct Measure {
-    std::string label;  // dram, cache, C=4, C=8
-    int cols = 1;
-    int64_t rows = 0;
-    double mib = 0, gbs = 0, ns_per_row = 0, seconds = 0;
-};
-
 // Weights: 16 random rows tiled over the matrix (content does not matter for speed; as kern).
 void fill_weights(const FormatTraits& f, int64_t k, uint8_t* w, int64_t rows) {
     const size_t rs = row_bytes(f, k);
@@ -160,22 +144,41 @@ void fill_weights(const FormatTraits& f, int64_t k, uint8_t* w, int64_t rows) {
     for (int64_t r = 0; r < rows; ++r) std::memcpy(w + r * rs, src.data() + (r % n_src) * rs, rs);
 }
 
-Measure measure(ThreadPool& pool, const KernelTable& kt, const FormatTraits& f, int64_t k,
-                size_t target_bytes, int cols, const char* label, double seconds, bool best) {
-    const size_t rs = row_bytes(f, k);
-    const int64_t rows = std::max<int64_t>(static_cast<int64_t>(target_bytes / rs), pool.size());
-    const size_t bytes = rs * rows;
-    AlignedBuffer w(bytes);
-    fill_weights(f, k, w.data(), rows);
-    const FormatTraits& act = format_of(f.dot_type);
-    const size_t as = row_bytes(act, k);
-    AlignedBuffer a(as * cols + 64);
-    for (int c = 0; c < cols; ++c) {
-        std::vector<float> x(k);
-        for (int64_t i = 0; i < k; ++i)
-            x[i] = static_cast<float>((i * 31 + c * 17) % 201) / 100.0f - 1.0f;
-        kt.quantize[type_id(f.dot_type)](x.data(), a.data() + c * as, k);
+// A weight matrix of about target_bytes (at least a row per worker), made once per type and
+// timed in every round.
+struct Weights {
+    Weights(const FormatTraits& f, int64_t k, size_t target_bytes, int workers)
+        : row_bytes(tandem::row_bytes(f, k)),
+          rows(std::max<int64_t>(static_cast<int64_t>(target_bytes / row_bytes), workers)),
+          data(row_bytes * rows) {
+        fill_weights(f, k, data.data(), rows);
     }
+    double mib() const { return static_cast<double>(data.size()) / 1048576.0; }
+    size_t row_bytes;
+    int64_t rows;
+    AlignedBuffer data;
+};
+
+// `cols` activation rows in the type's activation format.
+struct Activations {
+    Activations(const KernelTable& kt, const FormatTraits& f, int64_t k, int cols)
+        : row_bytes(tandem::row_bytes(format_of(f.dot_type), k)), data(row_bytes * cols + 64) {
+        for (int c = 0; c < cols; ++c) {
+            std::vector<float> x(k);
+            for (int64_t i = 0; i < k; ++i)
+                x[i] = static_cast<float>((i * 31 + c * 17) % 201) / 100.0f - 1.0f;
+            kt.quantize[type_id(f.dot_type)](x.data(), data.data() + c * row_bytes, k);
+        }
+    }
+    size_t row_bytes;
+    AlignedBuffer data;
+};
+
+// Seconds per pass of the type's DotTileFn over all rows of w against the first `cols`
+// activation rows, each worker one slice of the rows.
+double time_dot(ThreadPool& pool, const KernelTable& kt, const FormatTraits& f, int64_t k,
+                const Weights& w, const Activations& a, int cols, double seconds, bool best) {
+    const int64_t rows = w.rows;
     std::vector<float> out(static_cast<size_t>(rows) * cols);
     const DotTileFn dot = kt.dot[type_id(f.type)];
     const Timing timing = time_passes(
@@ -185,26 +188,27 @@ Measure measure(ThreadPool& pool, const KernelTable& kt, const FormatTraits& f, 
             // One call per slice (chunks of 4096 rows keep n_rows an int for any size).
             for (int64_t r = r0; r < r1; r += 4096) {
                 const int n = static_cast<int>(std::min<int64_t>(4096, r1 - r));
-                dot(k, w.data() + r * rs, rs, n, a.data(), as, cols, out.data() + r,
-                    static_cast<size_t>(rows));
+                dot(k, w.data.data() + r * w.row_bytes, w.row_bytes, n, a.data.data(),
+                    a.row_bytes, cols, out.data() + r, static_cast<size_t>(rows));
             }
         },
         seconds);
-    const double t = best ? timing.best : timing.median;
-    Measure m;
-    m.label = label;
-    m.cols = cols;
-    m.rows = rows;
-    m.mib = bytes / 1048576.0;
-    m.seconds = t;
-    m.gbs = bytes / t / 1e9;
-    m.ns_per_row = t / rows * 1e9;
-    return m;
+    return best ? timing.best : timing.median;
 }
+
+// The measured cases of a type.
+struct Case {
+    const char* label;  // dram, cache, C=4, C=8
+    int cols;
+    bool in_cache;  // the L2-sized weights, else the DRAM-sized ones
+};
+constexpr Case kCases[] = {
+    {"dram", 1, false}, {"cache", 1, true}, {"C=4", 4, false}, {"C=8", 8, false}};
 
 void run_bench(BenchKernelsOptions o) {
     // The DRAM case must be far larger than the last-level cache (some servers have 300 MiB).
     if (o.mib <= 0) o.mib = std::max(256.0, 4.0 * static_cast<double>(cache_bytes(3)) / 1048576);
+    if (o.rounds < 1) fail("--rounds {}: must be at least 1", o.rounds);
     const std::vector<GgmlType> types =
         parse_type_list(o.types.empty() ? kDefaultTypes : o.types, "--types");
     const KernelVariant* variant =
@@ -221,15 +225,19 @@ void run_bench(BenchKernelsOptions o) {
     const size_t dram_bytes = static_cast<size_t>(o.mib * 1048576);
     const size_t cache_bytes_total = static_cast<size_t>(cache_kib * 1024);
 
-    std::string kern = o.no_ggml ? "" : kern_path();
-    if (!kern.empty() && access(kern.c_str(), X_OK) != 0) kern.clear();
+    std::string kern;
+    if (!o.no_ggml) {
+        const std::string bin = find_oracle_kit().bin;
+        if (!bin.empty() && access((bin + "/kern").c_str(), X_OK) == 0) kern = bin + "/kern";
+    }
 
     const double stream = stream_read_gbs(pool, dram_bytes, o.seconds, o.best);
     if (!o.json) {
         std::printf(
             "tandem bench kernels: variant %s, %d threads, K=%ld, DRAM case %.0f MiB, L2 case %.0f "
-            "KiB\n",
-            std::string(variant->name).c_str(), threads, static_cast<long>(o.k), o.mib, cache_kib);
+            "KiB, %d rounds (ours and ggml's alternate; medians)\n",
+            std::string(variant->name).c_str(), threads, static_cast<long>(o.k), o.mib, cache_kib,
+            o.rounds);
         std::printf("STREAM-style read: %.2f GB/s (%d threads, %.0f MiB)\n", stream, threads,
                     o.mib);
         if (kern.empty()) {
@@ -243,7 +251,7 @@ void run_bench(BenchKernelsOptions o) {
     nlohmann::json results = nlohmann::json::array();
     struct Summary {
         std::string type;
-        double dram = 0, cache = 0, c4 = 0, c8 = 0;
+        double ratio[std::size(kCases)] = {};  // dram, L2: ours / ggml; C=N: vs N matvecs
     };
     std::vector<Summary> summary;
     std::string ggml_variant;
@@ -253,56 +261,82 @@ void run_bench(BenchKernelsOptions o) {
             fail("--types: {} is not a weight type", f.name);
         if (o.k % f.block_size != 0)
             fail("K={} is not a multiple of the {} block size", o.k, f.name);
-        std::vector<Measure> ms;
-        ms.push_back(measure(pool, kt, f, o.k, dram_bytes, 1, "dram", o.seconds, o.best));
-        ms.push_back(measure(pool, kt, f, o.k, cache_bytes_total, 1, "cache", o.seconds, o.best));
-        ms.push_back(measure(pool, kt, f, o.k, dram_bytes, 4, "C=4", o.seconds, o.best));
-        ms.push_back(measure(pool, kt, f, o.k, dram_bytes, 8, "C=8", o.seconds, o.best));
-        const GgmlResult g = kern.empty()
-                                 ? GgmlResult{}
-                                 : run_kern(kern, o, std::string(f.name), threads, cache_kib);
-        if (g.ok) ggml_variant = g.variant;
-        Summary s{std::string(f.name)};
-        for (const Measure& m : ms) {
-            double ggml_gbs = 0, ggml_ns = 0, ratio = 0;
-            std::string note;
-            if (m.label == "dram" || m.label == "cache") {
-                ggml_gbs = m.label == "dram" ? g.dram_gbs : g.cache_gbs;
-                ggml_ns = m.label == "dram" ? g.dram_ns : g.cache_ns;
-                ratio = g.ok ? m.gbs / ggml_gbs : 0;
-                (m.label == "dram" ? s.dram : s.cache) = ratio;
-            } else {
-                // Against C matvecs: ours, and ggml's vec_dot called C times.
-                const double vs_ours = m.seconds / (m.cols * ms[0].seconds);
-                note = fmt::format("{:.2f}x of {} matvecs", vs_ours, m.cols);
-                if (g.ok) {
-                    ratio = m.cols * g.dram_ns / m.ns_per_row;
-                    note += fmt::format(", {:.2f}x faster than {} ggml vec_dot", ratio, m.cols);
-                }
-                (m.cols == 4 ? s.c4 : s.c8) = vs_ours;
+        const Weights dram(f, o.k, dram_bytes, threads), cache(f, o.k, cache_bytes_total, threads);
+        const Activations act(kt, f, o.k, kMaxTileCols);
+
+        // Rounds: our cases, then ggml's; a ratio compares the runs of one round.
+        std::vector<double> seconds[std::size(kCases)];
+        std::vector<GgmlResult> ggml;
+        for (int round = 0; round < o.rounds; ++round) {
+            for (size_t i = 0; i < std::size(kCases); ++i) {
+                const Case& c = kCases[i];
+                seconds[i].push_back(time_dot(pool, kt, f, o.k, c.in_cache ? cache : dram, act,
+                                              c.cols, o.seconds, o.best));
             }
-            const double pct = m.label == "cache" ? 0 : 100 * m.gbs / stream;
+            if (kern.empty()) continue;
+            const GgmlResult g = run_kern(kern, o, std::string(f.name), threads, cache_kib);
+            ggml.push_back(g);
+            if (g.ok) ggml_variant = g.variant;
+        }
+
+        Summary s{std::string(f.name)};
+        for (size_t i = 0; i < std::size(kCases); ++i) {
+            const Case& c = kCases[i];
+            const Weights& w = c.in_cache ? cache : dram;
+            auto ns_per_row = [&](double t) { return t / static_cast<double>(w.rows) * 1e9; };
+            const double t = median(seconds[i]);
+            const double gbs = static_cast<double>(w.data.size()) / t / 1e9, ns = ns_per_row(t);
+            std::vector<double> ggml_gbs, ggml_ns, ratios, vs_ggml;
+            for (size_t r = 0; r < ggml.size(); ++r) {
+                const GgmlResult& g = ggml[r];
+                if (!g.ok) continue;
+                const double g_ns = c.in_cache ? g.cache_ns : g.dram_ns;
+                if (c.cols == 1) {
+                    ggml_gbs.push_back(c.in_cache ? g.cache_gbs : g.dram_gbs);
+                    ggml_ns.push_back(g_ns);
+                    ratios.push_back(g_ns / ns_per_row(seconds[i][r]));
+                } else {
+                    // ggml's vec_dot called C times over the same weights.
+                    vs_ggml.push_back(c.cols * g_ns / ns_per_row(seconds[i][r]));
+                }
+            }
+            std::string note;
+            if (c.cols > 1) {
+                // Against C of our matvecs (the DRAM case) of the same round.
+                std::vector<double> vs_ours;
+                for (size_t r = 0; r < seconds[i].size(); ++r)
+                    vs_ours.push_back(seconds[i][r] / (c.cols * seconds[0][r]));
+                ratios = vs_ours;
+                note = fmt::format("{:.2f}x of {} matvecs", median(vs_ours), c.cols);
+                if (!vs_ggml.empty())
+                    note += fmt::format(", {:.2f}x faster than {} ggml vec_dot", median(vs_ggml),
+                                        c.cols);
+            }
+            const double ratio = median(ratios);
+            s.ratio[i] = ratio;
+            const double pct = c.in_cache ? 0 : 100 * gbs / stream;
+            const double g_gbs = median(ggml_gbs), g_ns = median(ggml_ns);
             if (!o.json) {
+                auto num = [](double v) {
+                    return v > 0 ? fmt::format("{:.2f}", v) : std::string("-");
+                };
                 std::printf("%-7s %-6s %9.2f %8ld | %8.2f %9.2f %5.0f%% | %8s %9s | %6s  %s\n",
-                            f.name.data(), m.label.c_str(), m.mib, static_cast<long>(m.rows), m.gbs,
-                            m.ns_per_row, pct,
-                            ggml_gbs > 0 ? fmt::format("{:.2f}", ggml_gbs).c_str() : "-",
-                            ggml_ns > 0 ? fmt::format("{:.2f}", ggml_ns).c_str() : "-",
-                            ratio > 0 && m.cols == 1 ? fmt::format("{:.2f}", ratio).c_str() : "-",
-                            note.c_str());
+                            f.name.data(), c.label, w.mib(), static_cast<long>(w.rows), gbs, ns,
+                            pct, num(g_gbs).c_str(), num(g_ns).c_str(),
+                            c.cols == 1 ? num(ratio).c_str() : "-", note.c_str());
                 std::fflush(stdout);
             }
             results.push_back({{"type", f.name},
-                               {"case", m.label},
-                               {"cols", m.cols},
-                               {"rows", m.rows},
-                               {"mib", m.mib},
-                               {"gbs", m.gbs},
-                               {"ns_per_row", m.ns_per_row},
-                               {"read_fraction", m.gbs / stream},
-                               {"ggml_gbs", ggml_gbs},
-                               {"ggml_ns_per_row", ggml_ns},
-                               {"ratio_vs_ggml", ratio}});
+                               {"case", c.label},
+                               {"cols", c.cols},
+                               {"rows", w.rows},
+                               {"mib", w.mib()},
+                               {"gbs", gbs},
+                               {"ns_per_row", ns},
+                               {"read_fraction", gbs / stream},
+                               {"ggml_gbs", g_gbs},
+                               {"ggml_ns_per_row", g_ns},
+                               {c.cols == 1 ? "ratio_vs_ggml" : "ratio_vs_matvecs", ratio}});
         }
         summary.push_back(s);
     }
@@ -312,19 +346,22 @@ void run_bench(BenchKernelsOptions o) {
                               {"k", o.k},
                               {"dram_mib", o.mib},
                               {"cache_kib", cache_kib},
+                              {"rounds", o.rounds},
                               {"stream_read_gbs", stream},
                               {"ggml_variant", ggml_variant},
                               {"results", results}};
         std::printf("%s\n", doc.dump(2).c_str());
         return;
     }
-    std::printf("\nratios (ours / ggml %s, GB/s; C=N: time of one C-column pass / N matvecs)\n",
-                ggml_variant.empty() ? "(not measured)" : ggml_variant.c_str());
+    std::printf(
+        "\nratios, medians of %d rounds (ours / ggml %s, speed; C=N: time of one C-column pass / "
+        "N matvecs)\n",
+        o.rounds, ggml_variant.empty() ? "(not measured)" : ggml_variant.c_str());
     std::printf("%-7s %8s %8s %8s %8s\n", "type", "dram", "L2", "C=4", "C=8");
     for (const Summary& s : summary) {
         auto r = [](double v) { return v > 0 ? fmt::format("{:.2f}", v) : std::string("-"); };
-        std::printf("%-7s %8s %8s %8s %8s\n", s.type.c_str(), r(s.dram).c_str(), r(s.cache).c_str(),
-                    r(s.c4).c_str(), r(s.c8).c_str());
+        std::printf("%-7s %8s %8s %8s %8s\n", s.type.c_str(), r(s.ratio[0]).c_str(),
+                    r(s.ratio[1]).c_str(), r(s.ratio[2]).c_str(), r(s.ratio[3]).c_str());
     }
 }
 
@@ -343,7 +380,11 @@ void add_bench_kernels(CLI::App* bench) {
                     "Weights of the DRAM-sized cases, MiB (default: 4 x the LLC, at least 256)");
     cmd->add_option("--cache-kib", o->cache_kib,
                     "Weights of the in-cache case, KiB (default: threads x L2 / 2)");
-    cmd->add_option("--seconds", o->seconds, "Time per measurement")->capture_default_str();
+    cmd->add_option("--seconds", o->seconds, "Time per measurement and round")
+        ->capture_default_str();
+    cmd->add_option("--rounds", o->rounds,
+                    "Rounds per type: ours and ggml's runs alternate, medians reported")
+        ->capture_default_str();
     cmd->add_option("--variant", o->variant, "Kernel variant to measure (default: the chosen one)");
     cmd->add_option("--ggml-variant", o->ggml_variant,
                     "ggml CPU variant for kern -v (default: its best)");
