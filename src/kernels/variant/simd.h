@@ -648,6 +648,43 @@ TANDEM_ALWAYS_INLINE __m256i transpose_sums(const __m256i (&v)[kN]) {
     }
 }
 
+// transpose_sums of a and of b: lane c of sa = sum of the 8 int32 lanes of a[c], of sb of
+// b[c]. On AVX-512 the two share one tree of shuffles over 512-bit pairs [a[c] | b[c]].
+template <int kN>
+TANDEM_ALWAYS_INLINE void transpose_sums2(const __m256i (&a)[kN], const __m256i (&b)[kN],
+                                          __m256i& sa, __m256i& sb) {
+#if defined(TANDEM_SIMD_ZMM)
+    __m512i x[8];
+    _Pragma("GCC unroll 8")
+    for (int c = 0; c < 8; ++c) {
+        x[c] = c < kN ? _mm512_inserti64x4(_mm512_castsi256_si512(a[c < kN ? c : 0]),
+                                           b[c < kN ? c : 0], 1)
+                      : _mm512_setzero_si512();
+    }
+    // Per 128-bit lane: columns (c, c+1) interleaved, then c..c+3 (each lane a partial sum).
+    __m512i p[4];
+    _Pragma("GCC unroll 8")
+    for (int i = 0; i < 4; ++i) {
+        p[i] = _mm512_add_epi32(_mm512_unpacklo_epi32(x[2 * i], x[2 * i + 1]),
+                                _mm512_unpackhi_epi32(x[2 * i], x[2 * i + 1]));
+    }
+    const __m512i q0 = _mm512_add_epi32(_mm512_unpacklo_epi64(p[0], p[1]),
+                                        _mm512_unpackhi_epi64(p[0], p[1]));
+    const __m512i q1 = _mm512_add_epi32(_mm512_unpacklo_epi64(p[2], p[3]),
+                                        _mm512_unpackhi_epi64(p[2], p[3]));
+    // 128-bit lanes of q0: a's columns 0..3 (twice), b's (twice); q1 the same for 4..7.
+    const __m512i s = _mm512_add_epi32(_mm512_shuffle_i32x4(q0, q1, _MM_SHUFFLE(2, 0, 2, 0)),
+                                       _mm512_shuffle_i32x4(q0, q1, _MM_SHUFFLE(3, 1, 3, 1)));
+    // s = [a 0..3, b 0..3, a 4..7, b 4..7]
+    const __m512i t = _mm512_shuffle_i32x4(s, s, _MM_SHUFFLE(3, 1, 2, 0));
+    sa = _mm512_castsi512_si256(t);
+    sb = _mm512_extracti64x4_epi64(t, 1);
+#else
+    sa = transpose_sums<kN>(a);
+    sb = transpose_sums<kN>(b);
+#endif
+}
+
 // ---------------------------------------------------------------- i-quant helpers
 // (simd_iquants.cpp): vectors built from looked-up grid points, and sign patterns applied to
 // activations.

@@ -328,13 +328,16 @@ struct KTile {
                 if constexpr (T::kMins) mins[c] = _mm256_madd_epi16(prep[r].mn16, bsums);
             }
             const __m256 d = _mm256_mul_ps(_mm256_broadcastss_ps(prep[r].dd), dy);
-            __m256 f = _mm256_fmadd_ps(_mm256_cvtepi32_ps(transpose_sums<C>(sums)), d, facc[r]);
             if constexpr (T::kMins) {
+                __m256i s, m;
+                transpose_sums2<C>(sums, mins, s, m);
                 const __m256 dmin =
                     _mm256_mul_ps(_mm256_broadcastss_ps(_mm_movehdup_ps(prep[r].dd)), dy);
-                f = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(transpose_sums<C>(mins)), dmin, f);
+                const __m256 f = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), d, facc[r]);
+                facc[r] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(m), dmin, f);
+            } else {
+                facc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(transpose_sums<C>(sums)), d, facc[r]);
             }
-            facc[r] = f;
         }
     }
 
