@@ -587,6 +587,48 @@ V pick_scales(const Scales16& s) {
 #endif
 }
 
+// Small weights times their 16-value sub-block's scale, as bytes (q2_K: u <= 3, s <= 15): a
+// table of 0, s, 2s, 3s per sub-block, and per step one vpshufb of u in it (each 16 bytes of V
+// are one sub-block). The small matmul then needs one vpdpbusd per column instead of vpmaddubsw
+// and vpmaddwd with the scales.
+struct Multiples {
+#if defined(TANDEM_SIMD_ZMM)
+    __m512i v;  // dword i: bytes 0, s_i, 2 s_i, 3 s_i
+#else
+    __m256i v0, v1;  // the same for sub-blocks 0..7 and 8..15
+#endif
+};
+// From the 16 scales (bytes, each at most 42 so that 3 s fits a byte without carries).
+inline Multiples multiples_of(__m128i scales) {
+    const int bytes_0123 = 0x03020100;  // a dword times this: its bytes times 0, 1, 2, 3
+#if defined(TANDEM_SIMD_ZMM)
+    return {_mm512_mullo_epi32(_mm512_cvtepu8_epi32(scales), _mm512_set1_epi32(bytes_0123))};
+#else
+    const __m256i k = _mm256_set1_epi32(bytes_0123);
+    return {_mm256_mullo_epi32(_mm256_cvtepu8_epi32(scales), k),
+            _mm256_mullo_epi32(_mm256_cvtepu8_epi32(_mm_unpackhi_epi64(scales, scales)), k)};
+#endif
+}
+// u (bytes 0..3) of step kStep times the scales of their sub-blocks 4 kStep + quarter.
+template <int kStep>
+V times_scales(const Multiples& m, V u) {
+    constexpr int s = 4 * kStep;
+#if defined(TANDEM_SIMD_ZMM)
+    const __m512i table = _mm512_permutexvar_epi32(
+        _mm512_setr_epi32(s, s, s, s, s + 1, s + 1, s + 1, s + 1, s + 2, s + 2, s + 2, s + 2,
+                          s + 3, s + 3, s + 3, s + 3),
+        m.v);
+    return {_mm512_shuffle_epi8(table, u.x)};
+#else
+    const __m256i src = kStep < 2 ? m.v0 : m.v1;
+    constexpr int t = s % 8;
+    const __m256i lo = _mm256_permutevar8x32_epi32(src, _mm256_setr_epi32(t, 0, 0, 0, t + 1, 0, 0, 0));
+    const __m256i hi =
+        _mm256_permutevar8x32_epi32(src, _mm256_setr_epi32(t + 2, 0, 0, 0, t + 3, 0, 0, 0));
+    return {_mm256_shuffle_epi8(lo, u.lo), _mm256_shuffle_epi8(hi, u.hi)};
+#endif
+}
+
 // Sum of the 32 int8 at p.
 inline int32_t sum_i8x32(const uint8_t* p) {
     const __m256i x = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)),
