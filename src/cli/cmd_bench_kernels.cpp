@@ -188,8 +188,8 @@ double time_dot(ThreadPool& pool, const KernelTable& kt, const FormatTraits& f, 
             // One call per slice (chunks of 4096 rows keep n_rows an int for any size).
             for (int64_t r = r0; r < r1; r += 4096) {
                 const int n = static_cast<int>(std::min<int64_t>(4096, r1 - r));
-                dot(k, w.data.data() + r * w.row_bytes, w.row_bytes, n, a.data.data(),
-                    a.row_bytes, cols, out.data() + r, static_cast<size_t>(rows));
+                dot(k, w.data.data() + r * w.row_bytes, w.row_bytes, n, a.data.data(), a.row_bytes,
+                    cols, out.data() + r, static_cast<size_t>(rows));
             }
         },
         seconds);
@@ -303,11 +303,9 @@ void run_bench(BenchKernelsOptions o) {
             std::string note;
             if (c.cols > 1) {
                 // Against C of our matvecs (the DRAM case) of the same round.
-                std::vector<double> vs_ours;
                 for (size_t r = 0; r < seconds[i].size(); ++r)
-                    vs_ours.push_back(seconds[i][r] / (c.cols * seconds[0][r]));
-                ratios = vs_ours;
-                note = fmt::format("{:.2f}x of {} matvecs", median(vs_ours), c.cols);
+                    ratios.push_back(seconds[i][r] / (c.cols * seconds[0][r]));
+                note = fmt::format("{:.2f}x of {} matvecs", median(ratios), c.cols);
                 if (!vs_ggml.empty())
                     note += fmt::format(", {:.2f}x faster than {} ggml vec_dot", median(vs_ggml),
                                         c.cols);

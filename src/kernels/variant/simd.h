@@ -622,7 +622,8 @@ V times_scales(const Multiples& m, V u) {
 #else
     const __m256i src = kStep < 2 ? m.v0 : m.v1;
     constexpr int t = s % 8;
-    const __m256i lo = _mm256_permutevar8x32_epi32(src, _mm256_setr_epi32(t, 0, 0, 0, t + 1, 0, 0, 0));
+    const __m256i lo =
+        _mm256_permutevar8x32_epi32(src, _mm256_setr_epi32(t, 0, 0, 0, t + 1, 0, 0, 0));
     const __m256i hi =
         _mm256_permutevar8x32_epi32(src, _mm256_setr_epi32(t + 2, 0, 0, 0, t + 3, 0, 0, 0));
     return {_mm256_shuffle_epi8(lo, u.lo), _mm256_shuffle_epi8(hi, u.hi)};
@@ -698,11 +699,9 @@ TANDEM_ALWAYS_INLINE void transpose_sums2(const __m256i (&a)[kN], const __m256i 
 #if defined(TANDEM_SIMD_ZMM)
     __m512i x[8];
     _Pragma("GCC unroll 8")
-    for (int c = 0; c < 8; ++c) {
-        x[c] = c < kN ? _mm512_inserti64x4(_mm512_castsi256_si512(a[c < kN ? c : 0]),
-                                           b[c < kN ? c : 0], 1)
-                      : _mm512_setzero_si512();
-    }
+    for (int c = 0; c < 8; ++c) x[c] = _mm512_setzero_si512();
+    _Pragma("GCC unroll 8")
+    for (int c = 0; c < kN; ++c) x[c] = _mm512_inserti64x4(_mm512_castsi256_si512(a[c]), b[c], 1);
     // Per 128-bit lane: columns (c, c+1) interleaved, then c..c+3 (each lane a partial sum).
     __m512i p[4];
     _Pragma("GCC unroll 8")

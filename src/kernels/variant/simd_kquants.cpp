@@ -17,9 +17,9 @@ using namespace simd;
 // A row's super-block, prepared once for all columns: sub-block scales (and mins) as int16,
 // and the float factors.
 struct Prep {
-    __m256i sc16;  // scale of sub-block i in int16 lane i (16 or 8 sub-blocks: T::kSub)
-    __m256i mn16;  // min of values 16i..16i+15 in int16 lane i (types with mins)
-    __m128 dd;     // lane 0: d, lane 1: dmin
+    __m256i sc16;    // scale of sub-block i in int16 lane i (16 or 8 sub-blocks: T::kSub)
+    __m256i mn16;    // min of values 16i..16i+15 in int16 lane i (types with mins)
+    __m128 dd;       // lane 0: d, lane 1: dmin
     Multiples mult;  // kPrescaled: the sub-block scales' multiples
 };
 
@@ -325,7 +325,8 @@ struct KTile {
         for (int c = 0; c < C; ++c) {
             const V q = load64(a + c * a_stride + i * kQ8KBytes + 4 + 64 * kJ);
             TANDEM_UNROLL
-            for (int r = 0; r < R; ++r) iacc[r][c] = step_dot<T, kScaled>(iacc[r][c], u[r], q, scale[r]);
+            for (int r = 0; r < R; ++r)
+                iacc[r][c] = step_dot<T, kScaled>(iacc[r][c], u[r], q, scale[r]);
         }
     }
 
