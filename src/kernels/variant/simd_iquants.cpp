@@ -196,6 +196,18 @@ struct Iq3S : Lattice {
 // shift (odd). The table holds grid + 1, so u = 8 (grid + 1) + (shift + 1) = w + 9 (0..18) is
 // built in uint64 without carries between bytes, and the 9 is the bias.
 constexpr uint64_t kShiftUp = 0x0202020202020202;  // shift + 1 for shift = +1 (bytes)
+// Bit i = bit 3 of nibble i of x: one pext on the CPUs the AVX-512 variants run on (Intel,
+// Zen 4 and later); Zen 2 microcodes pext and runs the AVX2 variants, so those shift.
+TANDEM_ALWAYS_INLINE uint32_t bit3_of_nibbles(uint32_t x) {
+#if defined(__AVX512F__)
+    return _pext_u32(x, 0x88888888);
+#else
+    x = (x >> 3) & 0x11111111;
+    x = (x | x >> 3) & 0x03030303;
+    x = (x | x >> 6) & 0x000f000f;
+    return (x | x >> 12) & 0xff;
+#endif
+}
 struct Iq1 {
     static constexpr bool kUnitScales = false;
     static constexpr bool kSigned = false;
@@ -281,11 +293,7 @@ struct Iq1M : Iq1 {
             b + 8 * kJ, h,
             _mm_setr_epi16(1 << 13, 1 << 9, 1 << 5, 1 << 1, 1 << 13, 1 << 9, 1 << 5, 1 << 1));
         // shift +1 where bit 3 of the nibble is clear: those bits gathered into bits 0..7
-        uint32_t up = (~h >> 3) & 0x11111111;
-        up = (up | up >> 3) & 0x03030303;
-        up = (up | up >> 6) & 0x000f000f;
-        up = (up | up >> 12) & 0xff;
-        u = magnitudes(idx, up);
+        u = magnitudes(idx, bit3_of_nibbles(~h));
     }
 };
 
