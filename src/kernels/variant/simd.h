@@ -788,10 +788,23 @@ inline V join(__m256i lo, __m256i hi) {
     return {lo, hi};
 #endif
 }
-// Bytes 4i..4i+3 = g[i].
+// Bytes 4i..4i+3 = g[i]. With AVX-512, when g[i] are loads (grid points), they become broadcast
+// loads blended in a tree, as lookup_u64x8 does below.
 inline V set_u32x16(const uint32_t (&g)[16]) {
+#if defined(TANDEM_SIMD_ZMM)
+    const auto at = [&](int i) { return _mm256_set1_epi32(static_cast<int>(g[i])); };
+    const auto eight = [&](int i) {
+        const __m256i a = _mm256_blend_epi32(_mm256_blend_epi32(at(i), at(i + 1), 0x02),
+                                             _mm256_blend_epi32(at(i + 2), at(i + 3), 0x08), 0x0C);
+        const __m256i b = _mm256_blend_epi32(_mm256_blend_epi32(at(i + 4), at(i + 5), 0x20),
+                                             _mm256_blend_epi32(at(i + 6), at(i + 7), 0x80), 0xC0);
+        return _mm256_blend_epi32(a, b, 0xF0);
+    };
+    return {_mm512_inserti64x4(_mm512_castsi256_si512(eight(0)), eight(8), 1)};
+#else
     const auto pair = [&](int i) { return g[i] | static_cast<uint64_t>(g[i + 1]) << 32; };
     return set_u64x8(pair(0), pair(2), pair(4), pair(6), pair(8), pair(10), pair(12), pair(14));
+#endif
 }
 
 // Grid points by index: bytes 8i..8i+7 = g[uint16 lane i of idx]. Scalar loads: the gathers
