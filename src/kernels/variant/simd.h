@@ -240,13 +240,12 @@ inline FAcc facc_zero() {
 inline VF halves(float a, float b) {
     return {_mm512_insertf32x8(_mm512_set1_ps(a), _mm256_set1_ps(b), 1)};
 }
-// Lane 0 = the IEEE half at p0, lane 8 = the one at p1, others 0.
-inline VF lane0s_fp16(const uint8_t* p0, const uint8_t* p1) {
-    const __m128 f = _mm_cvtph_ps(_mm_cvtsi32_si128(
-        static_cast<int>(load_u16(p0) | static_cast<uint32_t>(load_u16(p1)) << 16)));
-    return {_mm512_maskz_permutexvar_ps(
-        0x0101, _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0),
-        _mm512_castps128_ps512(f))};
+// 16 floats at p; the 16 IEEE halves at p as floats.
+inline VF load16f(const float* p) {
+    return {_mm512_loadu_ps(p)};
+}
+inline VF fp16x16(const uint16_t* p) {
+    return {_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)))};
 }
 // halves() of the IEEE halves at p0 and p1: one conversion, one permute.
 inline VF halves_fp16(const uint8_t* p0, const uint8_t* p1) {
@@ -498,12 +497,12 @@ inline VF halves_fp16(const uint8_t* p0, const uint8_t* p1) {
         static_cast<int>(load_u16(p0) | static_cast<uint32_t>(load_u16(p1)) << 16)));
     return {_mm256_broadcastss_ps(f), _mm256_broadcastss_ps(_mm_movehdup_ps(f))};
 }
-inline VF lane0s_fp16(const uint8_t* p0, const uint8_t* p1) {
-    const __m128 f = _mm_cvtph_ps(_mm_cvtsi32_si128(
-        static_cast<int>(load_u16(p0) | static_cast<uint32_t>(load_u16(p1)) << 16)));
-    const __m256 z = _mm256_setzero_ps();
-    return {_mm256_blend_ps(z, _mm256_broadcastss_ps(f), 1),
-            _mm256_blend_ps(z, _mm256_broadcastss_ps(_mm_movehdup_ps(f)), 1)};
+inline VF load16f(const float* p) {
+    return {_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8)};
+}
+inline VF fp16x16(const uint16_t* p) {
+    return {_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))),
+            _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 8)))};
 }
 inline __m128 load_2f(const float* p) {
     return _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(p)));

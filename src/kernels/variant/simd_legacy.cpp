@@ -14,7 +14,7 @@ using namespace simd;
 
 // Weight traits. decode(p0, p1) gives the 64 u values of blocks p0 and p1 (p1 == p0 in the
 // last step of an odd block count: its activation half is zero), scale() the weight scale of
-// each int32 lane, min() (q4_1/q5_1) the min term in lanes 0 and 8.
+// each int32 lane. kMin (q4_1/q5_1): each block's fp16 min m at byte 2 (weight = d u + m).
 //   kBias: weight value = u - kBias;  kMaxU: largest u (vpmaddubsw pairs saturate past 128).
 struct Q4_0 {
     static constexpr int kBlockBytes = 18, kBlocksPerStep = 2, kBias = 8, kMaxU = 15;
@@ -27,7 +27,6 @@ struct Q4_1 {
     static constexpr bool kMin = true;
     static V decode(const uint8_t* p0, const uint8_t* p1) { return nibbles16x2(p0 + 4, p1 + 4); }
     static VF scale(const uint8_t* p0, const uint8_t* p1) { return halves_fp16(p0, p1); }
-    static VF min(const uint8_t* p0, const uint8_t* p1) { return lane0s_fp16(p0 + 2, p1 + 2); }
 };
 // q5: bit 4 of value j is bit j of the 32-bit qh.
 inline V high_bits(const uint8_t* qh0, const uint8_t* qh1) {
@@ -48,7 +47,6 @@ struct Q5_1 {
         return or_(nibbles16x2(p0 + 8, p1 + 8), high_bits(p0 + 4, p1 + 4));
     }
     static VF scale(const uint8_t* p0, const uint8_t* p1) { return halves_fp16(p0, p1); }
-    static VF min(const uint8_t* p0, const uint8_t* p1) { return lane0s_fp16(p0 + 2, p1 + 2); }
 };
 struct Q8_0 {
     static constexpr int kBlockBytes = 34, kBlocksPerStep = 2, kBias = 128, kMaxU = 255;
@@ -215,32 +213,31 @@ constexpr int legacy_rows(int cols) {
     return kRegisters >= 32 ? (cols <= 3 ? 4 : 2) : 1;
 }
 
-// One step's term into the accumulator: the only float work whose order matters, the same
-// for every tile shape. One operation on the accumulator's chain, so consecutive steps overlap:
-// the fused (int sums x scales) without a min, the term computed apart and added with one.
+// One step's term into the accumulator: the only float work whose order matters (with the
+// min terms, LegacyTile::min_terms), the same for every tile shape. One fused operation on the
+// accumulator's chain, so consecutive steps overlap.
 template <typename T>
-TANDEM_ALWAYS_INLINE void accumulate(FAcc& acc, V u, VF dw, VF mw, V q, V bias, VF d, VF s) {
-    const VF sums = cvt(weight_dot<T>(bias, u, q)), scales = mul(dw, d);
-    if constexpr (T::kMin) {
-        acc = add_acc(acc, fma_vf(mw, s, mul(sums, scales)));
-    } else {
-        acc = add_product(acc, sums, scales);
-    }
+TANDEM_ALWAYS_INLINE void accumulate(FAcc& acc, V u, VF dw, V q, V bias, VF d) {
+    acc = add_product(acc, cvt(weight_dot<T>(bias, u, q)), mul(dw, d));
 }
 
+// Steps whose min terms (q4_1 / q5_1: m * s per block, s = the q8_1 block's d * sum of its
+// values) go into the accumulators together, one fused multiply-add of 16 blocks per (row,
+// column) instead of a multiply and an add per step.
+constexpr int kMinGroup = 8;
+
 // The activation side of one step of one column, prepared once for all rows: values, the
-// bias start of the integer sums, the scales (and q8_1's s).
-template <bool kQ8_1, bool kOneScale = false>
+// bias start of the integer sums, the scales.
+template <bool kOneScale = false>
 struct ColStep {
     V q, bias;
     VF d;
-    VF s[kQ8_1 ? 1 : 0];
 };
 // One-scale formats (block_step): the values only, and apart (ColExtra) per q8_0 block the
 // start of the integer sum (-bias * sum of its values, added once) and the scale; the column
 // data read for every row is 80 bytes a step instead of 192.
 template <>
-struct ColStep<false, true> {
+struct ColStep<true> {
     V q;
 };
 struct ColExtra {
@@ -257,18 +254,22 @@ struct LegacyTile {
     static constexpr bool kOneScale = one_scale<T>();
     // (With two steps per block: bytes per step on average; chunks start at whole blocks.)
     static constexpr int64_t kStepBytes = T::kBlocksPerStep * T::kBlockBytes / kStepsPerBlock;
-    using Col = ColStep<kQ8_1, kOneScale>;
+    using Col = ColStep<kOneScale>;
     // Steps per prepared chunk: column data that stays in L1 (32 KiB: Zen 4's L1D; a 64 KiB
     // chunk made C = 8 15-20% slower). The one-scale formats take 64 KiB: their column data is
     // small (80 bytes a step, K = 4096 fits one chunk) and costlier to prepare again per row
     // block.
     static constexpr int64_t kChunkBytes = kOneScale ? 65536 : 32768;
-    static constexpr int64_t kChunk =
-        kChunkBytes / (C * (sizeof(Col) + (kOneScale ? sizeof(ColExtra) : 0))) / kStepsPerBlock *
-        kStepsPerBlock;
+    // Chunks start at whole weight blocks, and with mins at whole min groups.
+    static constexpr int64_t kStepAlign = T::kMin ? kMinGroup : kStepsPerBlock;
+    static constexpr int64_t kColBytes = sizeof(Col) + (kOneScale ? sizeof(ColExtra) : 0) +
+                                         (T::kMin ? 2 * sizeof(float) : 0);
+    static constexpr int64_t kChunk = kChunkBytes / (C * kColBytes) / kStepAlign * kStepAlign;
     struct Chunk {
         Col cols[kChunk][C];
         ColExtra extra[kOneScale ? kChunk : 1][C];
+        // q8_1's s of the blocks of each min group (lane j: block j of the group; 0 past the end)
+        alignas(64) float s[T::kMin ? kChunk / kMinGroup : 1][C][2 * kMinGroup];
     };
     // Rows per block when k needs several chunks: a block's rows stay in L2 between chunks,
     // and their accumulators wait in memory (the sums of one column must not depend on C, so
@@ -331,8 +332,19 @@ struct LegacyTile {
                                          : load32_lo(a0 + kActQs));
                     col.bias = column_bias<T>(col.q);
                     col.d = halves(fp16(a0), two ? fp16(a1) : 0.0f);
-                    if constexpr (kQ8_1)
-                        col.s[0] = halves(fp16(a0 + 2), two ? fp16(a1 + 2) : 0.0f);
+                    if constexpr (kQ8_1) {
+                        float* s = &cols.s[i / kMinGroup][c][2 * (i % kMinGroup)];
+                        s[0] = fp16(a0 + 2);
+                        s[1] = two ? fp16(a1 + 2) : 0.0f;
+                    }
+                }
+            }
+        }
+        if constexpr (kQ8_1) {  // the lanes of the last group past the chunk's steps
+            for (int64_t i = ns; i % kMinGroup != 0; ++i) {
+                for (int c = 0; c < C; ++c) {
+                    float* s = &cols.s[i / kMinGroup][c][2 * (i % kMinGroup)];
+                    s[0] = s[1] = 0.0f;
                 }
             }
         }
@@ -370,6 +382,13 @@ struct LegacyTile {
         } else {
             for (int64_t i = 0; i < ns; ++i) {
                 step(rows, ahead, i, i < n_full ? T::kBlockBytes : 0, cols, acc);
+                if constexpr (T::kMin) {
+                    if (i % kMinGroup == kMinGroup - 1 || i == ns - 1) {
+                        const int64_t g0 = i - i % kMinGroup;  // the group's first step
+                        min_terms(rows, g0, min_i64(2 * kMinGroup, n_act - 2 * (s0 + g0)), cols,
+                                  acc);
+                    }
+                }
             }
         }
         TANDEM_UNROLL
@@ -425,12 +444,34 @@ struct LegacyTile {
         }
     }
 
+    // The min terms of the group of steps from g0 (n_blocks blocks): per row its mins, gathered
+    // once for all columns, times each column's s in one fused multiply-add.
+    TANDEM_ALWAYS_INLINE static void min_terms(const uint8_t* const* rows, int64_t g0,
+                                               int64_t n_blocks, const Chunk& cols,
+                                               FAcc (&acc)[R][C]) {
+        TANDEM_UNROLL
+        for (int r = 0; r < R; ++r) {
+            alignas(32) uint16_t m[2 * kMinGroup] = {};
+            const uint8_t* p = rows[r] + g0 * kStepBytes + 2;
+            if (n_blocks == 2 * kMinGroup) {
+                TANDEM_UNROLL
+                for (int j = 0; j < 2 * kMinGroup; ++j) m[j] = load_u16(p + j * T::kBlockBytes);
+            } else {
+                for (int j = 0; j < n_blocks; ++j) m[j] = load_u16(p + j * T::kBlockBytes);
+            }
+            const VF mins = fp16x16(m);
+            TANDEM_UNROLL
+            for (int c = 0; c < C; ++c)
+                acc[r][c] = add_product(acc[r][c], mins, load16f(cols.s[g0 / kMinGroup][c]));
+        }
+    }
+
     // Step i of the chunk: each row decoded once, then dotted with every column.
     TANDEM_ALWAYS_INLINE static void step(const uint8_t* const* rows, size_t ahead, int64_t i,
                                           int next, const Chunk& cols,
                                           FAcc (&acc)[R][C]) {
         V u[R];
-        VF dw[R], mw[R];
+        VF dw[R];
         TANDEM_UNROLL
         for (int r = 0; r < R; ++r) {
             const uint8_t* p0 = rows[r] + i * kStepBytes;
@@ -442,17 +483,13 @@ struct LegacyTile {
             }
             u[r] = T::decode(p0, p1);
             dw[r] = T::scale(p0, p1);
-            if constexpr (T::kMin) mw[r] = T::min(p0, p1);
         }
         TANDEM_UNROLL
         for (int c = 0; c < C; ++c) {
             const Col& col = cols.cols[i][c];
             TANDEM_UNROLL
-            for (int r = 0; r < R; ++r) {
-                VF s{};
-                if constexpr (kQ8_1) s = col.s[0];
-                accumulate<T>(acc[r][c], u[r], dw[r], mw[r], col.q, col.bias, col.d, s);
-            }
+            for (int r = 0; r < R; ++r)
+                accumulate<T>(acc[r][c], u[r], dw[r], col.q, col.bias, col.d);
         }
     }
 };

@@ -218,11 +218,15 @@ inline VF halves_fp16(const uint8_t* p0, const uint8_t* p1) {
     const float32x4_t x = vdupq_laneq_f32(f, 0), y = vdupq_laneq_f32(f, 1);
     return {{x, x, y, y}};
 }
-// Lane 0 = the IEEE half at p0, lane 8 = the one at p1, others 0.
-inline VF lane0s_fp16(const uint8_t* p0, const uint8_t* p1) {
-    const float32x4_t f = fp16x2(p0, p1), z = vdupq_n_f32(0);
-    return {{vsetq_lane_f32(vgetq_lane_f32(f, 0), z, 0), z,
-             vsetq_lane_f32(vgetq_lane_f32(f, 1), z, 0), z}};
+// 16 floats at p; the 16 IEEE halves at p as floats.
+inline VF load16f(const float* p) {
+    return {{vld1q_f32(p), vld1q_f32(p + 4), vld1q_f32(p + 8), vld1q_f32(p + 12)}};
+}
+inline VF fp16x16(const uint16_t* p) {
+    const float16x8_t a = vreinterpretq_f16_u16(vld1q_u16(p));
+    const float16x8_t b = vreinterpretq_f16_u16(vld1q_u16(p + 8));
+    return {{vcvt_f32_f16(vget_low_f16(a)), vcvt_high_f32_f16(a), vcvt_f32_f16(vget_low_f16(b)),
+             vcvt_high_f32_f16(b)}};
 }
 // Lanes 4i..4i+3 = s[i].
 inline VF quarters(float32x4_t s) {
