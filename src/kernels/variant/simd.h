@@ -247,6 +247,9 @@ inline VF load16f(const float* p) {
 inline VF fp16x16(const uint16_t* p) {
     return {_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)))};
 }
+inline void store16f(float* p, VF x) {
+    _mm512_storeu_ps(p, x.x);
+}
 // halves() of the IEEE halves at p0 and p1: one conversion, one permute.
 inline VF halves_fp16(const uint8_t* p0, const uint8_t* p1) {
     const __m128 f = _mm_cvtph_ps(_mm_cvtsi32_si128(
@@ -503,6 +506,10 @@ inline VF load16f(const float* p) {
 inline VF fp16x16(const uint16_t* p) {
     return {_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))),
             _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 8)))};
+}
+inline void store16f(float* p, VF x) {
+    _mm256_storeu_ps(p, x.lo);
+    _mm256_storeu_ps(p + 8, x.hi);
 }
 inline __m128 load_2f(const float* p) {
     return _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(p)));

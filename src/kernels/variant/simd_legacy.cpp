@@ -14,17 +14,19 @@ using namespace simd;
 
 // Weight traits. decode(p0, p1) gives the 64 u values of blocks p0 and p1 (p1 == p0 in the
 // last step of an odd block count: its activation half is zero), scale() the weight scale of
-// each int32 lane. kMin (q4_1/q5_1): each block's fp16 min m at byte 2 (weight = d u + m).
+// each int32 lane. kFp16Scale: each block starts with its fp16 scale d (the small-matmul tiles
+// gather those per group of steps). kMin (q4_1/q5_1): each block's fp16 min m at byte 2
+// (weight = d u + m).
 //   kBias: weight value = u - kBias;  kMaxU: largest u (vpmaddubsw pairs saturate past 128).
 struct Q4_0 {
     static constexpr int kBlockBytes = 18, kBlocksPerStep = 2, kBias = 8, kMaxU = 15;
-    static constexpr bool kMin = false;
+    static constexpr bool kMin = false, kFp16Scale = true;
     static V decode(const uint8_t* p0, const uint8_t* p1) { return nibbles16x2(p0 + 2, p1 + 2); }
     static VF scale(const uint8_t* p0, const uint8_t* p1) { return halves_fp16(p0, p1); }
 };
 struct Q4_1 {
     static constexpr int kBlockBytes = 20, kBlocksPerStep = 2, kBias = 0, kMaxU = 15;
-    static constexpr bool kMin = true;
+    static constexpr bool kMin = true, kFp16Scale = true;
     static V decode(const uint8_t* p0, const uint8_t* p1) { return nibbles16x2(p0 + 4, p1 + 4); }
     static VF scale(const uint8_t* p0, const uint8_t* p1) { return halves_fp16(p0, p1); }
 };
@@ -34,7 +36,7 @@ inline V high_bits(const uint8_t* qh0, const uint8_t* qh1) {
 }
 struct Q5_0 {
     static constexpr int kBlockBytes = 22, kBlocksPerStep = 2, kBias = 16, kMaxU = 31;
-    static constexpr bool kMin = false;
+    static constexpr bool kMin = false, kFp16Scale = true;
     static V decode(const uint8_t* p0, const uint8_t* p1) {
         return or_(nibbles16x2(p0 + 6, p1 + 6), high_bits(p0 + 2, p1 + 2));
     }
@@ -42,7 +44,7 @@ struct Q5_0 {
 };
 struct Q5_1 {
     static constexpr int kBlockBytes = 24, kBlocksPerStep = 2, kBias = 0, kMaxU = 31;
-    static constexpr bool kMin = true;
+    static constexpr bool kMin = true, kFp16Scale = true;
     static V decode(const uint8_t* p0, const uint8_t* p1) {
         return or_(nibbles16x2(p0 + 8, p1 + 8), high_bits(p0 + 4, p1 + 4));
     }
@@ -50,7 +52,7 @@ struct Q5_1 {
 };
 struct Q8_0 {
     static constexpr int kBlockBytes = 34, kBlocksPerStep = 2, kBias = 128, kMaxU = 255;
-    static constexpr bool kMin = false;
+    static constexpr bool kMin = false, kFp16Scale = true;
     static V decode(const uint8_t* p0, const uint8_t* p1) {
         return xor_(load32x2(p0 + 2, p1 + 2), set1_8(0x80));
     }
@@ -65,7 +67,7 @@ inline __m128i shifted_table(const int8_t* values, int bias) {
 #endif
 struct Iq4Nl {
     static constexpr int kBlockBytes = 18, kBlocksPerStep = 2, kBias = 128, kMaxU = 255;
-    static constexpr bool kMin = false;
+    static constexpr bool kMin = false, kFp16Scale = true;
     static V decode(const uint8_t* p0, const uint8_t* p1) {
         return lookup16(nibbles16x2(p0 + 2, p1 + 2), shifted_table(kIq4nlValues, kBias));
     }
@@ -86,7 +88,7 @@ consteval E8m0Table make_e8m0_table() {
 inline constexpr E8m0Table kE8m0 = make_e8m0_table();
 struct Mxfp4 {
     static constexpr int kBlockBytes = 17, kBlocksPerStep = 2, kBias = 12, kMaxU = 24;
-    static constexpr bool kMin = false;
+    static constexpr bool kMin = false, kFp16Scale = false;
     static V decode(const uint8_t* p0, const uint8_t* p1) {
         return lookup16(nibbles16x2(p0 + 1, p1 + 1), shifted_table(kE2m1DoubledValues, kBias));
     }
@@ -115,7 +117,7 @@ inline __m128 ue4m3_half4(const uint8_t* p) {
 #endif
 struct Nvfp4 {
     static constexpr int kBlockBytes = 36, kBlocksPerStep = 1, kBias = 12, kMaxU = 24;
-    static constexpr bool kMin = false;
+    static constexpr bool kMin = false, kFp16Scale = false;
     static V decode(const uint8_t* p0, const uint8_t*) {
         return lookup16(nibbles8x4(p0 + 4), shifted_table(kE2m1DoubledValues, kBias));
     }
@@ -130,7 +132,7 @@ struct Nvfp4 {
 struct Q1_0 {
     static constexpr int kBlockBytes = 18, kBlocksPerStep = 1, kStepsPerBlock = 2, kBias = 1,
                          kMaxU = 2;
-    static constexpr bool kMin = false, kOneScale = true;
+    static constexpr bool kMin = false, kFp16Scale = false, kOneScale = true;
     static V decode(const uint8_t*, const uint8_t* p1) { return bits2(p1 + 2); }
     static VF scale(const uint8_t* p0, const uint8_t*) { return splat_fp16(p0); }
     static V act_q(V q) { return to_bit_order(q); }
@@ -142,7 +144,7 @@ struct Q1_0 {
 // (act_q), which mixes the two q8_0 blocks over the int32 lanes (act_d).
 struct Q2_0 {
     static constexpr int kBlockBytes = 18, kBlocksPerStep = 1, kBias = 1, kMaxU = 3;
-    static constexpr bool kMin = false, kOneScale = true;
+    static constexpr bool kMin = false, kFp16Scale = false, kOneScale = true;
     static V decode(const uint8_t* p0, const uint8_t*) { return crumbs16(p0 + 2); }
     static VF scale(const uint8_t* p0, const uint8_t*) { return splat_fp16(p0); }
     static V act_q(V q) { return to_crumb_order(q); }
@@ -221,10 +223,18 @@ TANDEM_ALWAYS_INLINE void accumulate(FAcc& acc, V u, VF dw, V q, V bias, VF d) {
     acc = add_product(acc, cvt(weight_dot<T>(bias, u, q)), mul(dw, d));
 }
 
-// Steps whose min terms (q4_1 / q5_1: m * s per block, s = the q8_1 block's d * sum of its
-// values) go into the accumulators together, one fused multiply-add of 16 blocks per (row,
-// column) instead of a multiply and an add per step.
-constexpr int kMinGroup = 8;
+// Steps whose row data the tiles gather at once (16 blocks): the mins of q4_1 / q5_1, whose
+// terms (m * s per block, s = the q8_1 block's d * sum of its values) go into the accumulators
+// together, one fused multiply-add per (row, column) instead of a multiply and an add per step;
+// and in the small matmul the fp16 scales, converted in one instruction instead of one and a
+// permute per step (the same values: the matvec, which that makes 10-30% slower on Zen 5, keeps
+// its conversion per step).
+constexpr int kGroupSteps = 8;
+// A row's gathered group: block j's scale and min in lane j (0 past the row's end).
+struct RowGroup {
+    alignas(64) float d[2 * kGroupSteps];
+    alignas(64) float m[2 * kGroupSteps];
+};
 
 // The activation side of one step of one column, prepared once for all rows: values, the
 // bias start of the integer sums, the scales.
@@ -261,7 +271,8 @@ struct LegacyTile {
     // block.
     static constexpr int64_t kChunkBytes = kOneScale ? 65536 : 32768;
     // Chunks start at whole weight blocks, and with mins at whole min groups.
-    static constexpr int64_t kStepAlign = T::kMin ? kMinGroup : kStepsPerBlock;
+    static constexpr bool kGroupScales = T::kFp16Scale && C > 1, kGroups = kGroupScales || T::kMin;
+    static constexpr int64_t kStepAlign = kGroups ? kGroupSteps : kStepsPerBlock;
     static constexpr int64_t kColBytes = sizeof(Col) + (kOneScale ? sizeof(ColExtra) : 0) +
                                          (T::kMin ? 2 * sizeof(float) : 0);
     static constexpr int64_t kChunk = kChunkBytes / (C * kColBytes) / kStepAlign * kStepAlign;
@@ -269,7 +280,7 @@ struct LegacyTile {
         Col cols[kChunk][C];
         ColExtra extra[kOneScale ? kChunk : 1][C];
         // q8_1's s of the blocks of each min group (lane j: block j of the group; 0 past the end)
-        alignas(64) float s[T::kMin ? kChunk / kMinGroup : 1][C][2 * kMinGroup];
+        alignas(64) float s[T::kMin ? kChunk / kGroupSteps : 1][C][2 * kGroupSteps];
     };
     // Rows per block when k needs several chunks: a block's rows stay in L2 between chunks,
     // and their accumulators wait in memory (the sums of one column must not depend on C, so
@@ -333,7 +344,7 @@ struct LegacyTile {
                     col.bias = column_bias<T>(col.q);
                     col.d = halves(fp16(a0), two ? fp16(a1) : 0.0f);
                     if constexpr (kQ8_1) {
-                        float* s = &cols.s[i / kMinGroup][c][2 * (i % kMinGroup)];
+                        float* s = &cols.s[i / kGroupSteps][c][2 * (i % kGroupSteps)];
                         s[0] = fp16(a0 + 2);
                         s[1] = two ? fp16(a1 + 2) : 0.0f;
                     }
@@ -341,9 +352,9 @@ struct LegacyTile {
             }
         }
         if constexpr (kQ8_1) {  // the lanes of the last group past the chunk's steps
-            for (int64_t i = ns; i % kMinGroup != 0; ++i) {
+            for (int64_t i = ns; i % kGroupSteps != 0; ++i) {
                 for (int c = 0; c < C; ++c) {
-                    float* s = &cols.s[i / kMinGroup][c][2 * (i % kMinGroup)];
+                    float* s = &cols.s[i / kGroupSteps][c][2 * (i % kGroupSteps)];
                     s[0] = s[1] = 0.0f;
                 }
             }
@@ -380,14 +391,16 @@ struct LegacyTile {
         if constexpr (kOneScale) {
             for (int64_t i = 0; i < ns; i += kStepsPerBlock) block_step(rows, ahead, i, cols, acc);
         } else {
+            RowGroup group[kGroups ? R : 1];
             for (int64_t i = 0; i < ns; ++i) {
-                step(rows, ahead, i, i < n_full ? T::kBlockBytes : 0, cols, acc);
+                if constexpr (kGroups) {
+                    if (i % kGroupSteps == 0)
+                        gather(rows, i, min_i64(2 * kGroupSteps, n_act - 2 * (s0 + i)), group);
+                }
+                step(rows, ahead, i, i < n_full ? T::kBlockBytes : 0, group, cols, acc);
                 if constexpr (T::kMin) {
-                    if (i % kMinGroup == kMinGroup - 1 || i == ns - 1) {
-                        const int64_t g0 = i - i % kMinGroup;  // the group's first step
-                        min_terms(rows, g0, min_i64(2 * kMinGroup, n_act - 2 * (s0 + g0)), cols,
-                                  acc);
-                    }
+                    if (i % kGroupSteps == kGroupSteps - 1 || i == ns - 1)
+                        min_terms(group, i / kGroupSteps, cols, acc);
                 }
             }
         }
@@ -444,31 +457,44 @@ struct LegacyTile {
         }
     }
 
-    // The min terms of the group of steps from g0 (n_blocks blocks): per row its mins, gathered
-    // once for all columns, times each column's s in one fused multiply-add.
-    TANDEM_ALWAYS_INLINE static void min_terms(const uint8_t* const* rows, int64_t g0,
-                                               int64_t n_blocks, const Chunk& cols,
-                                               FAcc (&acc)[R][C]) {
+    // Each row's scales (and mins) of the n_blocks blocks of the group of steps from g0.
+    TANDEM_ALWAYS_INLINE static void gather(const uint8_t* const* rows, int64_t g0,
+                                            int64_t n_blocks, RowGroup (&group)[R]) {
         TANDEM_UNROLL
         for (int r = 0; r < R; ++r) {
-            alignas(32) uint16_t m[2 * kMinGroup] = {};
-            const uint8_t* p = rows[r] + g0 * kStepBytes + 2;
-            if (n_blocks == 2 * kMinGroup) {
+            alignas(32) uint16_t d[2 * kGroupSteps] = {}, m[2 * kGroupSteps] = {};
+            const uint8_t* p = rows[r] + g0 * kStepBytes;
+            const auto block = [&](int j) {
+                if constexpr (kGroupScales) d[j] = load_u16(p + j * T::kBlockBytes);
+                if constexpr (T::kMin) m[j] = load_u16(p + j * T::kBlockBytes + 2);
+            };
+            if (n_blocks == 2 * kGroupSteps) {
                 TANDEM_UNROLL
-                for (int j = 0; j < 2 * kMinGroup; ++j) m[j] = load_u16(p + j * T::kBlockBytes);
+                for (int j = 0; j < 2 * kGroupSteps; ++j) block(j);
             } else {
-                for (int j = 0; j < n_blocks; ++j) m[j] = load_u16(p + j * T::kBlockBytes);
+                for (int j = 0; j < n_blocks; ++j) block(j);
             }
-            const VF mins = fp16x16(m);
+            if constexpr (kGroupScales) store16f(group[r].d, fp16x16(d));
+            if constexpr (T::kMin) store16f(group[r].m, fp16x16(m));
+        }
+    }
+
+    // The min terms of group g: per row its mins times each column's s, one fused
+    // multiply-add.
+    TANDEM_ALWAYS_INLINE static void min_terms(const RowGroup (&group)[R], int64_t g,
+                                               const Chunk& cols, FAcc (&acc)[R][C]) {
+        TANDEM_UNROLL
+        for (int r = 0; r < R; ++r) {
+            const VF mins = load16f(group[r].m);
             TANDEM_UNROLL
             for (int c = 0; c < C; ++c)
-                acc[r][c] = add_product(acc[r][c], mins, load16f(cols.s[g0 / kMinGroup][c]));
+                acc[r][c] = add_product(acc[r][c], mins, load16f(cols.s[g][c]));
         }
     }
 
     // Step i of the chunk: each row decoded once, then dotted with every column.
     TANDEM_ALWAYS_INLINE static void step(const uint8_t* const* rows, size_t ahead, int64_t i,
-                                          int next, const Chunk& cols,
+                                          int next, const RowGroup* group, const Chunk& cols,
                                           FAcc (&acc)[R][C]) {
         V u[R];
         VF dw[R];
@@ -482,7 +508,12 @@ struct LegacyTile {
                 prefetch_l2(p0 + ahead);
             }
             u[r] = T::decode(p0, p1);
-            dw[r] = T::scale(p0, p1);
+            if constexpr (kGroupScales) {
+                const float* d = group[r].d + 2 * (i % kGroupSteps);
+                dw[r] = halves(d[0], d[1]);
+            } else {
+                dw[r] = T::scale(p0, p1);
+            }
         }
         TANDEM_UNROLL
         for (int c = 0; c < C; ++c) {

@@ -228,6 +228,9 @@ inline VF fp16x16(const uint16_t* p) {
     return {{vcvt_f32_f16(vget_low_f16(a)), vcvt_high_f32_f16(a), vcvt_f32_f16(vget_low_f16(b)),
              vcvt_high_f32_f16(b)}};
 }
+inline void store16f(float* p, VF x) {
+    for (int i = 0; i < 4; ++i) vst1q_f32(p + 4 * i, x.f[i]);
+}
 // Lanes 4i..4i+3 = s[i].
 inline VF quarters(float32x4_t s) {
     return {{vdupq_laneq_f32(s, 0), vdupq_laneq_f32(s, 1), vdupq_laneq_f32(s, 2),
