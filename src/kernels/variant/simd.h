@@ -225,10 +225,6 @@ inline VF mul(VF a, VF b) {
 inline VF fma_vf(VF a, VF b, VF c) {
     return {_mm512_fmadd_ps(a.x, b.x, c.x)};
 }
-// acc + x: one add on the accumulator's dependency chain.
-inline FAcc add_acc(FAcc acc, VF x) {
-    return _mm512_add_ps(acc, x.x);
-}
 // acc + x * s, lane by lane: one fma on the accumulator's dependency chain.
 inline FAcc add_product(FAcc acc, VF x, VF s) {
     return _mm512_fmadd_ps(x.x, s.x, acc);
@@ -480,10 +476,6 @@ inline VF mul(VF a, VF b) {
 }
 inline VF fma_vf(VF a, VF b, VF c) {
     return {_mm256_fmadd_ps(a.lo, b.lo, c.lo), _mm256_fmadd_ps(a.hi, b.hi, c.hi)};
-}
-// acc + x (its two halves summed first): one add on the accumulator's dependency chain.
-inline FAcc add_acc(FAcc acc, VF x) {
-    return _mm256_add_ps(acc, _mm256_add_ps(x.lo, x.hi));
 }
 // acc + x * s (the two halves' products summed first, one fused): one add on the chain.
 inline FAcc add_product(FAcc acc, VF x, VF s) {

@@ -270,7 +270,7 @@ struct LegacyTile {
     // small (80 bytes a step, K = 4096 fits one chunk) and costlier to prepare again per row
     // block.
     static constexpr int64_t kChunkBytes = kOneScale ? 65536 : 32768;
-    // Chunks start at whole weight blocks, and with mins at whole min groups.
+    // Chunks start at whole weight blocks (and whole groups where the rows are gathered).
     static constexpr bool kGroupScales = T::kFp16Scale && C > 1, kGroups = kGroupScales || T::kMin;
     static constexpr int64_t kStepAlign = kGroups ? kGroupSteps : kStepsPerBlock;
     static constexpr int64_t kColBytes = sizeof(Col) + (kOneScale ? sizeof(ColExtra) : 0) +

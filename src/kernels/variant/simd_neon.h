@@ -194,10 +194,6 @@ inline VF fma_vf(VF a, VF b, VF c) {
     return {{vfmaq_f32(c.f[0], a.f[0], b.f[0]), vfmaq_f32(c.f[1], a.f[1], b.f[1]),
              vfmaq_f32(c.f[2], a.f[2], b.f[2]), vfmaq_f32(c.f[3], a.f[3], b.f[3])}};
 }
-// acc + x (its quarters summed pairwise first): one add on each accumulator chain.
-inline FAcc add_acc(FAcc acc, VF x) {
-    return {vaddq_f32(acc.lo, vaddq_f32(x.f[0], x.f[2])), vaddq_f32(acc.hi, vaddq_f32(x.f[1], x.f[3]))};
-}
 // acc + x * s (quarters' products summed pairwise first, one of each pair fused): one add on
 // each accumulator chain.
 inline FAcc add_product(FAcc acc, VF x, VF s) {
