@@ -296,6 +296,10 @@ inline __m256 fold(FAcc a) {
 inline __m256i fold(Acc a) {
     return _mm256_add_epi32(_mm512_castsi512_si256(a), _mm512_extracti64x4_epi64(a, 1));
 }
+// An integer accumulator whose fold() is x.
+inline Acc acc_low(__m256i x) {
+    return _mm512_zextsi256_si512(x);
+}
 
 #else  // AVX2: two ymm per V
 
@@ -542,6 +546,9 @@ inline __m256 fold(FAcc a) {
 }
 inline __m256i fold(Acc a) {
     return a;
+}
+inline Acc acc_low(__m256i x) {
+    return x;
 }
 
 #endif

@@ -467,11 +467,21 @@ struct IqTile {
             T::prepare(blocks[r], prep[r]);
             sc[r] = scales16(prep[r].sc16);
         }
+        // The ternary formats' bias term, the same for every row (-1 times the pairs of bsums),
+        // starts each column's integer sums; the others take theirs off at the end.
+        constexpr bool kColumnBias = T::kBiased && T::kUnitScales;
         Acc iacc[R][C];
         TANDEM_UNROLL
-        for (auto& row : iacc) {
+        for (int c = 0; c < C; ++c) {
+            Acc start = acc_zero();
+            if constexpr (kColumnBias) {
+                const uint8_t* y = a + c * a_stride + i * kQ8KBytes;
+                start = acc_low(_mm256_madd_epi16(
+                    _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y + 260)),
+                    _mm256_set1_epi16(-1)));
+            }
             TANDEM_UNROLL
-            for (auto& x : row) x = acc_zero();
+            for (int r = 0; r < R; ++r) iacc[r][c] = start;
         }
         step<R, 0>(blocks, sc, a, a_stride, i, iacc);
         step<R, 1>(blocks, sc, a, a_stride, i, iacc);
@@ -482,13 +492,15 @@ struct IqTile {
         TANDEM_UNROLL
         for (int c = 0; c < C; ++c) {
             const uint8_t* y = a + c * a_stride + i * kQ8KBytes;
-            const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y + 260));
             const float dy = load_f32(y);
             TANDEM_UNROLL
             for (int r = 0; r < R; ++r) {
                 __m256i sums = fold(iacc[r][c]);
-                if constexpr (T::kBiased)
+                if constexpr (T::kBiased && !kColumnBias) {
+                    const __m256i bsums =
+                        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y + 260));
                     sums = _mm256_sub_epi32(sums, _mm256_madd_epi16(bsums, prep[r].bias16));
+                }
                 const __m256 d = _mm256_set1_ps(prep[r].d * dy);
                 facc[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), d, facc[r][c]);
             }
