@@ -375,6 +375,23 @@ TANDEM_ALWAYS_INLINE float hsum8(__m256 v) {
     return _mm_cvtss_f32(x);
 }
 
+// Float sums of the tiles: 8 lanes per (row, column). With AVX-512 two columns share a register
+// (lanes 0-7 column c, lanes 8-15 column c + 1): half the registers (R = 2, C = 8 spilled) and
+// one conversion, multiply and fma for both, each lane getting exactly the operations it gets
+// with its column alone. kPairs: column pairs of a tile of C; an odd last column stays alone.
+template <int C>
+constexpr int kPairs = kZmm ? C / 2 : 0;
+#if defined(TANDEM_SIMD_ZMM)
+using PairSums = __m512;
+// The integer sums of two columns, folded: [fold(a), fold(b)].
+TANDEM_ALWAYS_INLINE __m512i fold_pair(Acc a, Acc b) {
+    return _mm512_add_epi32(_mm512_shuffle_i64x2(a, b, _MM_SHUFFLE(1, 0, 1, 0)),
+                            _mm512_shuffle_i64x2(a, b, _MM_SHUFFLE(3, 2, 3, 2)));
+}
+#else
+using PairSums = __m256;  // (no pairs)
+#endif
+
 // Rows per small-matmul tile where registers allow; the matvec reads one row at a time.
 constexpr int k_rows(int cols) {
     if (kRegisters >= 32) return cols <= 4 ? 4 : 2;
@@ -400,24 +417,41 @@ struct IqTile {
         }
     }
 
-    // facc[r][c] accumulates row r against column c in 8 float lanes, one fma per super-block,
-    // summed once at the end: the same operations for a column whatever C is.
+    // Float sums per (row, column): 8 lanes, one fma per super-block, summed once at the end:
+    // the same operations for a column whatever C is. Columns below 2 kPairs<C> in pairs
+    // (pair[r][c / 2]), the others alone (alone[r][c]).
+    static constexpr int kP = kPairs<C>;
+    template <int R>
+    struct FloatSums {
+        PairSums pair[R][kP > 0 ? kP : 1];
+        __m256 alone[R][C];
+    };
+
     template <int R, bool kMatvec>
     static void tile(int64_t k, const uint8_t* const* rows, int n_valid, size_t ahead,
                      const uint8_t* a, size_t a_stride, float* out, size_t out_stride) {
-        __m256 facc[R][C];
+        FloatSums<R> f;
         TANDEM_UNROLL
-        for (auto& row : facc) {
+        for (int r = 0; r < R; ++r) {
             TANDEM_UNROLL
-            for (auto& x : row) x = _mm256_setzero_ps();
+            for (int p = 0; p < kP; ++p) f.pair[r][p] = PairSums{};
+            TANDEM_UNROLL
+            for (int c = 2 * kP; c < C; ++c) f.alone[r][c] = _mm256_setzero_ps();
         }
         for (int64_t i = 0; i < k / 256; ++i)
-            super_block<R, kMatvec>(i, rows, ahead, a, a_stride, facc);
+            super_block<R, kMatvec>(i, rows, ahead, a, a_stride, f);
         TANDEM_UNROLL
         for (int r = 0; r < R; ++r) {
             if (r >= n_valid) break;
+#if defined(TANDEM_SIMD_ZMM)
             TANDEM_UNROLL
-            for (int c = 0; c < C; ++c) out[c * out_stride + r] = hsum8(facc[r][c]);
+            for (int p = 0; p < kP; ++p) {
+                out[2 * p * out_stride + r] = hsum8(_mm512_castps512_ps256(f.pair[r][p]));
+                out[(2 * p + 1) * out_stride + r] = hsum8(_mm512_extractf32x8_ps(f.pair[r][p], 1));
+            }
+#endif
+            TANDEM_UNROLL
+            for (int c = 2 * kP; c < C; ++c) out[c * out_stride + r] = hsum8(f.alone[r][c]);
         }
     }
 
@@ -451,7 +485,7 @@ struct IqTile {
     template <int R, bool kMatvec>
     TANDEM_ALWAYS_INLINE static void super_block(int64_t i, const uint8_t* const* rows,
                                                  size_t ahead, const uint8_t* a, size_t a_stride,
-                                                 __m256 (&facc)[R][C]) {
+                                                 FloatSums<R>& f) {
         const uint8_t* blocks[R];
         Prep prep[R];
         Scales16 sc[R];
@@ -489,8 +523,32 @@ struct IqTile {
         step<R, 3>(blocks, sc, a, a_stride, i, iacc);
 
         // Per (row, column): the 8 int32 lanes scaled by d * factor * dy into 8 float lanes.
+#if defined(TANDEM_SIMD_ZMM)
         TANDEM_UNROLL
-        for (int c = 0; c < C; ++c) {
+        for (int p = 0; p < kP; ++p) {
+            const uint8_t* y0 = a + 2 * p * a_stride + i * kQ8KBytes;
+            const uint8_t* y1 = y0 + a_stride;
+            const __m512 dy = _mm512_insertf32x8(_mm512_set1_ps(load_f32(y0)),
+                                                 _mm256_set1_ps(load_f32(y1)), 1);
+            __m512i bsums = _mm512_setzero_si512();
+            if constexpr (T::kBiased && !kColumnBias)
+                bsums = _mm512_inserti64x4(
+                    _mm512_castsi256_si512(
+                        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y0 + 260))),
+                    _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y1 + 260)), 1);
+            TANDEM_UNROLL
+            for (int r = 0; r < R; ++r) {
+                __m512i sums = fold_pair(iacc[r][2 * p], iacc[r][2 * p + 1]);
+                if constexpr (T::kBiased && !kColumnBias)
+                    sums = _mm512_sub_epi32(
+                        sums, _mm512_madd_epi16(bsums, _mm512_broadcast_i64x4(prep[r].bias16)));
+                const __m512 d = _mm512_mul_ps(_mm512_set1_ps(prep[r].d), dy);
+                f.pair[r][p] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums), d, f.pair[r][p]);
+            }
+        }
+#endif
+        TANDEM_UNROLL
+        for (int c = 2 * kP; c < C; ++c) {
             const uint8_t* y = a + c * a_stride + i * kQ8KBytes;
             const float dy = load_f32(y);
             TANDEM_UNROLL
@@ -502,7 +560,7 @@ struct IqTile {
                     sums = _mm256_sub_epi32(sums, _mm256_madd_epi16(bsums, prep[r].bias16));
                 }
                 const __m256 d = _mm256_set1_ps(prep[r].d * dy);
-                facc[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), d, facc[r][c]);
+                f.alone[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), d, f.alone[r][c]);
             }
         }
     }
