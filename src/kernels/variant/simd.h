@@ -794,7 +794,10 @@ inline V join(__m256i lo, __m256i hi) {
 #endif
 }
 // Bytes 4i..4i+3 = g[i]. With AVX-512, when g[i] are loads (grid points), they become broadcast
-// loads blended in a tree, as lookup_u64x8 does below.
+// loads (load ports only) blended in a tree (any vector ALU port): one shuffle-port insert per
+// step, where pairing in GPRs and vpinsrq take seven; iq3_s 10-14% and iq3_xxs 5% faster on
+// Zen 5, more on Sapphire Rapids. (lookup_u64x8's 8-byte points do not gain: iq1_s and iq2_xs
+// lost 13-17% on Zen 5.)
 inline V set_u32x16(const uint32_t (&g)[16]) {
 #if defined(TANDEM_SIMD_ZMM)
     const auto at = [&](int i) { return _mm256_set1_epi32(static_cast<int>(g[i])); };
@@ -816,26 +819,11 @@ inline V set_u32x16(const uint32_t (&g)[16]) {
 // are slower on Zen 4 (iq2_xxs 1.3x, iq3_xxs 1.5x the time per row). The indices leave the
 // vector as two 64-bit moves and are split with shifts: per-index extracts (vpextrw, what a
 // store and reload of the lanes compiles to) take the shuffle port the vector build needs.
-// With AVX-512 the points arrive as broadcast loads (load ports only) blended into two halves
-// (any vector ALU port), so only the last insert takes the shuffle port, which vpinsrq takes
-// once per point: iq1_m 12-16% faster on Sapphire Rapids, iq1_s and iq2_xs 0-6% (iq2_xxs,
-// whose other work is lighter on that port, lost 8% so keeps set_u64x8).
 inline V lookup_u64x8(const uint64_t* g, __m128i idx) {
     const auto lo = static_cast<uint64_t>(_mm_cvtsi128_si64(idx));
     const auto hi = static_cast<uint64_t>(_mm_extract_epi64(idx, 1));
-#if defined(TANDEM_SIMD_ZMM)
-    const auto at = [&](uint64_t lanes, int i) {
-        return _mm256_set1_epi64x(static_cast<long long>(g[(lanes >> (16 * i)) & 0xffff]));
-    };
-    const auto half = [&](uint64_t lanes) {
-        return _mm256_blend_epi32(_mm256_blend_epi32(at(lanes, 0), at(lanes, 1), 0x0C),
-                                  _mm256_blend_epi32(at(lanes, 2), at(lanes, 3), 0xC0), 0xF0);
-    };
-    return {_mm512_inserti64x4(_mm512_castsi256_si512(half(lo)), half(hi), 1)};
-#else
     return set_u64x8(g[lo & 0xffff], g[(lo >> 16) & 0xffff], g[(lo >> 32) & 0xffff], g[lo >> 48],
                      g[hi & 0xffff], g[(hi >> 16) & 0xffff], g[(hi >> 32) & 0xffff], g[hi >> 48]);
-#endif
 }
 // Bytes 8i..8i+7 = pattern where bit i of mask8 is set, else 0.
 inline V groups_where(uint32_t mask8, uint64_t pattern) {
