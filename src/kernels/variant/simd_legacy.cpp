@@ -1,7 +1,8 @@
 // SIMD dot-product tiles for the 32-value block formats against q8_0 / q8_1 activations:
 // q4_0, q4_1, q5_0, q5_1, q8_0, iq4_nl, mxfp4, nvfp4 (64-value blocks over two q8_0
-// blocks), and on x86 q2_0 (64-value blocks) and q1_0 (128-value blocks over two steps). A step covers 64 values (two activation blocks); each weight step is decoded once
-// into unsigned bytes u (weight = u - bias) and dotted with every column of the tile.
+// blocks), and on x86 q2_0 (64-value blocks) and q1_0 (128-value blocks over two steps). A
+// step covers 64 values (two activation blocks); each weight step is decoded once into
+// unsigned bytes u (weight = u - bias) and dotted with every column of the tile.
 #include "formats/iq_tables.h"
 #include "kernels/variant/kernel_decls.h"
 #include "kernels/variant/simd.h"
