@@ -24,7 +24,7 @@ constexpr int kQ8KBytes = 292;  // q8_K: float d, int8 qs[256], int16 bsums[16]
 // A row's super-block, prepared once for all columns.
 struct Prep {
     __m256i sc16;    // odd sub-block scales 2s+1 in int16 lanes (T::kSub values each)
-    __m256i bias16;  // kBiased: the bias times the scale per 16 values, in int16 lanes
+    __m256i bias16;  // iq1: the bias times the scale per 16 values, in int16 lanes
     float d;         // fp16 d times the format's constant factor (a power of two: exact)
 };
 
@@ -78,7 +78,8 @@ TANDEM_ALWAYS_INLINE __m128i high_index_bits(__m128i x, __m128i pow2) {
 // magnitudes u (unsigned bytes) and the signs to apply to the activations. kSub: values per
 // sub-block scale (kUnitScales: all 1); kSigned: decode gives signs; kBiased: weight = u - a bias
 // constant per format (the iq1 and ternary formats), the bias times the scales taken off the
-// sum with the q8_K bsums (Prep::bias16).
+// sum with the q8_K bsums (iq1: Prep::bias16; ternary, all scales 1: per column, see
+// super_block).
 struct Lattice {
     static constexpr bool kUnitScales = false;
     static constexpr bool kSigned = true;
@@ -311,7 +312,7 @@ struct Ternary {
 struct Tq2 : Ternary {
     static constexpr int kBytes = 66;
     TANDEM_ALWAYS_INLINE static void prepare(const uint8_t* b, Prep& p) {
-        p.sc16 = p.bias16 = _mm256_set1_epi16(1);
+        p.sc16 = _mm256_set1_epi16(1);
         p.d = fp16_bits(load_u16(b + 64));
     }
     template <int kJ>
@@ -343,7 +344,7 @@ TANDEM_ALWAYS_INLINE X times3n(X y) {  // y * 3^kN
 struct Tq1 : Ternary {
     static constexpr int kBytes = 54;
     TANDEM_ALWAYS_INLINE static void prepare(const uint8_t* b, Prep& p) {
-        p.sc16 = p.bias16 = _mm256_set1_epi16(1);
+        p.sc16 = _mm256_set1_epi16(1);
         p.d = fp16_bits(load_u16(b + 52));
     }
     template <int kJ>
