@@ -65,6 +65,17 @@ inline float fp16(const uint8_t* p) {
     return _cvtsh_ss(load_u16(p));
 }
 
+// acc + sums of the two int16 products per int32 lane (vpdpwssd on VNNI).
+inline __m256i dpwssd(__m256i acc, __m256i p, __m256i sc) {
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+    return _mm256_dpwssd_epi32(acc, p, sc);
+#elif defined(__AVXVNNI__)
+    return _mm256_dpwssd_avx_epi32(acc, p, sc);
+#else
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(p, sc));
+#endif
+}
+
 // ---------------------------------------------------------------- 64-value vectors
 
 #if defined(TANDEM_SIMD_ZMM)
@@ -296,6 +307,11 @@ inline __m256 fold(FAcc a) {
 inline __m256i fold(Acc a) {
     return _mm256_add_epi32(_mm512_castsi512_si256(a), _mm512_extracti64x4_epi64(a, 1));
 }
+// The integer sums of two columns, folded: [fold(a), fold(b)].
+TANDEM_ALWAYS_INLINE __m512i fold_pair(Acc a, Acc b) {
+    return _mm512_add_epi32(_mm512_shuffle_i64x2(a, b, _MM_SHUFFLE(1, 0, 1, 0)),
+                            _mm512_shuffle_i64x2(a, b, _MM_SHUFFLE(3, 2, 3, 2)));
+}
 // An integer accumulator whose fold() is x.
 inline Acc acc_low(__m256i x) {
     return _mm512_zextsi256_si512(x);
@@ -448,15 +464,6 @@ inline V dot4(V acc, V u, V s) {
 inline void sign_split(V w, V s, V& abs_w, V& signed_s) {
     abs_w = {_mm256_sign_epi8(w.lo, w.lo), _mm256_sign_epi8(w.hi, w.hi)};
     signed_s = {_mm256_sign_epi8(s.lo, w.lo), _mm256_sign_epi8(s.hi, w.hi)};
-}
-inline __m256i dpwssd(__m256i acc, __m256i p, __m256i sc) {
-#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
-    return _mm256_dpwssd_epi32(acc, p, sc);
-#elif defined(__AVXVNNI__)
-    return _mm256_dpwssd_avx_epi32(acc, p, sc);
-#else
-    return _mm256_add_epi32(acc, _mm256_madd_epi16(p, sc));
-#endif
 }
 inline Acc dot_scaled(Acc acc, V u, V s, V sc16) {
     acc = dpwssd(acc, _mm256_maddubs_epi16(u.lo, s.lo), sc16.lo);
@@ -669,65 +676,57 @@ inline __m128i hsum_i32x2(__m256i a, __m256i b) {
     return _mm_hadd_epi32(x, x);
 }
 
-// Lane c of the result = sum of the 8 int32 lanes of v[c], for c < kN (kN <= 8). Forced inline:
-// as a call, the array round trip through memory costs more than the sums.
+// Lane c of the result = the sum of all int32 lanes of v[c] (0 for c >= kN; kN <= 8): the
+// integer sums of a tile row's columns, one lane per column. Forced inline: as a call, the
+// array round trip through memory costs more than the sums.
 template <int kI, int kN>
-TANDEM_ALWAYS_INLINE __m256i lane_or_zero(const __m256i (&v)[kN]) {
+TANDEM_ALWAYS_INLINE Acc acc_or_zero(const Acc (&v)[kN]) {
     if constexpr (kI < kN) {
         return v[kI];
     } else {
-        return _mm256_setzero_si256();
+        return acc_zero();
     }
 }
 template <int kN>
-TANDEM_ALWAYS_INLINE __m256i transpose_sums(const __m256i (&v)[kN]) {
-    const __m256i h01 = _mm256_hadd_epi32(lane_or_zero<0>(v), lane_or_zero<1>(v));
-    const __m256i h23 = _mm256_hadd_epi32(lane_or_zero<2>(v), lane_or_zero<3>(v));
+TANDEM_ALWAYS_INLINE __m256i column_sums(const Acc (&v)[kN]) {
+    static_assert(kN <= 8);
+#if defined(TANDEM_SIMD_ZMM)
+    if constexpr (kN <= 4) {  // (folded, then as on AVX2: fewer shuffles for 4 columns)
+        const __m256i h01 = _mm256_hadd_epi32(fold(acc_or_zero<0>(v)), fold(acc_or_zero<1>(v)));
+        const __m256i h23 = _mm256_hadd_epi32(fold(acc_or_zero<2>(v)), fold(acc_or_zero<3>(v)));
+        const __m256i q0 = _mm256_hadd_epi32(h01, h23);
+        return _mm256_add_epi32(q0, _mm256_permute2x128_si256(q0, q0, 0x01));
+    }
+    // x_j = [fold(v[j]) | fold(v[j + 4])]; per 128-bit lane, unpack-and-add steps interleave
+    // columns (j, j + 1), then (j .. j + 3), each lane a partial sum: 8 columns in 9 shuffles.
+    const __m512i x0 = fold_pair(acc_or_zero<0>(v), acc_or_zero<4>(v));
+    const __m512i x1 = fold_pair(acc_or_zero<1>(v), acc_or_zero<5>(v));
+    const __m512i x2 = fold_pair(acc_or_zero<2>(v), acc_or_zero<6>(v));
+    const __m512i x3 = fold_pair(acc_or_zero<3>(v), acc_or_zero<7>(v));
+    const __m512i p0 =
+        _mm512_add_epi32(_mm512_unpacklo_epi32(x0, x1), _mm512_unpackhi_epi32(x0, x1));
+    const __m512i p1 =
+        _mm512_add_epi32(_mm512_unpacklo_epi32(x2, x3), _mm512_unpackhi_epi32(x2, x3));
+    // 128-bit lanes of q: columns 0..3 (twice), 4..7 (twice)
+    const __m512i q =
+        _mm512_add_epi32(_mm512_unpacklo_epi64(p0, p1), _mm512_unpackhi_epi64(p0, p1));
+    return _mm512_castsi512_si256(
+        _mm512_add_epi32(_mm512_shuffle_i64x2(q, q, _MM_SHUFFLE(3, 1, 2, 0)),
+                         _mm512_shuffle_i64x2(q, q, _MM_SHUFFLE(2, 0, 3, 1))));
+#else
+    const __m256i h01 = _mm256_hadd_epi32(acc_or_zero<0>(v), acc_or_zero<1>(v));
+    const __m256i h23 = _mm256_hadd_epi32(acc_or_zero<2>(v), acc_or_zero<3>(v));
     const __m256i q0 = _mm256_hadd_epi32(h01, h23);
     if constexpr (kN <= 4) {
         // q0 = [0 1 2 3 (low halves) | 0 1 2 3 (high halves)]
         return _mm256_add_epi32(q0, _mm256_permute2x128_si256(q0, q0, 0x01));
     } else {
-        const __m256i h45 = _mm256_hadd_epi32(lane_or_zero<4>(v), lane_or_zero<5>(v));
-        const __m256i h67 = _mm256_hadd_epi32(lane_or_zero<6>(v), lane_or_zero<7>(v));
+        const __m256i h45 = _mm256_hadd_epi32(acc_or_zero<4>(v), acc_or_zero<5>(v));
+        const __m256i h67 = _mm256_hadd_epi32(acc_or_zero<6>(v), acc_or_zero<7>(v));
         const __m256i q1 = _mm256_hadd_epi32(h45, h67);
         return _mm256_add_epi32(_mm256_permute2x128_si256(q0, q1, 0x20),
                                 _mm256_permute2x128_si256(q0, q1, 0x31));
     }
-}
-
-// transpose_sums of a and of b: lane c of sa = sum of the 8 int32 lanes of a[c], of sb of
-// b[c]. On AVX-512 the two share one tree of shuffles over 512-bit pairs [a[c] | b[c]].
-template <int kN>
-TANDEM_ALWAYS_INLINE void transpose_sums2(const __m256i (&a)[kN], const __m256i (&b)[kN],
-                                          __m256i& sa, __m256i& sb) {
-#if defined(TANDEM_SIMD_ZMM)
-    __m512i x[8];
-    _Pragma("GCC unroll 8")
-    for (int c = 0; c < 8; ++c) x[c] = _mm512_setzero_si512();
-    _Pragma("GCC unroll 8")
-    for (int c = 0; c < kN; ++c) x[c] = _mm512_inserti64x4(_mm512_castsi256_si512(a[c]), b[c], 1);
-    // Per 128-bit lane: columns (c, c+1) interleaved, then c..c+3 (each lane a partial sum).
-    __m512i p[4];
-    _Pragma("GCC unroll 8")
-    for (int i = 0; i < 4; ++i) {
-        p[i] = _mm512_add_epi32(_mm512_unpacklo_epi32(x[2 * i], x[2 * i + 1]),
-                                _mm512_unpackhi_epi32(x[2 * i], x[2 * i + 1]));
-    }
-    const __m512i q0 = _mm512_add_epi32(_mm512_unpacklo_epi64(p[0], p[1]),
-                                        _mm512_unpackhi_epi64(p[0], p[1]));
-    const __m512i q1 = _mm512_add_epi32(_mm512_unpacklo_epi64(p[2], p[3]),
-                                        _mm512_unpackhi_epi64(p[2], p[3]));
-    // 128-bit lanes of q0: a's columns 0..3 (twice), b's (twice); q1 the same for 4..7.
-    const __m512i s = _mm512_add_epi32(_mm512_shuffle_i32x4(q0, q1, _MM_SHUFFLE(2, 0, 2, 0)),
-                                       _mm512_shuffle_i32x4(q0, q1, _MM_SHUFFLE(3, 1, 3, 1)));
-    // s = [a 0..3, b 0..3, a 4..7, b 4..7]
-    const __m512i t = _mm512_shuffle_i32x4(s, s, _MM_SHUFFLE(3, 1, 2, 0));
-    sa = _mm512_castsi512_si256(t);
-    sb = _mm512_extracti64x4_epi64(t, 1);
-#else
-    sa = transpose_sums<kN>(a);
-    sb = transpose_sums<kN>(b);
 #endif
 }
 

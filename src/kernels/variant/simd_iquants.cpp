@@ -384,11 +384,6 @@ template <int C>
 constexpr int kPairs = kZmm ? C / 2 : 0;
 #if defined(TANDEM_SIMD_ZMM)
 using PairSums = __m512;
-// The integer sums of two columns, folded: [fold(a), fold(b)].
-TANDEM_ALWAYS_INLINE __m512i fold_pair(Acc a, Acc b) {
-    return _mm512_add_epi32(_mm512_shuffle_i64x2(a, b, _MM_SHUFFLE(1, 0, 1, 0)),
-                            _mm512_shuffle_i64x2(a, b, _MM_SHUFFLE(3, 2, 3, 2)));
-}
 #else
 using PairSums = __m256;  // (no pairs)
 #endif

@@ -83,7 +83,7 @@ struct Q2K {
 };
 struct Q3K {
     static constexpr int kBytes = 110, kSub = 16, kBias = 4;
-    static constexpr bool kMins = false, kSigned = false;
+    static constexpr bool kMins = false, kSigned = false, kWideDecode = true;
     static void prepare(const uint8_t* b, Prep& p) {
         // 6-bit scales minus 32: low 4 bits from scales[0..7] (low then high nibbles), high 2
         // bits from scales[8..11] (ggml's kmask1 / kmask2 unpacking).
@@ -235,8 +235,12 @@ __m256i bias_sums(const Prep& p, __m256i bsums) {
 }
 
 // Rows per small-matmul tile where registers allow; the matvec reads one row at a time.
+// T::kWideDecode: the decode holds more registers, and 4 rows at C = 4 spill (q3_K: 8% slower
+// on Zen 5 than 2 rows).
+template <typename T>
 constexpr int k_rows(int cols) {
-    if (kRegisters >= 32) return cols <= 4 ? 4 : 2;
+    constexpr bool wide = requires { T::kWideDecode; };
+    if (kRegisters >= 32) return cols <= (wide ? 3 : 4) ? 4 : 2;
     return 1;
 }
 
@@ -249,12 +253,7 @@ struct KTile {
         if constexpr (C == 1) {
             for (int r = 0; r < n_rows; ++r) out[r] = matvec_row(k, w + r * w_stride, a);
         } else {
-            constexpr int R = k_rows(C);
-            const size_t ahead = prefetch_ahead(R, w_stride);
-            for_row_groups<R>(
-                w, w_stride, n_rows, [&](const uint8_t* const* rows, int n_valid, int r0) {
-                    tile<R>(k, rows, n_valid, ahead, a, a_stride, out + r0, out_stride);
-                });
+            tiles(k, w, w_stride, n_rows, a, a_stride, out, out_stride);
         }
     }
 
@@ -297,15 +296,100 @@ struct KTile {
         return _mm_cvtss_f32(acc);
     }
 
-    // R rows side by side, each row's steps decoded once for all C columns; per super-block the
-    // C sums of a row are reduced into one vector, lane c = column c.
+    // The small matmul's bias and min terms are dot products of a row's int16 scales (or mins)
+    // with the columns' bsums. They are taken with the columns' bsums transposed, once per
+    // call, so that a row needs a few vpdpwssd with its scales broadcast and the result is
+    // already one lane per column: kLanes lanes per column (8 / C rounded to a power of two),
+    // lane kLanes c + e of vector j holding pair kLanes j + e of column c, a pair being two
+    // bsums (of 16 values each, or of 32 for the types with a min per 32 values).
+    // kFirstPair: the first int32 pair of row_pairs() that meets them.
+    static constexpr bool kMins32 = T::kMins && T::kSub == 32;
+    static constexpr int kPairs = kMins32 ? 4 : (T::kMins || T::kBias != 0) ? 8 : 0;
+    static constexpr int kFirstPair = kMins32 ? 4 : 0;
+    static constexpr int kLanes = C <= 2 ? 4 : C <= 4 ? 2 : 1;
+    static constexpr int kVectors = kPairs > 0 ? kPairs / kLanes : 1;  // (no empty arrays)
+    static_assert(!(T::kMins && T::kBias != 0));
+
+    // Super-block i of the C columns, as the tiles read it: the q8_K values side by side (one
+    // base address for all columns), the scales dy (lane c: column c, 0 past C) and the
+    // transposed bsums.
+    struct ColumnBlock {
+        alignas(64) uint8_t q[C][256];
+        alignas(32) float dy[8];
+        alignas(32) int32_t bsums[kVectors][8];
+    };
+    // Super-blocks per prepared chunk: about 40 KiB, so that they stay in L1 (48 KiB on Zen 5
+    // and Golden Cove) and K = 4096 takes one chunk at C = 8 (17 super-blocks).
+    static constexpr int64_t kChunk = 40960 / sizeof(ColumnBlock);
+    static_assert(kChunk >= 1);
+
+    // Pair p of column c's bsums at y.
+    static uint32_t bsum_pair(const uint8_t* y, int p) {
+        if constexpr (kMins32) {  // (sums of 32 values fit int16)
+            const uint32_t x = load_u32(y + 260 + 8 * p), z = load_u32(y + 264 + 8 * p);
+            return ((x + (x >> 16)) & 0xffff) | (z + (z >> 16)) << 16;
+        } else {
+            return load_u32(y + 260 + 4 * p);
+        }
+    }
+
+    static void prepare(const uint8_t* a, size_t a_stride, int64_t i0, int64_t n,
+                        ColumnBlock* cols) {
+        for (int64_t i = 0; i < n; ++i) {
+            ColumnBlock& col = cols[i];
+            for (int c = 0; c < 8; ++c) {
+                const uint8_t* y = a + c * a_stride + (i0 + i) * kQ8KBytes;
+                if (c < C) __builtin_memcpy(col.q[c], y + 4, 256);
+                col.dy[c] = c < C ? load_f32(y) : 0.0f;
+            }
+            for (int j = 0; j < kPairs / kLanes; ++j) {
+                for (int l = 0; l < 8; ++l) {
+                    const int c = l / kLanes, p = kLanes * j + l % kLanes;
+                    col.bsums[j][l] = c < C ? static_cast<int32_t>(bsum_pair(
+                                                  a + c * a_stride + (i0 + i) * kQ8KBytes, p))
+                                            : 0;
+                }
+            }
+        }
+    }
+
+    // The small matmul: k in chunks of kChunk super-blocks, each with its prepared columns;
+    // a row's float sums continue from one chunk to the next through out (exact in floats, so
+    // a column's result does not depend on C).
+    static void tiles(int64_t k, const uint8_t* w, size_t w_stride, int n_rows, const uint8_t* a,
+                      size_t a_stride, float* out, size_t out_stride) {
+        constexpr int R = k_rows<T>(C);
+        const size_t ahead = prefetch_ahead(R, w_stride);
+        const int64_t n_blocks = k / 256;
+        ColumnBlock cols[kChunk];
+        for (int64_t i0 = 0; i0 < n_blocks; i0 += kChunk) {
+            const int64_t n = min_i64(kChunk, n_blocks - i0);
+            prepare(a, a_stride, i0, n, cols);
+            for_row_groups<R>(
+                w + i0 * T::kBytes, w_stride, n_rows,
+                [&](const uint8_t* const* rows, int n_valid, int r0) {
+                    tile<R>(rows, n_valid, ahead, cols, n, i0 > 0, out + r0, out_stride);
+                });
+        }
+    }
+
+    // R rows side by side over a chunk's n super-blocks, each row's steps decoded once for all
+    // C columns; float sums per row in one vector, lane c = column c (carried: continued from
+    // out).
     template <int R>
-    static void tile(int64_t k, const uint8_t* const* rows, int n_valid, size_t ahead,
-                     const uint8_t* a, size_t a_stride, float* out, size_t out_stride) {
+    static void tile(const uint8_t* const* rows, int n_valid, size_t ahead,
+                     const ColumnBlock* cols, int64_t n, bool carried, float* out,
+                     size_t out_stride) {
         __m256 facc[R];
         TANDEM_UNROLL
-        for (auto& x : facc) x = _mm256_setzero_ps();
-        for (int64_t i = 0; i < k / 256; ++i) super_block<R>(i, rows, ahead, a, a_stride, facc);
+        for (int r = 0; r < R; ++r) {
+            alignas(32) float lanes[8] = {};
+            if (carried) {
+                for (int c = 0; c < C; ++c) lanes[c] = out[c * out_stride + r];
+            }
+            facc[r] = _mm256_load_ps(lanes);
+        }
+        for (int64_t i = 0; i < n; ++i) super_block<R>(i, rows, ahead, cols[i], facc);
         TANDEM_UNROLL
         for (int r = 0; r < R; ++r) {
             if (r >= n_valid) break;
@@ -316,23 +400,77 @@ struct KTile {
     }
 
     template <int R, int kJ>
-    TANDEM_ALWAYS_INLINE static void step(const Prepared<T, kScaled>* blk, const uint8_t* a,
-                                          size_t a_stride, int64_t i, Acc (&iacc)[R][C]) {
+    TANDEM_ALWAYS_INLINE static void step(const Prepared<T, kScaled>* blk, const ColumnBlock& col,
+                                          Acc (&iacc)[R][C]) {
         V u[R], scale[R];
         TANDEM_UNROLL
         for (int r = 0; r < R; ++r) blk[r].template step<kJ>(u[r], scale[r]);
         TANDEM_UNROLL
         for (int c = 0; c < C; ++c) {
-            const V q = load64(a + c * a_stride + i * kQ8KBytes + 4 + 64 * kJ);
+            const V q = load64(col.q[c] + 64 * kJ);
             TANDEM_UNROLL
             for (int r = 0; r < R; ++r)
                 iacc[r][c] = step_dot<T, kScaled>(iacc[r][c], u[r], q, scale[r]);
         }
     }
 
+    // The int32 pairs of a row's super-block that meet the columns' bsums: the mins, or the
+    // scales times -kBias.
+    static __m256i row_pairs(const Prep& p) {
+        if constexpr (T::kBias != 0) {
+            return _mm256_sub_epi16(_mm256_setzero_si256(),
+                                    _mm256_slli_epi16(p.sc16, __builtin_ctz(T::kBias)));
+        } else if constexpr (kMins32) {
+            return p.sc16;  // (the mins in int16 lanes 8..15)
+        } else {
+            return p.mn16;
+        }
+    }
+    // The row's pairs dotted with the columns' bsums of one super-block, lane c = column c.
+    // (Independent of the integer sums, and in two chains: work that overlaps the
+    // super-block's dot products.)
+    TANDEM_ALWAYS_INLINE static __m256i bsum_terms(const Prep& p,
+                                                   const int32_t (&bsums)[kVectors][8]) {
+        // Through memory, so that the pairs are broadcast by loads rather than by shuffles
+        // (GCC's choice when it sees the store).
+        alignas(32) int32_t pairs[8];
+        _mm256_store_si256(reinterpret_cast<__m256i*>(pairs), row_pairs(p));
+        const int32_t* stored = pairs;
+        __asm__("" : "+r"(stored) : "m"(pairs));
+        __m256i acc[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+        TANDEM_UNROLL
+        for (int j = 0; j < kVectors; ++j) {
+            const int32_t* first = stored + kFirstPair + kLanes * j;
+            __m256i row;
+            if constexpr (kLanes == 1) {
+                row = _mm256_set1_epi32(*first);
+            } else if constexpr (kLanes == 2) {
+                row = _mm256_set1_epi64x(static_cast<long long>(load_u64(
+                    reinterpret_cast<const uint8_t*>(first))));
+            } else {
+                row = _mm256_broadcastsi128_si256(
+                    _mm_loadu_si128(reinterpret_cast<const __m128i*>(first)));
+            }
+            acc[j % 2] = dpwssd(acc[j % 2], row,
+                                _mm256_load_si256(reinterpret_cast<const __m256i*>(bsums[j])));
+        }
+        __m256i t = _mm256_add_epi32(acc[0], acc[1]);
+        // A column's kLanes lanes summed into lane c.
+        if constexpr (kLanes >= 2) t = _mm256_add_epi32(t, _mm256_srli_epi64(t, 32));
+        if constexpr (kLanes == 4) t = _mm256_add_epi32(t, _mm256_srli_si256(t, 8));
+        if constexpr (kLanes == 2)
+            t = _mm256_permutevar8x32_epi32(t, _mm256_setr_epi32(0, 2, 4, 6, 0, 0, 0, 0));
+        if constexpr (kLanes == 4)
+            t = _mm256_permutevar8x32_epi32(t, _mm256_setr_epi32(0, 4, 0, 0, 0, 0, 0, 0));
+        return t;
+    }
+
+    // Super-block i of R rows against the C columns: acc += S * d * dy, then acc -= M * dmin *
+    // dy per column, the matvec's steps.
     template <int R>
-    static void super_block(int64_t i, const uint8_t* const* rows, size_t ahead, const uint8_t* a,
-                            size_t a_stride, __m256 (&facc)[R]) {
+    TANDEM_ALWAYS_INLINE static void super_block(int64_t i, const uint8_t* const* rows,
+                                                 size_t ahead, const ColumnBlock& col,
+                                                 __m256 (&facc)[R]) {
         Prepared<T, kScaled> blk[R];
         TANDEM_UNROLL
         for (int r = 0; r < R; ++r) {
@@ -346,46 +484,25 @@ struct KTile {
             TANDEM_UNROLL
             for (auto& x : row) x = acc_zero();
         }
-        step<R, 0>(blk, a, a_stride, i, iacc);
-        step<R, 1>(blk, a, a_stride, i, iacc);
-        step<R, 2>(blk, a, a_stride, i, iacc);
-        step<R, 3>(blk, a, a_stride, i, iacc);
+        step<R, 0>(blk, col, iacc);
+        step<R, 1>(blk, col, iacc);
+        step<R, 2>(blk, col, iacc);
+        step<R, 3>(blk, col, iacc);
 
-        // Per row: the C int32 sums (and min sums) reduced to lanes c, then scaled as vectors:
-        // d * dy_c and dmin * dy_c with dy_c in lane c.
-        const __m256 dy = column_scales(a, a_stride, i);
+        const __m256 dy = _mm256_load_ps(col.dy);
         TANDEM_UNROLL
         for (int r = 0; r < R; ++r) {
-            __m256i sums[C], mins[C];
-            TANDEM_UNROLL
-            for (int c = 0; c < C; ++c) {
-                const __m256i bsums = _mm256_loadu_si256(
-                    reinterpret_cast<const __m256i*>(a + c * a_stride + i * kQ8KBytes + 260));
-                sums[c] = fold(iacc[r][c]);
-                if constexpr (T::kBias != 0)
-                    sums[c] = _mm256_sub_epi32(sums[c], bias_sums<T>(blk[r].p, bsums));
-                if constexpr (T::kMins) mins[c] = _mm256_madd_epi16(blk[r].p.mn16, bsums);
-            }
-            const __m256 d = _mm256_mul_ps(_mm256_broadcastss_ps(blk[r].p.dd), dy);
+            const Prep& p = blk[r].p;
+            __m256i s = column_sums<C>(iacc[r]);
+            if constexpr (T::kBias != 0) s = _mm256_add_epi32(s, bsum_terms(p, col.bsums));
+            const __m256 d = _mm256_mul_ps(_mm256_broadcastss_ps(p.dd), dy);
+            facc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), d, facc[r]);
             if constexpr (T::kMins) {
-                __m256i s, m;
-                transpose_sums2<C>(sums, mins, s, m);
-                const __m256 dmin =
-                    _mm256_mul_ps(_mm256_broadcastss_ps(_mm_movehdup_ps(blk[r].p.dd)), dy);
-                const __m256 f = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), d, facc[r]);
-                facc[r] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(m), dmin, f);
-            } else {
-                facc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(transpose_sums<C>(sums)), d, facc[r]);
+                const __m256i m = bsum_terms(p, col.bsums);
+                const __m256 dmin = _mm256_mul_ps(_mm256_broadcastss_ps(_mm_movehdup_ps(p.dd)), dy);
+                facc[r] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(m), dmin, facc[r]);
             }
         }
-    }
-
-    // The q8_K scales of super-block i of the C columns, in lanes 0..C-1.
-    static __m256 column_scales(const uint8_t* a, size_t a_stride, int64_t i) {
-        alignas(32) float dy[8] = {};
-        TANDEM_UNROLL
-        for (int c = 0; c < C; ++c) dy[c] = load_f32(a + c * a_stride + i * kQ8KBytes);
-        return _mm256_load_ps(dy);
     }
 };
 
