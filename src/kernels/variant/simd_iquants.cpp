@@ -394,67 +394,166 @@ constexpr int k_rows(int cols) {
     return 1;
 }
 
+// The columns of a super-block, straight from the q8_K rows (the matvec: column 0).
+struct RawColumns {
+    const uint8_t* y;  // q8_K block i of column 0
+    const uint8_t* q(int) const { return y + 4; }
+    __m256 dy(int) const { return _mm256_set1_ps(load_f32(y)); }
+    __m256i bsums(int) const { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y + 260)); }
+    // The ternary formats' bias term: -1 times the pairs of bsums, as the start of the sums.
+    __m256i start(int c) const { return _mm256_madd_epi16(bsums(c), _mm256_set1_epi16(-1)); }
+};
+
 template <typename T, int C>
 struct IqTile {
+    // The ternary formats' bias term, the same for every row (-1 times the pairs of bsums),
+    // starts each column's integer sums; iq1 takes its own off at the end (Prep::bias16).
+    static constexpr bool kColumnBias = T::kBiased && T::kUnitScales;
+    static constexpr bool kRowBias = T::kBiased && !kColumnBias;
+
     static void run(int64_t k, const uint8_t* w, size_t w_stride, int n_rows, const uint8_t* a,
                     size_t a_stride, float* out, size_t out_stride) {
         if constexpr (C == 1) {
-            for (int r = 0; r < n_rows; ++r) {
-                const uint8_t* row = w + r * w_stride;
-                tile<1, true>(k, &row, 1, 0, a, a_stride, out + r, out_stride);
-            }
+            for (int r = 0; r < n_rows; ++r) out[r] = matvec_row(k, w + r * w_stride, a);
         } else {
-            constexpr int R = k_rows(C);
-            const size_t ahead = prefetch_ahead(R, w_stride);
-            for_row_groups<R>(
-                w, w_stride, n_rows, [&](const uint8_t* const* rows, int n_valid, int r0) {
-                    tile<R, false>(k, rows, n_valid, ahead, a, a_stride, out + r0, out_stride);
-                });
+            tiles(k, w, w_stride, n_rows, a, a_stride, out, out_stride);
         }
     }
 
-    // Float sums per (row, column): 8 lanes, one fma per super-block, summed once at the end:
-    // the same operations for a column whatever C is. Columns below 2 kPairs<C> in pairs
-    // (pair[r][c / 2]), the others alone (alone[r][c]).
-    static constexpr int kP = kPairs<C>;
-    template <int R>
-    struct FloatSums {
-        PairSums pair[R][kP > 0 ? kP : 1];
-        __m256 alone[R][C];
+    // Float sums of a row: 8 lanes per column, one fma per super-block, summed once at the
+    // end: the same operations for a column whatever C is. Columns below 2 kP in pairs
+    // (pair[c / 2]), the others alone (alone[c - 2 kP]).
+    static constexpr int kP = kPairs<C>, kAlone = C - 2 * kP;
+    struct RowSums {
+        PairSums pair[kP > 0 ? kP : 1];
+        __m256 alone[kAlone > 0 ? kAlone : 1];
     };
-
-    template <int R, bool kMatvec>
-    static void tile(int64_t k, const uint8_t* const* rows, int n_valid, size_t ahead,
-                     const uint8_t* a, size_t a_stride, float* out, size_t out_stride) {
-        FloatSums<R> f;
+    static RowSums zero_sums() {
+        RowSums f;
         TANDEM_UNROLL
-        for (int r = 0; r < R; ++r) {
-            TANDEM_UNROLL
-            for (int p = 0; p < kP; ++p) f.pair[r][p] = PairSums{};
-            TANDEM_UNROLL
-            for (int c = 2 * kP; c < C; ++c) f.alone[r][c] = _mm256_setzero_ps();
-        }
+        for (auto& x : f.pair) x = PairSums{};
+        TANDEM_UNROLL
+        for (auto& x : f.alone) x = _mm256_setzero_ps();
+        return f;
+    }
+
+    static float matvec_row(int64_t k, const uint8_t* row, const uint8_t* a) {
+        RowSums f[1] = {zero_sums()};
         for (int64_t i = 0; i < k / 256; ++i)
-            super_block<R, kMatvec>(i, rows, ahead, a, a_stride, f);
+            super_block<1, true>(i, &row, 0, RawColumns{a + i * kQ8KBytes}, f);
+        return hsum8(f[0].alone[0]);
+    }
+
+    // Super-block i of the C columns, as the tiles read it: the q8_K values side by side (one
+    // base address for all columns), dy eight times per column (two columns: one load), and
+    // the bias terms' bsums (iq1) or starts (ternary).
+    struct ColumnBlock {
+        alignas(64) uint8_t q_[C][256];
+        alignas(64) float dy_[C][8];
+        alignas(64) int16_t bsums_[kRowBias ? C : 1][16];
+        alignas(64) int32_t start_[kColumnBias ? C : 1][8];
+        const uint8_t* q(int c) const { return q_[c]; }
+        __m256 dy(int c) const { return _mm256_load_ps(dy_[c]); }
+        __m256i bsums(int c) const {
+            return _mm256_load_si256(reinterpret_cast<const __m256i*>(bsums_[c]));
+        }
+        __m256i start(int c) const {
+            return _mm256_load_si256(reinterpret_cast<const __m256i*>(start_[c]));
+        }
+#if defined(TANDEM_SIMD_ZMM)
+        __m512 dy_pair(int p) const { return _mm512_load_ps(dy_[2 * p]); }
+        __m512i bsums_pair(int p) const { return _mm512_load_si512(bsums_[2 * p]); }
+#endif
+    };
+    // Super-blocks per prepared chunk: about 40 KiB, so that they stay in L1 (48 KiB on Zen 5
+    // and Golden Cove) and K = 4096 takes one chunk at C = 8.
+    static constexpr int64_t kChunk = 40960 / sizeof(ColumnBlock);
+    static_assert(kChunk >= 1);
+    // Rows per block when k needs several chunks: their float sums wait in memory between
+    // chunks (continued, not added: a column's result must not depend on C), and the block's
+    // weights stay in L2.
+    static constexpr int kRowBlock = 128;
+
+    static void prepare(const uint8_t* a, size_t a_stride, int64_t i0, int64_t n,
+                        ColumnBlock* cols) {
+        for (int64_t i = 0; i < n; ++i) {
+            ColumnBlock& col = cols[i];
+            for (int c = 0; c < C; ++c) {
+                const RawColumns raw{a + c * a_stride + (i0 + i) * kQ8KBytes};
+                __builtin_memcpy(col.q_[c], raw.q(0), 256);
+                _mm256_store_ps(col.dy_[c], raw.dy(0));
+                if constexpr (kRowBias)
+                    _mm256_store_si256(reinterpret_cast<__m256i*>(col.bsums_[c]), raw.bsums(0));
+                if constexpr (kColumnBias)
+                    _mm256_store_si256(reinterpret_cast<__m256i*>(col.start_[c]), raw.start(0));
+            }
+        }
+    }
+
+    static void tiles(int64_t k, const uint8_t* w, size_t w_stride, int n_rows, const uint8_t* a,
+                      size_t a_stride, float* out, size_t out_stride) {
+        constexpr int R = k_rows(C);
+        const size_t ahead = prefetch_ahead(R, w_stride);
+        const int64_t n_blocks = k / 256;
+        ColumnBlock cols[kChunk];
+        if (n_blocks <= kChunk) {
+            prepare(a, a_stride, 0, n_blocks, cols);
+            for_row_groups<R>(
+                w, w_stride, n_rows, [&](const uint8_t* const* rows, int n_valid, int r0) {
+                    tile<R>(rows, n_valid, ahead, cols, n_blocks, nullptr, false, false,
+                            out + r0, out_stride);
+                });
+            return;
+        }
+        RowSums carried[kRowBlock];
+        for (int rb = 0; rb < n_rows; rb += kRowBlock) {
+            for (int64_t i0 = 0; i0 < n_blocks; i0 += kChunk) {
+                const int64_t n = min_i64(kChunk, n_blocks - i0);
+                prepare(a, a_stride, i0, n, cols);
+                for_row_groups<R>(w + rb * w_stride + i0 * T::kBytes, w_stride,
+                                  min_int(kRowBlock, n_rows - rb),
+                                  [&](const uint8_t* const* rows, int n_valid, int r0) {
+                                      tile<R>(rows, n_valid, ahead, cols, n, carried + r0,
+                                              i0 > 0, i0 + n < n_blocks, out + rb + r0,
+                                              out_stride);
+                                  });
+            }
+        }
+    }
+
+    // R rows side by side over a chunk's n super-blocks, each row's steps decoded once for all
+    // C columns. The float sums start from carry (in) or zero, and end in carry (keep) or as
+    // results in out.
+    template <int R>
+    static void tile(const uint8_t* const* rows, int n_valid, size_t ahead,
+                     const ColumnBlock* cols, int64_t n, RowSums* carry, bool in, bool keep,
+                     float* out, size_t out_stride) {
+        RowSums f[R];
+        TANDEM_UNROLL
+        for (int r = 0; r < R; ++r) f[r] = in && r < n_valid ? carry[r] : zero_sums();
+        for (int64_t i = 0; i < n; ++i) super_block<R, false>(i, rows, ahead, cols[i], f);
         TANDEM_UNROLL
         for (int r = 0; r < R; ++r) {
             if (r >= n_valid) break;
+            if (keep) {
+                carry[r] = f[r];
+                continue;
+            }
 #if defined(TANDEM_SIMD_ZMM)
             TANDEM_UNROLL
             for (int p = 0; p < kP; ++p) {
-                out[2 * p * out_stride + r] = hsum8(_mm512_castps512_ps256(f.pair[r][p]));
-                out[(2 * p + 1) * out_stride + r] = hsum8(_mm512_extractf32x8_ps(f.pair[r][p], 1));
+                out[2 * p * out_stride + r] = hsum8(_mm512_castps512_ps256(f[r].pair[p]));
+                out[(2 * p + 1) * out_stride + r] = hsum8(_mm512_extractf32x8_ps(f[r].pair[p], 1));
             }
 #endif
             TANDEM_UNROLL
-            for (int c = 2 * kP; c < C; ++c) out[c * out_stride + r] = hsum8(f.alone[r][c]);
+            for (int c = 2 * kP; c < C; ++c) out[c * out_stride + r] = hsum8(f[r].alone[c - 2 * kP]);
         }
     }
 
-    template <int R, int kJ>
+    template <int R, int kJ, typename Cols>
     TANDEM_ALWAYS_INLINE static void step(const uint8_t* const* blocks, const Scales16* sc,
-                                          const uint8_t* a, size_t a_stride, int64_t i,
-                                          Acc (&iacc)[R][C]) {
+                                          const Cols& cols, Acc (&iacc)[R][C]) {
         V u[R], scale[R];
         Signs s[R];
         TANDEM_UNROLL
@@ -464,7 +563,7 @@ struct IqTile {
         }
         TANDEM_UNROLL
         for (int c = 0; c < C; ++c) {
-            const V q = load64(a + c * a_stride + i * kQ8KBytes + 4 + 64 * kJ);
+            const V q = load64(cols.q(c) + 64 * kJ);
             TANDEM_UNROLL
             for (int r = 0; r < R; ++r) {
                 if constexpr (T::kSigned) {
@@ -478,10 +577,10 @@ struct IqTile {
         }
     }
 
-    template <int R, bool kMatvec>
+    template <int R, bool kMatvec, typename Cols>
     TANDEM_ALWAYS_INLINE static void super_block(int64_t i, const uint8_t* const* rows,
-                                                 size_t ahead, const uint8_t* a, size_t a_stride,
-                                                 FloatSums<R>& f) {
+                                                 size_t ahead, const Cols& cols,
+                                                 RowSums (&f)[R]) {
         const uint8_t* blocks[R];
         Prep prep[R];
         Scales16 sc[R];
@@ -497,66 +596,49 @@ struct IqTile {
             T::prepare(blocks[r], prep[r]);
             sc[r] = scales16(prep[r].sc16);
         }
-        // The ternary formats' bias term, the same for every row (-1 times the pairs of bsums),
-        // starts each column's integer sums; the others take theirs off at the end.
-        constexpr bool kColumnBias = T::kBiased && T::kUnitScales;
         Acc iacc[R][C];
         TANDEM_UNROLL
         for (int c = 0; c < C; ++c) {
             Acc start = acc_zero();
-            if constexpr (kColumnBias) {
-                const uint8_t* y = a + c * a_stride + i * kQ8KBytes;
-                start = acc_low(_mm256_madd_epi16(
-                    _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y + 260)),
-                    _mm256_set1_epi16(-1)));
-            }
+            if constexpr (kColumnBias) start = acc_low(cols.start(c));
             TANDEM_UNROLL
             for (int r = 0; r < R; ++r) iacc[r][c] = start;
         }
-        step<R, 0>(blocks, sc, a, a_stride, i, iacc);
-        step<R, 1>(blocks, sc, a, a_stride, i, iacc);
-        step<R, 2>(blocks, sc, a, a_stride, i, iacc);
-        step<R, 3>(blocks, sc, a, a_stride, i, iacc);
+        step<R, 0>(blocks, sc, cols, iacc);
+        step<R, 1>(blocks, sc, cols, iacc);
+        step<R, 2>(blocks, sc, cols, iacc);
+        step<R, 3>(blocks, sc, cols, iacc);
 
         // Per (row, column): the 8 int32 lanes scaled by d * factor * dy into 8 float lanes.
 #if defined(TANDEM_SIMD_ZMM)
-        TANDEM_UNROLL
-        for (int p = 0; p < kP; ++p) {
-            const uint8_t* y0 = a + 2 * p * a_stride + i * kQ8KBytes;
-            const uint8_t* y1 = y0 + a_stride;
-            const __m512 dy = _mm512_insertf32x8(_mm512_set1_ps(load_f32(y0)),
-                                                 _mm256_set1_ps(load_f32(y1)), 1);
-            __m512i bsums = _mm512_setzero_si512();
-            if constexpr (T::kBiased && !kColumnBias)
-                bsums = _mm512_inserti64x4(
-                    _mm512_castsi256_si512(
-                        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y0 + 260))),
-                    _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y1 + 260)), 1);
+        if constexpr (kP > 0) {
             TANDEM_UNROLL
-            for (int r = 0; r < R; ++r) {
-                __m512i sums = fold_pair(iacc[r][2 * p], iacc[r][2 * p + 1]);
-                if constexpr (T::kBiased && !kColumnBias)
-                    sums = _mm512_sub_epi32(
-                        sums, _mm512_madd_epi16(bsums, _mm512_broadcast_i64x4(prep[r].bias16)));
-                const __m512 d = _mm512_mul_ps(_mm512_set1_ps(prep[r].d), dy);
-                f.pair[r][p] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums), d, f.pair[r][p]);
+            for (int p = 0; p < kP; ++p) {
+                const __m512 dy = cols.dy_pair(p);
+                TANDEM_UNROLL
+                for (int r = 0; r < R; ++r) {
+                    __m512i sums = fold_pair(iacc[r][2 * p], iacc[r][2 * p + 1]);
+                    if constexpr (kRowBias)
+                        sums = _mm512_sub_epi32(
+                            sums, _mm512_madd_epi16(cols.bsums_pair(p),
+                                                    _mm512_broadcast_i64x4(prep[r].bias16)));
+                    const __m512 d = _mm512_mul_ps(_mm512_set1_ps(prep[r].d), dy);
+                    f[r].pair[p] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums), d, f[r].pair[p]);
+                }
             }
         }
 #endif
         TANDEM_UNROLL
         for (int c = 2 * kP; c < C; ++c) {
-            const uint8_t* y = a + c * a_stride + i * kQ8KBytes;
-            const float dy = load_f32(y);
+            const __m256 dy = cols.dy(c);
             TANDEM_UNROLL
             for (int r = 0; r < R; ++r) {
                 __m256i sums = fold(iacc[r][c]);
-                if constexpr (T::kBiased && !kColumnBias) {
-                    const __m256i bsums =
-                        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y + 260));
-                    sums = _mm256_sub_epi32(sums, _mm256_madd_epi16(bsums, prep[r].bias16));
-                }
-                const __m256 d = _mm256_set1_ps(prep[r].d * dy);
-                f.alone[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), d, f.alone[r][c]);
+                if constexpr (kRowBias)
+                    sums = _mm256_sub_epi32(sums, _mm256_madd_epi16(cols.bsums(c), prep[r].bias16));
+                const __m256 d = _mm256_mul_ps(_mm256_set1_ps(prep[r].d), dy);
+                __m256& acc = f[r].alone[c - 2 * kP];
+                acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), d, acc);
             }
         }
     }
