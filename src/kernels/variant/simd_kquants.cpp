@@ -384,7 +384,7 @@ struct KTile {
         TANDEM_UNROLL
         for (int r = 0; r < R; ++r) {
             alignas(32) float lanes[8] = {};
-            if (carried) {
+            if (carried && r < n_valid) {
                 for (int c = 0; c < C; ++c) lanes[c] = out[c * out_stride + r];
             }
             facc[r] = _mm256_load_ps(lanes);
