@@ -399,7 +399,9 @@ struct RawColumns {
     const uint8_t* y;  // q8_K block i of column 0
     const uint8_t* q(int) const { return y + 4; }
     __m256 dy(int) const { return _mm256_set1_ps(load_f32(y)); }
-    __m256i bsums(int) const { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y + 260)); }
+    __m256i bsums(int) const {
+        return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y + 260));
+    }
     // The ternary formats' bias term: -1 times the pairs of bsums, as the start of the sums.
     __m256i start(int c) const { return _mm256_madd_epi16(bsums(c), _mm256_set1_epi16(-1)); }
 };
@@ -547,7 +549,8 @@ struct IqTile {
             }
 #endif
             TANDEM_UNROLL
-            for (int c = 2 * kP; c < C; ++c) out[c * out_stride + r] = hsum8(f[r].alone[c - 2 * kP]);
+            for (int c = 2 * kP; c < C; ++c)
+                out[c * out_stride + r] = hsum8(f[r].alone[c - 2 * kP]);
         }
     }
 
