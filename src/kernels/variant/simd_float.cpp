@@ -249,7 +249,8 @@ struct FloatTileOf {
             // k in chunks whose C columns stay in L1, for blocks of rows whose accumulators
             // wait in memory between chunks (continued at whole groups: the matvec's sums).
             alignas(64) F carried[kRowBlock][C];
-            alignas(64) float converted[kConvertColumns ? C : 1][kChunk + kGroupValues];
+            alignas(64) float converted[kConvertColumns ? C : 1]
+                                       [kConvertColumns ? kChunk + kGroupValues : 1];
             for (int rb = 0; rb < n_rows; rb += kRowBlock) {
                 for (int64_t k0 = 0; k0 < k; k0 += kChunk) {
                     const int64_t kc = min_i64(kChunk, k - k0);

@@ -467,9 +467,7 @@ struct IqTile {
         __m512i bsums_pair(int p) const { return _mm512_load_si512(bsums_[2 * p]); }
 #endif
     };
-    // Super-blocks per prepared chunk: about 40 KiB, so that they stay in L1 (48 KiB on Zen 5
-    // and Golden Cove) and K = 4096 takes one chunk at C = 8.
-    static constexpr int64_t kChunk = 40960 / sizeof(ColumnBlock);
+    static constexpr int64_t kChunk = kPreparedChunkBytes / sizeof(ColumnBlock);
     static_assert(kChunk >= 1);
     // Rows per block when k needs several chunks: their float sums wait in memory between
     // chunks (continued, not added: a column's result must not depend on C), and the block's

@@ -227,11 +227,16 @@ TANDEM_ALWAYS_INLINE Acc step_dot(Acc acc, V w, V q, V scale) {
     }
 }
 
+// The sub-block scales times the bias, as int16 lanes.
+template <typename T>
+__m256i biased_scales(const Prep& p) {
+    static_assert((T::kBias & (T::kBias - 1)) == 0);
+    return _mm256_slli_epi16(p.sc16, __builtin_ctz(T::kBias));
+}
 // The bias term as int32 lanes: bias * sum of sc * bsum (same scale d as the main sums).
 template <typename T>
 __m256i bias_sums(const Prep& p, __m256i bsums) {
-    static_assert((T::kBias & (T::kBias - 1)) == 0);
-    return _mm256_madd_epi16(_mm256_slli_epi16(p.sc16, __builtin_ctz(T::kBias)), bsums);
+    return _mm256_madd_epi16(biased_scales<T>(p), bsums);
 }
 
 // Rows per small-matmul tile where registers allow; the matvec reads one row at a time.
@@ -318,9 +323,7 @@ struct KTile {
         alignas(32) float dy[8];
         alignas(32) int32_t bsums[kVectors][8];
     };
-    // Super-blocks per prepared chunk: about 40 KiB, so that they stay in L1 (48 KiB on Zen 5
-    // and Golden Cove) and K = 4096 takes one chunk at C = 8 (17 super-blocks).
-    static constexpr int64_t kChunk = 40960 / sizeof(ColumnBlock);
+    static constexpr int64_t kChunk = kPreparedChunkBytes / sizeof(ColumnBlock);
     static_assert(kChunk >= 1);
 
     // Pair p of column c's bsums at y.
@@ -418,8 +421,7 @@ struct KTile {
     // scales times -kBias.
     static __m256i row_pairs(const Prep& p) {
         if constexpr (T::kBias != 0) {
-            return _mm256_sub_epi16(_mm256_setzero_si256(),
-                                    _mm256_slli_epi16(p.sc16, __builtin_ctz(T::kBias)));
+            return _mm256_sub_epi16(_mm256_setzero_si256(), biased_scales<T>(p));
         } else if constexpr (kMins32) {
             return p.sc16;  // (the mins in int16 lanes 8..15)
         } else {
