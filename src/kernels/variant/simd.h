@@ -116,6 +116,9 @@ inline V or_(V a, V b) {
 inline V xor_(V a, V b) {
     return {_mm512_xor_si512(a.x, b.x)};
 }
+inline V add32(V a, V b) {
+    return {_mm512_add_epi32(a.x, b.x)};
+}
 inline V sub32(V a, V b) {
     return {_mm512_sub_epi32(a.x, b.x)};
 }
@@ -315,6 +318,22 @@ TANDEM_ALWAYS_INLINE __m512i fold_pair(Acc a, Acc b) {
 // An integer accumulator whose fold() is x.
 inline Acc acc_low(__m256i x) {
     return _mm512_zextsi256_si512(x);
+}
+// Per 128-bit lane, the 4 x 4 matrix of int32 whose rows are a, b, c, d transposed: lane L of
+// the new a is [dword 0 of a, b, c, d's lane L], of the new b their dwords 1, and so on.
+TANDEM_ALWAYS_INLINE void transpose4_in_lanes(V& a, V& b, V& c, V& d) {
+    const __m512i t0 = _mm512_unpacklo_epi32(a.x, b.x), t1 = _mm512_unpackhi_epi32(a.x, b.x);
+    const __m512i t2 = _mm512_unpacklo_epi32(c.x, d.x), t3 = _mm512_unpackhi_epi32(c.x, d.x);
+    a.x = _mm512_unpacklo_epi64(t0, t2);
+    b.x = _mm512_unpackhi_epi64(t0, t2);
+    c.x = _mm512_unpacklo_epi64(t1, t3);
+    d.x = _mm512_unpackhi_epi64(t1, t3);
+}
+// The 128-bit lanes dealt: a = [a's lanes 0, 2, b's lanes 0, 2], b = [a's 1, 3, b's 1, 3].
+TANDEM_ALWAYS_INLINE void deal_lanes(V& a, V& b) {
+    const __m512i even = _mm512_shuffle_i32x4(a.x, b.x, _MM_SHUFFLE(2, 0, 2, 0));
+    b.x = _mm512_shuffle_i32x4(a.x, b.x, _MM_SHUFFLE(3, 1, 3, 1));
+    a.x = even;
 }
 
 #else  // AVX2: two ymm per V

@@ -2,9 +2,13 @@
 // q4_0, q4_1, q5_0, q5_1, q8_0, iq4_nl, mxfp4, nvfp4 (64-value blocks over two q8_0
 // blocks), and on x86 q2_0 (64-value blocks) and q1_0 (128-value blocks over two steps). A
 // step covers 64 values (two activation blocks); each weight step is decoded once into
-// unsigned bytes u (weight = u - bias) and dotted with every column of the tile.
-#include "formats/iq_tables.h"
+// unsigned bytes u (weight = u - bias, legacy_formats.h) and dotted with every column of the
+// tile. With AVX-512 all but q1_0 and q2_0 take the unit-lane tiles (legacy_unit_lanes.h).
+#include <type_traits>
+
 #include "kernels/variant/kernel_decls.h"
+#include "kernels/variant/legacy_formats.h"
+#include "kernels/variant/legacy_unit_lanes.h"
 #include "kernels/variant/simd.h"
 #include "kernels/variant/tile.h"
 
@@ -12,202 +16,7 @@ namespace tandem::TANDEM_VARIANT_NS {
 namespace {
 
 using namespace simd;
-
-// Weight traits. decode(p0, p1) gives the 64 u values of blocks p0 and p1 (p1 == p0 in the
-// last step of an odd block count: its activation half is zero), scale() the weight scale of
-// each int32 lane. kFp16Scale: each block starts with its fp16 scale d (the small-matmul tiles
-// gather those per group of steps). kMin (q4_1/q5_1): each block's fp16 min m at byte 2
-// (weight = d u + m).
-//   kBias: weight value = u - kBias;  kMaxU: largest u (vpmaddubsw pairs saturate past 128).
-struct Q4_0 {
-    static constexpr int kBlockBytes = 18, kBlocksPerStep = 2, kBias = 8, kMaxU = 15;
-    static constexpr bool kMin = false, kFp16Scale = true;
-    static V decode(const uint8_t* p0, const uint8_t* p1) { return nibbles16x2(p0 + 2, p1 + 2); }
-    static VF scale(const uint8_t* p0, const uint8_t* p1) { return halves_fp16(p0, p1); }
-};
-struct Q4_1 {
-    static constexpr int kBlockBytes = 20, kBlocksPerStep = 2, kBias = 0, kMaxU = 15;
-    static constexpr bool kMin = true, kFp16Scale = true;
-    static V decode(const uint8_t* p0, const uint8_t* p1) { return nibbles16x2(p0 + 4, p1 + 4); }
-    static VF scale(const uint8_t* p0, const uint8_t* p1) { return halves_fp16(p0, p1); }
-};
-// q5: bit 4 of value j is bit j of the 32-bit qh.
-inline V high_bits(const uint8_t* qh0, const uint8_t* qh1) {
-    return and_(bits_to_bytes(load_u32(qh0), load_u32(qh1)), set1_8(0x10));
-}
-struct Q5_0 {
-    static constexpr int kBlockBytes = 22, kBlocksPerStep = 2, kBias = 16, kMaxU = 31;
-    static constexpr bool kMin = false, kFp16Scale = true;
-    static V decode(const uint8_t* p0, const uint8_t* p1) {
-        return or_(nibbles16x2(p0 + 6, p1 + 6), high_bits(p0 + 2, p1 + 2));
-    }
-    static VF scale(const uint8_t* p0, const uint8_t* p1) { return halves_fp16(p0, p1); }
-};
-struct Q5_1 {
-    static constexpr int kBlockBytes = 24, kBlocksPerStep = 2, kBias = 0, kMaxU = 31;
-    static constexpr bool kMin = true, kFp16Scale = true;
-    static V decode(const uint8_t* p0, const uint8_t* p1) {
-        return or_(nibbles16x2(p0 + 8, p1 + 8), high_bits(p0 + 4, p1 + 4));
-    }
-    static VF scale(const uint8_t* p0, const uint8_t* p1) { return halves_fp16(p0, p1); }
-};
-struct Q8_0 {
-    static constexpr int kBlockBytes = 34, kBlocksPerStep = 2, kBias = 128, kMaxU = 255;
-    static constexpr bool kMin = false, kFp16Scale = true;
-    static V decode(const uint8_t* p0, const uint8_t* p1) {
-        return xor_(load32x2(p0 + 2, p1 + 2), set1_8(0x80));
-    }
-    static VF scale(const uint8_t* p0, const uint8_t* p1) { return halves_fp16(p0, p1); }
-};
-#if !defined(__aarch64__)  // (NEON: simd_neon.h)
-// Non-linear levels through vpshufb, shifted to unsigned by the bias.
-inline __m128i shifted_table(const int8_t* values, int bias) {
-    return _mm_add_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(values)),
-                        _mm_set1_epi8(static_cast<char>(bias)));
-}
-#endif
-struct Iq4Nl {
-    static constexpr int kBlockBytes = 18, kBlocksPerStep = 2, kBias = 128, kMaxU = 255;
-    static constexpr bool kMin = false, kFp16Scale = true;
-    static V decode(const uint8_t* p0, const uint8_t* p1) {
-        return lookup16(nibbles16x2(p0 + 2, p1 + 2), shifted_table(kIq4nlValues, kBias));
-    }
-    static VF scale(const uint8_t* p0, const uint8_t* p1) { return halves_fp16(p0, p1); }
-};
-// E2M1 doubled (-12..12), so the E8M0 scale is halved: 2^(e - 128), e = 0 and 1 subnormal.
-struct E8m0Table {
-    float half[256];
-};
-consteval E8m0Table make_e8m0_table() {
-    E8m0Table t{};
-    for (int e = 0; e < 256; ++e) {
-        const uint32_t bits = e < 2 ? (0x00200000u << e) : static_cast<uint32_t>(e - 1) << 23;
-        t.half[e] = __builtin_bit_cast(float, bits);
-    }
-    return t;
-}
-inline constexpr E8m0Table kE8m0 = make_e8m0_table();
-struct Mxfp4 {
-    static constexpr int kBlockBytes = 17, kBlocksPerStep = 2, kBias = 12, kMaxU = 24;
-    static constexpr bool kMin = false, kFp16Scale = false;
-    static V decode(const uint8_t* p0, const uint8_t* p1) {
-        return lookup16(nibbles16x2(p0 + 1, p1 + 1), shifted_table(kE2m1DoubledValues, kBias));
-    }
-    static VF scale(const uint8_t* p0, const uint8_t* p1) {
-        return halves(kE8m0.half[*p0], kE8m0.half[*p1]);
-    }
-};
-// Four UE4M3 scales, halved (doubled E2M1 values): the 7 low bits placed at float bit 20 make
-// 2^(e - 127) (1 + m / 8) (or m 2^-129 when e = 0); times 2^119 that is half of
-// 2^(e - 7) (1 + m / 8) (m 2^-9): exact. 0x7f decodes as 0 as in ggml; bit 7 is ignored.
-#if defined(__aarch64__)
-inline float32x4_t ue4m3_half4(const uint8_t* p) {
-    const uint32x4_t x = vmovl_u16(vget_low_u16(vmovl_u8(vcreate_u8(load_u32(p)))));
-    const uint32x4_t bits = vshlq_n_u32(vandq_u32(x, vdupq_n_u32(0x7f)), 20);
-    const float32x4_t v = vmulq_f32(vreinterpretq_f32_u32(bits), vdupq_n_f32(0x1p119f));
-    return vreinterpretq_f32_u32(
-        vbicq_u32(vreinterpretq_u32_f32(v), vceqq_u32(x, vdupq_n_u32(0x7f))));
-}
-#else
-inline __m128 ue4m3_half4(const uint8_t* p) {
-    const __m128i x = _mm_cvtepu8_epi32(_mm_cvtsi32_si128(static_cast<int>(load_u32(p))));
-    const __m128i bits = _mm_slli_epi32(_mm_and_si128(x, _mm_set1_epi32(0x7f)), 20);
-    const __m128 v = _mm_mul_ps(_mm_castsi128_ps(bits), _mm_set1_ps(0x1p119f));
-    return _mm_andnot_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(x, _mm_set1_epi32(0x7f))), v);
-}
-#endif
-struct Nvfp4 {
-    static constexpr int kBlockBytes = 36, kBlocksPerStep = 1, kBias = 12, kMaxU = 24;
-    static constexpr bool kMin = false, kFp16Scale = false;
-    static V decode(const uint8_t* p0, const uint8_t*) {
-        return lookup16(nibbles8x4(p0 + 4), shifted_table(kE2m1DoubledValues, kBias));
-    }
-    static VF scale(const uint8_t* p0, const uint8_t*) { return quarters(ue4m3_half4(p0)); }
-};
-
-#if !defined(__aarch64__)
-// q1_0, 18 bytes, 128 values: d, then bit j of qs[16] = value j: weight = bit ? 1 : -1, here
-// u = 2 bit, bias 1. Two steps per block: decode gets the block (p0) and the step's half of it
-// (p1 = p0 or p0 + 8). Values in simd.h's bit order (by bit planes on AVX2), the activations
-// reordered to match once per column.
-struct Q1_0 {
-    static constexpr int kBlockBytes = 18, kBlocksPerStep = 1, kStepsPerBlock = 2, kBias = 1,
-                         kMaxU = 2;
-    static constexpr bool kMin = false, kFp16Scale = false, kOneScale = true;
-    static V decode(const uint8_t*, const uint8_t* p1) { return bits2(p1 + 2); }
-    static VF scale(const uint8_t* p0, const uint8_t*) { return splat_fp16(p0); }
-    static V act_q(V q) { return to_bit_order(q); }
-    static V act_bias(const int32_t* b) { return bit_order_bias(b); }
-    static VF act_scales(const float* d) { return bit_order_scales(d); }
-};
-// q2_0, 18 bytes, 64 values: d, then value j = bits 2(j % 4).. of qs[j / 4], weight = q - 1.
-// Decoded by bit planes (crumbs16); the activations are put in the same order once per column
-// (act_q), which mixes the two q8_0 blocks over the int32 lanes (act_d).
-struct Q2_0 {
-    static constexpr int kBlockBytes = 18, kBlocksPerStep = 1, kBias = 1, kMaxU = 3;
-    static constexpr bool kMin = false, kFp16Scale = false, kOneScale = true;
-    static V decode(const uint8_t* p0, const uint8_t*) { return crumbs16(p0 + 2); }
-    static VF scale(const uint8_t* p0, const uint8_t*) { return splat_fp16(p0); }
-    static V act_q(V q) { return to_crumb_order(q); }
-    static V act_bias(const int32_t* b) { return crumb_order_bias(b); }
-    static VF act_scales(const float* d) { return crumb_order_scales(d); }
-};
-#endif
-
-// Optional traits: steps per weight block (default 1), the activation values and scales of a
-// step in the weights' value order (default: as they come, block 0 in lanes 0..7).
-template <typename T>
-constexpr int steps_per_block() {
-    if constexpr (requires { T::kStepsPerBlock; }) {
-        return T::kStepsPerBlock;
-    } else {
-        return 1;
-    }
-}
-// Formats whose blocks (one or two steps) are scaled by one weight scale in every lane: the
-// scale multiplies the block's sum of activation-scaled terms (block_step).
-template <typename T>
-constexpr bool one_scale() {
-    if constexpr (requires { T::kOneScale; }) {
-        return T::kOneScale;
-    } else {
-        return false;
-    }
-}
-template <typename T>
-V act_q(V q) {
-    if constexpr (requires { T::act_q(q); }) {
-        return T::act_q(q);
-    } else {
-        return q;
-    }
-}
-
-// The bias is removed by starting each column's integer sum at -bias * sum(activation); that
-// needs u * a pairs that cannot saturate vpmaddubsw (or VNNI). Otherwise (u up to 255 without
-// VNNI) the signed weights use the sign trick.
-template <typename T>
-constexpr bool kUseBias = kVnni || T::kMaxU <= 128;
-
-template <typename T>
-V column_bias(V a) {
-    if constexpr (T::kBias == 0 || !kUseBias<T>) {
-        return zero();
-    } else {
-        return sub32(zero(), dot4(zero(), set1_8(T::kBias), a));
-    }
-}
-template <typename T>
-V weight_dot(V bias, V u, V a) {
-    if constexpr (kUseBias<T>) {
-        return dot4(bias, u, a);
-    } else {
-        static_assert(T::kBias == 128);
-        V abs_w, signed_a;
-        sign_split(xor_(u, set1_8(0x80)), a, abs_w, signed_a);
-        return dot4(zero(), abs_w, signed_a);
-    }
-}
+using namespace legacy;
 
 // Rows per tile: one for the matvec (tile.h); for the small matmul as many as the registers
 // hold accumulators for (a V is two registers on AVX2).
@@ -532,9 +341,18 @@ void LegacyTile<T, C>::run(int64_t k, const uint8_t* w, size_t w_stride, int n_r
     run_tiles(k, w, w_stride, n_rows, a, a_stride, out, out_stride);
 }
 
+#if defined(TANDEM_SIMD_ZMM)
+// The unit-lane tiles for the formats with a scale per step's unit; q1_0 / q2_0 keep theirs.
+template <typename T, int C>
+using LegacyTiles = std::conditional_t<one_scale<T>(), LegacyTile<T, C>, UnitLaneTile<T, C>>;
+#else
+template <typename T, int C>
+using LegacyTiles = LegacyTile<T, C>;
+#endif
+
 template <typename T>
 void dot_legacy(TANDEM_DOT_TILE_PARAMS) {
-    for_tiles<LegacyTile, T>(k, w, w_stride, n_rows, a, a_stride, n_cols, out, out_stride);
+    for_tiles<LegacyTiles, T>(k, w, w_stride, n_rows, a, a_stride, n_cols, out, out_stride);
 }
 
 }  // namespace

@@ -1,0 +1,384 @@
+// AVX-512 dot tiles of the 32-value block formats (and nvfp4) in "unit lanes". A unit is the
+// run of values one weight scale covers (a 32-value block; nvfp4: 16 values), and a group 16
+// units. Per row, column and group the 16 units' exact integer sums are made in unit lanes
+// (int32 lane p holds unit unit_lane(p)'s sum), converted and scaled in one fused multiply-add;
+// the step tiles (simd_legacy.cpp) take one per step of 2 or 4 units, and a multiply and a
+// conversion. Two ways to the same sums:
+//  - the small matmul transposes each row's group into unit lanes once (16 or 8 shuffles) so
+//    that a column's vpdpbusd chain sums each unit in its lane;
+//  - the matvec, with one column to share that over, dots the rows as they come (a 128-bit
+//    lane per unit) and reduces the column's partial sums (6 shuffles).
+// Both give one float order for every C. The columns are prepared alike once per chunk.
+#pragma once
+
+#include <array>
+
+#include "kernels/variant/legacy_formats.h"
+#include "kernels/variant/tile.h"
+
+#if defined(TANDEM_SIMD_ZMM)
+namespace tandem::TANDEM_VARIANT_NS::legacy {
+
+// Lane 4 L + q (128-bit lane L, position q) holds unit 4 q + L; unit j is in lane unit_lane(j)
+// (the map is its own inverse).
+constexpr int unit_lane(int j) {
+    return 4 * (j % 4) + j / 4;
+}
+// A group's decoded steps into "quad order": vector v's 128-bit lane L holds values of unit
+// 4 m + L only, m = v / (vectors per 4 units). Steps of 4 units (one 128-bit lane each) are in
+// quad order already; steps of 2 units (8 int32 lanes each) are dealt pairwise.
+template <int G>
+TANDEM_ALWAYS_INLINE void to_quad_order(V (&u)[G]) {
+    static_assert(G == 4 || G == 8);
+    if constexpr (G == 8) {
+        TANDEM_UNROLL
+        for (int m = 0; m < 4; ++m) deal_lanes(u[2 * m], u[2 * m + 1]);
+    }
+}
+// Quad order into unit lanes (each vector then holds 4 values of every unit).
+template <int G>
+TANDEM_ALWAYS_INLINE void quad_to_unit_lanes(V (&u)[G]) {
+    if constexpr (G == 8) {
+        transpose4_in_lanes(u[0], u[2], u[4], u[6]);
+        transpose4_in_lanes(u[1], u[3], u[5], u[7]);
+    } else {
+        transpose4_in_lanes(u[0], u[1], u[2], u[3]);
+    }
+}
+// Integer sums e_q with 128-bit lane L holding 4 partial sums of unit 4 q + L, reduced to unit
+// lanes.
+TANDEM_ALWAYS_INLINE V quads_to_unit_sums(V e0, V e1, V e2, V e3) {
+    const __m512i f0 = _mm512_add_epi32(_mm512_unpacklo_epi64(e0.x, e1.x),
+                                        _mm512_unpackhi_epi64(e0.x, e1.x));
+    const __m512i f1 = _mm512_add_epi32(_mm512_unpacklo_epi64(e2.x, e3.x),
+                                        _mm512_unpackhi_epi64(e2.x, e3.x));
+    const __m512 g0 = _mm512_castsi512_ps(f0), g1 = _mm512_castsi512_ps(f1);
+    return {_mm512_add_epi32(
+        _mm512_castps_si512(_mm512_shuffle_ps(g0, g1, _MM_SHUFFLE(2, 0, 2, 0))),
+        _mm512_castps_si512(_mm512_shuffle_ps(g0, g1, _MM_SHUFFLE(3, 1, 3, 1))))};
+}
+// 16 UE4M3 bytes, one per int32 lane, as halved scales (ue4m3_half4 on 16 lanes).
+inline VF ue4m3_half16(__m512i x) {
+    const __m512i bits = _mm512_slli_epi32(_mm512_and_si512(x, _mm512_set1_epi32(0x7f)), 20);
+    const __m512 v = _mm512_mul_ps(_mm512_castsi512_ps(bits), _mm512_set1_ps(0x1p119f));
+    return {_mm512_maskz_mov_ps(_mm512_cmpneq_epi32_mask(x, _mm512_set1_epi32(0x7f)), v)};
+}
+
+// The 16 bits at byte j * B + kOff of a group, for each unit j in its lane (0 past the n
+// units; a byte at an odd offset is the low byte). Read as 128-byte windows of whole vectors
+// and permuted: a gather of 16 lanes (or scalar loads put together) costs Zen 5 8-10 times as
+// much. A window starts at its first unit (the last one ends at the group's end) and must hold
+// its units' words whole.
+template <int B, int kOff>
+struct UnitWords {
+    static constexpr int kPerWindow = (126 - (kOff & 1)) / B + 1;
+    static constexpr int kWindows = (16 + kPerWindow - 1) / kPerWindow;
+    static_assert(16 * B >= 128);
+    struct Window {
+        int start;                    // byte offset in the group
+        uint32_t lanes;               // the lanes of its units
+        alignas(64) int16_t idx[32];  // each lane's word of the window (lanes 16..31 unused)
+    };
+    struct Table {
+        bool fits = true;  // every unit's word inside its window
+        Window windows[kWindows];
+        alignas(64) int16_t shift[32];  // 8 where the byte is its word's high byte
+    };
+    static constexpr Table kTable = [] {
+        Table t{};
+        for (int w = 0; w < kWindows; ++w) {
+            const int first = (w * kPerWindow * B + kOff) & ~1;
+            t.windows[w].start = first < 16 * B - 128 ? first : 16 * B - 128;
+        }
+        for (int lane = 0; lane < 16; ++lane) {
+            const int j = unit_lane(lane);
+            Window& x = t.windows[j / kPerWindow];
+            const int rel = j * B + kOff - x.start;
+            if (rel < 0 || (rel & ~1) + 2 > 128) t.fits = false;
+            x.lanes |= 1u << lane;
+            x.idx[lane] = static_cast<int16_t>(rel / 2);
+            t.shift[lane] = static_cast<int16_t>(8 * (rel & 1));
+        }
+        return t;
+    }();
+    static_assert(kTable.fits);
+    static __m512i window_load(const uint8_t* p, int64_t valid) {
+        if (valid >= 64) return _mm512_loadu_si512(p);
+        const __mmask64 m = valid <= 0 ? 0 : (~0ull >> (64 - valid));
+        return _mm512_maskz_loadu_epi8(m, p);
+    }
+    TANDEM_ALWAYS_INLINE static __m256i get(const uint8_t* p, int n) {
+        __m512i r = _mm512_setzero_si512();
+        // bytes of the group up to the last unit's word
+        const int64_t end = n == 16 ? 16 * B : (n - 1) * B + kOff + 2;
+        TANDEM_UNROLL
+        for (int w = 0; w < kWindows; ++w) {
+            const Window& x = kTable.windows[w];
+            const uint8_t* q = p + x.start;
+            __m512i lo, hi;
+            if (n == 16) {
+                lo = _mm512_loadu_si512(q);
+                hi = _mm512_loadu_si512(q + 64);
+            } else {
+                lo = window_load(q, end - x.start);
+                hi = window_load(q + 64, end - x.start - 64);
+            }
+            const __m512i words =
+                _mm512_permutex2var_epi16(lo, _mm512_load_si512(x.idx), hi);
+            r = _mm512_mask_mov_epi16(r, x.lanes, words);
+        }
+        if constexpr ((B & 1) != 0 || (kOff & 1) != 0)
+            r = _mm512_srlv_epi16(r, _mm512_load_si512(kTable.shift));
+        if (n < 16) {
+            uint32_t valid = 0;
+            for (int lane = 0; lane < 16; ++lane)
+                if (unit_lane(lane) < n) valid |= 1u << lane;
+            r = _mm512_maskz_mov_epi16(valid, r);
+        }
+        return _mm512_castsi512_si256(r);
+    }
+};
+
+template <typename T, int C>
+struct UnitLaneTile {
+    static constexpr int kScalesPerStep = scales_per_step<T>();
+    static constexpr int kG = 16 / kScalesPerStep;  // steps per group
+    static constexpr int kQuadVectors = kG / 4;     // vectors per 4 units in quad order
+    static constexpr int kUnitValues = 64 / kScalesPerStep;
+    static constexpr bool kTransposed = C > 1;  // (else the matvec's reduction)
+    // Rows per tile: 2 for C = 2, 3 (1: 25-35% slower on Zen 5), else 1 (2 at C = 4: 6-13%
+    // slower; a row's group takes 8 registers).
+    static constexpr int R = C == 2 || C == 3 ? 2 : 1;
+    static constexpr bool kQ8_1 = T::kMin;
+    static constexpr int kActBytes = kQ8_1 ? 36 : 34, kActQs = kQ8_1 ? 4 : 2;
+    static constexpr int64_t kStepBytes = T::kBlocksPerStep * T::kBlockBytes;
+    static constexpr int64_t kGroupBytes = kG * kStepBytes;
+    // A column's group: its values in unit lanes (tiles) or quad order (matvec), the start of
+    // each unit's integer sum (-bias times the unit's activation sum), each unit's activation
+    // scale; all per unit in its lane.
+    static constexpr bool kBias = T::kBias != 0 && kUseBias<T>;
+    struct ColGroup {
+        V q[kG];
+        VF d;
+    };
+    // Column data that stays in L1: K = 4096 is one chunk at C = 8 (two chunks of 32 KiB:
+    // 5-12% slower on Zen 5).
+    static constexpr int64_t kColBytes = sizeof(ColGroup) + (kBias ? 64 : 0) + (kQ8_1 ? 64 : 0);
+    static constexpr int64_t kChunk = kPreparedChunkBytes / (C * kColBytes);  // groups
+    struct Chunk {
+        ColGroup cols[kChunk][C];
+        V bias[kBias ? kChunk : 1][C];
+        // q8_1's s of each unit's block, in its lane
+        alignas(64) float s[kQ8_1 ? kChunk : 1][C][16];
+    };
+    static constexpr int kRowBlock = 128;
+    struct Carry {
+        FAcc (*acc)[C] = nullptr;  // [kRowBlock][C]
+        bool in = false, out = false;
+    };
+
+    static void run(int64_t k, const uint8_t* w, size_t w_stride, int n_rows, const uint8_t* a,
+                    size_t a_stride, float* out, size_t out_stride) {
+        const int64_t n_act = k / 32, n_units = k / kUnitValues;
+        const int64_t n_groups = (n_units + 15) / 16;
+        alignas(64) Chunk cols;
+        if (n_groups <= kChunk) {
+            prepare(a, a_stride, n_act, 0, n_groups, cols);
+            rows(w, w_stride, 0, n_rows, n_units, 0, n_groups, cols, out, out_stride, Carry{});
+            return;
+        }
+        alignas(64) FAcc carried[kRowBlock][C];
+        for (int rb = 0; rb < n_rows; rb += kRowBlock) {
+            for (int64_t g0 = 0; g0 < n_groups; g0 += kChunk) {
+                const int64_t ng = min_i64(kChunk, n_groups - g0);
+                prepare(a, a_stride, n_act, g0, ng, cols);
+                const Carry carry{carried, g0 > 0, g0 + ng < n_groups};
+                rows(w, w_stride, rb, min_int(kRowBlock, n_rows - rb), n_units, g0, ng, cols,
+                     out, out_stride, carry);
+            }
+        }
+    }
+
+    static void prepare(const uint8_t* a, size_t a_stride, int64_t n_act, int64_t g0, int64_t ng,
+                        Chunk& cols) {
+        for (int64_t g = 0; g < ng; ++g) {
+            const int64_t b0 = (g0 + g) * 2 * kG;  // first activation block of the group
+            for (int c = 0; c < C; ++c) {
+                const uint8_t* ac = a + c * a_stride;
+                ColGroup& col = cols.cols[g][c];
+                V q[kG];
+                TANDEM_UNROLL
+                for (int s = 0; s < kG; ++s) {
+                    const int64_t b = b0 + 2 * s;
+                    const uint8_t* a0 = ac + b * kActBytes + kActQs;
+                    q[s] = b + 1 < n_act ? load32x2(a0, a0 + kActBytes)
+                                         : (b < n_act ? load32_lo(a0) : zero());
+                }
+                to_quad_order(q);
+                if constexpr (!kTransposed) {
+                    TANDEM_UNROLL
+                    for (int s = 0; s < kG; ++s) col.q[s] = q[s];
+                }
+                quad_to_unit_lanes(q);
+                V sums = zero();
+                TANDEM_UNROLL
+                for (int s = 0; s < kG; ++s) {
+                    if constexpr (kTransposed) col.q[s] = q[s];
+                    if constexpr (kBias) sums = dot4(sums, set1_8(T::kBias), q[s]);
+                }
+                if constexpr (kBias) cols.bias[g][c] = sub32(zero(), sums);
+                alignas(64) float d[16];
+                for (int j = 0; j < 16; ++j) {
+                    const int64_t b = b0 + j * kUnitValues / 32;
+                    const uint8_t* block = ac + b * kActBytes;
+                    d[unit_lane(j)] = b < n_act ? fp16(block) : 0.0f;
+                    if constexpr (kQ8_1)
+                        cols.s[g][c][unit_lane(j)] = b < n_act ? fp16(block + 2) : 0.0f;
+                }
+                col.d = load16f(d);
+            }
+        }
+    }
+
+    static void rows(const uint8_t* w, size_t w_stride, int r_begin, int count, int64_t n_units,
+                     int64_t g0, int64_t ng, const Chunk& cols, float* out, size_t out_stride,
+                     const Carry& carry) {
+        const size_t ahead = prefetch_ahead(R, w_stride);
+        for_row_groups<R>(w + r_begin * w_stride + g0 * kGroupBytes, w_stride, count,
+                          [&](const uint8_t* const* rows, int n_valid, int r0) {
+                              Carry c = carry;
+                              if (c.acc != nullptr) c.acc += r0;
+                              tile(rows, n_valid, ahead, n_units - g0 * 16, ng, cols,
+                                   out + r_begin + r0, out_stride, c);
+                          });
+    }
+
+    // n_units: the units from the chunk's start to the row's end.
+    static void tile(const uint8_t* const* rows, int n_valid, size_t ahead, int64_t n_units,
+                     int64_t ng, const Chunk& cols, float* out, size_t out_stride,
+                     const Carry& carry) {
+        FAcc acc[R][C];
+        TANDEM_UNROLL
+        for (int r = 0; r < R; ++r) {
+            TANDEM_UNROLL
+            for (int c = 0; c < C; ++c) {
+                acc[r][c] = carry.in && r < n_valid ? carry.acc[r][c] : facc_zero();
+            }
+        }
+        for (int64_t g = 0; g < ng; ++g)
+            group(rows, ahead, g, static_cast<int>(min_i64(16, n_units - 16 * g)), cols, acc);
+        TANDEM_UNROLL
+        for (int c = 0; c < C; ++c) {
+            TANDEM_UNROLL
+            for (int r = 0; r < R; ++r) {
+                if (r >= n_valid) continue;
+                if (carry.out) {
+                    carry.acc[r][c] = acc[r][c];
+                } else {
+                    out[c * out_stride + r] = hsum(acc[r][c]);
+                }
+            }
+        }
+    }
+
+    // Group g of the chunk, its first n units in the rows (16 but at the row's end).
+    TANDEM_ALWAYS_INLINE static void group(const uint8_t* const* rows, size_t ahead, int64_t g,
+                                           int n, const Chunk& cols, FAcc (&acc)[R][C]) {
+        V u[R][kG];
+        VF dw[R], mins[R];
+        TANDEM_UNROLL
+        for (int r = 0; r < R; ++r) {
+            const uint8_t* p = rows[r] + g * kGroupBytes;
+            if constexpr (R == 1) {
+                prefetch_next_page(p, kGroupBytes);
+            } else {
+                for (int64_t o = 0; o < kGroupBytes; o += 64) prefetch_l2(p + ahead + o);
+            }
+            decode(p, n, u[r]);
+            to_quad_order(u[r]);
+            if constexpr (kTransposed) quad_to_unit_lanes(u[r]);
+            dw[r] = unit_scales(p, n);
+            if constexpr (T::kMin) mins[r] = unit_mins(p, n);
+        }
+        TANDEM_UNROLL
+        for (int c = 0; c < C; ++c) {
+            const ColGroup& col = cols.cols[g][c];
+            TANDEM_UNROLL
+            for (int r = 0; r < R; ++r) {
+                const V x = unit_sums(u[r], col.q, kBias ? cols.bias[g][c] : zero());
+                acc[r][c] = add_product(acc[r][c], cvt(x), mul(dw[r], col.d));
+                if constexpr (T::kMin)
+                    acc[r][c] = add_product(acc[r][c], mins[r], load16f(cols.s[g][c]));
+            }
+        }
+    }
+    // The integer sums in unit lanes, from the bias starts: transposed rows and columns sum
+    // each unit in its lane; in quad order the partial sums are reduced.
+    TANDEM_ALWAYS_INLINE static V unit_sums(const V (&u)[kG], const V (&q)[kG], V bias) {
+        if constexpr (kTransposed) {
+            V x = bias;
+            TANDEM_UNROLL
+            for (int t = 0; t < kG; ++t) x = weight_dot<T>(x, u[t], q[t]);
+            return x;
+        } else {
+            V e[4];
+            TANDEM_UNROLL
+            for (int m = 0; m < 4; ++m) {
+                e[m] = zero();
+                TANDEM_UNROLL
+                for (int v = 0; v < kQuadVectors; ++v) {
+                    const int i = m * kQuadVectors + v;
+                    e[m] = weight_dot<T>(e[m], u[i], q[i]);
+                }
+            }
+            const V x = quads_to_unit_sums(e[0], e[1], e[2], e[3]);
+            return kBias ? add32(x, bias) : x;
+        }
+    }
+
+    // The group's steps decoded; steps past the n units zero (never read).
+    TANDEM_ALWAYS_INLINE static void decode(const uint8_t* p, int n, V (&u)[kG]) {
+        if (n == 16) {
+            TANDEM_UNROLL
+            for (int s = 0; s < kG; ++s)
+                u[s] = T::decode(p + s * kStepBytes, p + s * kStepBytes + T::kBlockBytes);
+            return;
+        }
+        TANDEM_UNROLL  // (u stays in registers only with constant indices)
+        for (int s = 0; s < kG; ++s) {
+            const uint8_t* p0 = p + s * kStepBytes;
+            const int left = n - s * kScalesPerStep;  // (a whole step or, of 2 units, one)
+            u[s] = left <= 0 ? zero() : T::decode(p0, left == 1 ? p0 : p0 + T::kBlockBytes);
+        }
+    }
+
+    // Each unit's weight scale in its lane (0 past the n units).
+    TANDEM_ALWAYS_INLINE static VF unit_scales(const uint8_t* p, int n) {
+        if constexpr (kScalesPerStep == 4) {
+            // nvfp4: a block's 4 UE4M3 bytes are one dword (units 4 b .. 4 b + 3 in order)
+            const auto block = [&](int b) {
+                return b * 4 < n ? static_cast<int>(load_u32(p + b * T::kBlockBytes)) : 0;
+            };
+            const __m128i e = _mm_setr_epi32(block(0), block(1), block(2), block(3));
+            return ue4m3_half16(_mm512_permutexvar_epi32(
+                _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15),
+                _mm512_cvtepu8_epi32(e)));
+        } else if constexpr (T::kFp16Scale) {
+            return {_mm512_cvtph_ps(UnitWords<T::kBlockBytes, 0>::get(p, n))};
+        } else {  // mxfp4: an E8M0 byte, halved (kE8m0)
+            const __m512i e = _mm512_and_si512(
+                _mm512_cvtepu16_epi32(UnitWords<T::kBlockBytes, 0>::get(p, n)),
+                _mm512_set1_epi32(0xff));
+            const __m512i normal = _mm512_slli_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(1)), 23);
+            const __m512i subnormal = _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), e);
+            return {_mm512_castsi512_ps(_mm512_mask_blend_epi32(
+                _mm512_cmplt_epi32_mask(e, _mm512_set1_epi32(2)), normal, subnormal))};
+        }
+    }
+    TANDEM_ALWAYS_INLINE static VF unit_mins(const uint8_t* p, int n) {
+        return {_mm512_cvtph_ps(UnitWords<T::kBlockBytes, 2>::get(p, n))};
+    }
+};
+
+}  // namespace tandem::TANDEM_VARIANT_NS::legacy
+#endif
