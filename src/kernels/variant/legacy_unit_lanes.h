@@ -4,14 +4,12 @@
 // (int32 lane p holds unit unit_lane(p)'s sum), converted and scaled in one fused multiply-add;
 // the step tiles (simd_legacy.cpp) take one per step of 2 or 4 units, and a multiply and a
 // conversion. Two ways to the same sums:
-//  - the small matmul transposes each row's group into unit lanes once (16 or 8 shuffles) so
-//    that a column's vpdpbusd chain sums each unit in its lane;
-//  - the matvec, with one column to share that over, dots the rows as they come (a 128-bit
-//    lane per unit) and reduces the column's partial sums (6 shuffles).
+//  - the small matmul transposes each row's group into unit lanes once (24 shuffles; nvfp4 8)
+//    so that a column's vpdpbusd chain sums each unit in its lane;
+//  - the matvec, with one column to share that over, deals the row's steps into a 128-bit
+//    lane per unit (8 shuffles; nvfp4 none) and reduces the column's partial sums (6).
 // Both give one float order for every C. The columns are prepared alike once per chunk.
 #pragma once
-
-#include <array>
 
 #include "kernels/variant/legacy_formats.h"
 #include "kernels/variant/tile.h"
