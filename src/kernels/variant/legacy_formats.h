@@ -218,4 +218,12 @@ V weight_dot(V acc, V u, V a) {
     }
 }
 
+// One row's float accumulators of C columns, as the tiles carry them between chunks of k
+// (ChunkCarry: a struct, since vector types lose their attributes as template arguments).
+template <int C>
+struct AccRow {
+    FAcc col[C];
+    FAcc& operator[](int c) { return col[c]; }
+};
+
 }  // namespace tandem::TANDEM_VARIANT_NS::legacy

@@ -169,32 +169,20 @@ struct UnitLaneTile {
         // q8_1's s of each unit's block, in its lane
         alignas(64) float s[kQ8_1 ? kChunk : 1][C][16];
     };
-    static constexpr int kRowBlock = 128;
-    struct Carry {
-        FAcc (*acc)[C] = nullptr;  // [kRowBlock][C]
-        bool in = false, out = false;
-    };
+    static constexpr int kRowBlock = 128;  // rows per block when k takes several chunks
+    using Carry = ChunkCarry<AccRow<C>>;
 
     static void run(int64_t k, const uint8_t* w, size_t w_stride, int n_rows, const uint8_t* a,
                     size_t a_stride, float* out, size_t out_stride) {
         const int64_t n_act = k / 32, n_units = k / kUnitValues;
-        const int64_t n_groups = (n_units + 15) / 16;
         alignas(64) Chunk cols;
-        if (n_groups <= kChunk) {
-            prepare(a, a_stride, n_act, 0, n_groups, cols);
-            rows(w, w_stride, 0, n_rows, n_units, 0, n_groups, cols, out, out_stride, Carry{});
-            return;
-        }
-        alignas(64) FAcc carried[kRowBlock][C];
-        for (int rb = 0; rb < n_rows; rb += kRowBlock) {
-            for (int64_t g0 = 0; g0 < n_groups; g0 += kChunk) {
-                const int64_t ng = min_i64(kChunk, n_groups - g0);
-                prepare(a, a_stride, n_act, g0, ng, cols);
-                const Carry carry{carried, g0 > 0, g0 + ng < n_groups};
-                rows(w, w_stride, rb, min_int(kRowBlock, n_rows - rb), n_units, g0, ng, cols,
-                     out, out_stride, carry);
-            }
-        }
+        alignas(64) AccRow<C> carried[kRowBlock];
+        run_chunks<kRowBlock>(
+            n_rows, (n_units + 15) / 16, kChunk, carried,
+            [&](int64_t g0, int64_t ng) { prepare(a, a_stride, n_act, g0, ng, cols); },
+            [&](int rb, int count, int64_t g0, int64_t ng, const Carry& carry) {
+                rows(w, w_stride, rb, count, n_units, g0, ng, cols, out, out_stride, carry);
+            });
     }
 
     static void prepare(const uint8_t* a, size_t a_stride, int64_t n_act, int64_t g0, int64_t ng,

@@ -98,34 +98,19 @@ struct LegacyTile {
     // preparing each chunk (32 rows: 5-10% slower at C = 8).
     static constexpr int kRowBlock = 128;
 
-    // Accumulators of a row block across chunks of k: loaded before a chunk (in), stored after
-    // it instead of the result (out).
-    struct Carry {
-        FAcc (*acc)[C] = nullptr;  // [kRowBlock][C]
-        bool in = false, out = false;
-    };
+    using Carry = ChunkCarry<AccRow<C>>;
 
     static void run(int64_t k, const uint8_t* w, size_t w_stride, int n_rows, const uint8_t* a,
-                    size_t a_stride, float* out, size_t out_stride);
-    static void run_tiles(int64_t k, const uint8_t* w, size_t w_stride, int n_rows,
-                          const uint8_t* a, size_t a_stride, float* out, size_t out_stride) {
-        const int64_t n_act = k / 32, n_steps = (n_act + 1) / 2;
+                    size_t a_stride, float* out, size_t out_stride) {
+        const int64_t n_act = k / 32;
         alignas(64) Chunk cols;
-        if (n_steps <= kChunk) {
-            prepare(a, a_stride, n_act, 0, n_steps, cols);
-            rows(w, w_stride, 0, n_rows, n_act, 0, n_steps, cols, out, out_stride, Carry{});
-            return;
-        }
-        alignas(64) FAcc carried[kRowBlock][C];
-        for (int rb = 0; rb < n_rows; rb += kRowBlock) {
-            for (int64_t s0 = 0; s0 < n_steps; s0 += kChunk) {
-                const int64_t ns = min_i64(kChunk, n_steps - s0);
-                prepare(a, a_stride, n_act, s0, ns, cols);
-                const Carry carry{carried, s0 > 0, s0 + ns < n_steps};
-                rows(w, w_stride, rb, min_int(kRowBlock, n_rows - rb), n_act, s0, ns, cols, out,
-                     out_stride, carry);
-            }
-        }
+        alignas(64) AccRow<C> carried[kRowBlock];
+        run_chunks<kRowBlock>(
+            n_rows, (n_act + 1) / 2, kChunk, carried,
+            [&](int64_t s0, int64_t ns) { prepare(a, a_stride, n_act, s0, ns, cols); },
+            [&](int rb, int count, int64_t s0, int64_t ns, const Carry& carry) {
+                rows(w, w_stride, rb, count, n_act, s0, ns, cols, out, out_stride, carry);
+            });
     }
 
     static void prepare(const uint8_t* a, size_t a_stride, int64_t n_act, int64_t s0, int64_t ns,
@@ -334,12 +319,6 @@ struct LegacyTile {
         }
     }
 };
-
-template <typename T, int C>
-void LegacyTile<T, C>::run(int64_t k, const uint8_t* w, size_t w_stride, int n_rows,
-                           const uint8_t* a, size_t a_stride, float* out, size_t out_stride) {
-    run_tiles(k, w, w_stride, n_rows, a, a_stride, out, out_stride);
-}
 
 #if defined(TANDEM_SIMD_ZMM)
 // The unit-lane tiles for the formats with a scale per step's unit; q1_0 / q2_0 keep theirs.

@@ -50,6 +50,37 @@ inline size_t prefetch_ahead(int rows_per_group, size_t w_stride) {
 // they stay in L1 (48 KiB on Zen 5 and Golden Cove), and K = 4096 takes one chunk at C = 8.
 constexpr int64_t kPreparedChunkBytes = 40960;
 
+// Accumulators of a block of rows carried from one chunk of k to the next: loaded before a
+// chunk (in), stored after it instead of the results (out). Acc: one row's accumulators.
+template <typename Acc>
+struct ChunkCarry {
+    Acc* acc = nullptr;  // [kRowBlock], offset to the tile's first row
+    bool in = false, out = false;
+};
+// The chunk loop of the tiles that prepare their columns per chunk of k (n_items steps or
+// groups of k, `chunk` of them at a time). When k fits one chunk: prepare(0, n_items), then
+// rows(0, n_rows, 0, n_items, {}). Otherwise the rows go in blocks of kRowBlock, which stay in
+// L2 while each chunk is prepared and run over them, their accumulators carried in `carried`
+// (kRowBlock entries): chunks continue the sums rather than adding partial sums, so a column's
+// result does not depend on how k is chunked for its tile.
+template <int kRowBlock, typename Acc, typename Prepare, typename Rows>
+void run_chunks(int n_rows, int64_t n_items, int64_t chunk, Acc* carried, Prepare&& prepare,
+                Rows&& rows) {
+    if (n_items <= chunk) {
+        prepare(int64_t{0}, n_items);
+        rows(0, n_rows, int64_t{0}, n_items, ChunkCarry<Acc>{});
+        return;
+    }
+    for (int rb = 0; rb < n_rows; rb += kRowBlock) {
+        for (int64_t i0 = 0; i0 < n_items; i0 += chunk) {
+            const int64_t n = min_i64(chunk, n_items - i0);
+            prepare(i0, n);
+            rows(rb, min_int(kRowBlock, n_rows - rb), i0, n,
+                 ChunkCarry<Acc>{carried, i0 > 0, i0 + n < n_items});
+        }
+    }
+}
+
 // fn(rows[R], n_valid, r0) for each group of R rows.
 template <int R, typename Fn>
 void for_row_groups(const uint8_t* w, size_t w_stride, int n_rows, Fn&& fn) {
