@@ -1,7 +1,8 @@
-// AVX-512 dot tiles of the 32-value block formats (and nvfp4) in "unit lanes". A unit is the
-// run of values one weight scale covers (a 32-value block; nvfp4: 16 values), and a group 16
-// units. Per row, column and group the 16 units' exact integer sums are made in unit lanes
-// (int32 lane p holds unit unit_lane(p)'s sum), converted and scaled in one fused multiply-add;
+// AVX-512 dot tiles of the 32-value block formats, nvfp4 and q1_0 in "unit lanes". A unit is
+// the run of values one weight scale covers (a 32-value block; nvfp4: 16 values; q1_0, one
+// scale per 128 values: its 32-value activation blocks), and a group 16 units. Per row, column
+// and group the 16 units' exact integer sums are made in unit lanes (int32 lane p holds unit
+// unit_lane(p)'s sum), converted and scaled in one fused multiply-add;
 // the step tiles (simd_legacy.cpp) take one per step of 2 or 4 units, and a multiply and a
 // conversion. Two ways to the same sums:
 //  - the small matmul transposes each row's group into unit lanes once (24 shuffles; nvfp4 8)
@@ -149,8 +150,10 @@ struct UnitLaneTile {
     static constexpr int R = C == 2 || C == 3 ? 2 : 1;
     static constexpr bool kQ8_1 = T::kMin;
     static constexpr int kActBytes = kQ8_1 ? 36 : 34, kActQs = kQ8_1 ? 4 : 2;
+    // q1_0: a block of two steps (4 units, one scale); the others: steps of whole blocks
+    static constexpr int kStepsPerBlock = steps_per_block<T>();
     static constexpr int64_t kStepBytes = T::kBlocksPerStep * T::kBlockBytes;
-    static constexpr int64_t kGroupBytes = kG * kStepBytes;
+    static constexpr int64_t kGroupBytes = kG * kStepBytes / kStepsPerBlock;
     // A column's group: its values in unit lanes (tiles) or quad order (matvec), the start of
     // each unit's integer sum (-bias times the unit's activation sum), each unit's activation
     // scale; all per unit in its lane.
@@ -326,15 +329,26 @@ struct UnitLaneTile {
     TANDEM_ALWAYS_INLINE static void decode(const uint8_t* p, int n, V (&u)[kG]) {
         if (n == 16) {
             TANDEM_UNROLL
-            for (int s = 0; s < kG; ++s)
-                u[s] = T::decode(p + s * kStepBytes, p + s * kStepBytes + T::kBlockBytes);
+            for (int s = 0; s < kG; ++s) {
+                u[s] = decode_step(p, s, true);
+                keep_load_order(u[s]);  // (the row streams in address order)
+            }
             return;
         }
         TANDEM_UNROLL  // (u stays in registers only with constant indices)
         for (int s = 0; s < kG; ++s) {
-            const uint8_t* p0 = p + s * kStepBytes;
             const int left = n - s * kScalesPerStep;  // (a whole step or, of 2 units, one)
-            u[s] = left <= 0 ? zero() : T::decode(p0, left == 1 ? p0 : p0 + T::kBlockBytes);
+            u[s] = left <= 0 ? zero() : decode_step(p, s, left > 1);
+        }
+    }
+    // Step s of the group at p; whole: both of its units (else only the first).
+    TANDEM_ALWAYS_INLINE static V decode_step(const uint8_t* p, int s, bool whole) {
+        if constexpr (kStepsPerBlock == 2) {  // q1_0: decode(block, the step's half of it)
+            const uint8_t* block = p + (s / 2) * T::kBlockBytes;
+            return T::decode(block, block + 8 * (s % 2));
+        } else {
+            const uint8_t* p0 = p + s * kStepBytes;
+            return T::decode(p0, whole ? p0 + T::kBlockBytes : p0);
         }
     }
 
@@ -349,6 +363,13 @@ struct UnitLaneTile {
             return ue4m3_half16(_mm512_permutexvar_epi32(
                 _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15),
                 _mm512_cvtepu8_epi32(e)));
+        } else if constexpr (kStepsPerBlock == 2) {
+            // q1_0: block b's fp16 d for units 4 b .. 4 b + 3, which are lanes 4 i + b
+            const auto d = [&](int b) {
+                return b * 4 < n ? static_cast<short>(load_u16(p + b * T::kBlockBytes)) : 0;
+            };
+            return {_mm512_broadcast_f32x4(
+                _mm_cvtph_ps(_mm_setr_epi16(d(0), d(1), d(2), d(3), 0, 0, 0, 0)))};
         } else if constexpr (T::kFp16Scale) {
             return {_mm512_cvtph_ps(UnitWords<T::kBlockBytes, 0>::get(p, n))};
         } else {  // mxfp4: an E8M0 byte, halved (kE8m0)

@@ -3,7 +3,7 @@
 // blocks), and on x86 q2_0 (64-value blocks) and q1_0 (128-value blocks over two steps). A
 // step covers 64 values (two activation blocks); each weight step is decoded once into
 // unsigned bytes u (weight = u - bias, legacy_formats.h) and dotted with every column of the
-// tile. With AVX-512 all but q1_0 and q2_0 take the unit-lane tiles (legacy_unit_lanes.h).
+// tile. With AVX-512 all but q2_0 take the unit-lane tiles (legacy_unit_lanes.h).
 #include <type_traits>
 
 #include "kernels/variant/kernel_decls.h"
@@ -321,9 +321,11 @@ struct LegacyTile {
 };
 
 #if defined(TANDEM_SIMD_ZMM)
-// The unit-lane tiles for the formats with a scale per step's unit; q1_0 / q2_0 keep theirs.
+// The unit-lane tiles for all but q2_0, whose crumb order mixes its two units in every 128-bit
+// lane (the unit-lane tiles need a unit per lane after dealing the steps).
 template <typename T, int C>
-using LegacyTiles = std::conditional_t<one_scale<T>(), LegacyTile<T, C>, UnitLaneTile<T, C>>;
+using LegacyTiles =
+    std::conditional_t<std::is_same_v<T, Q2_0>, LegacyTile<T, C>, UnitLaneTile<T, C>>;
 #else
 template <typename T, int C>
 using LegacyTiles = LegacyTile<T, C>;
