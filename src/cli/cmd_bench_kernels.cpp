@@ -87,6 +87,17 @@ struct GgmlResult {
     std::string variant;
 };
 
+// ggml's CPU build (kern -v) of the instruction-set class of one of our variants, so that
+// --variant compares like with like; empty: ggml's best, the class of the variants above these.
+std::string_view ggml_variant_of_class(std::string_view ours) {
+    if (ours == "baseline") return "x64";
+    if (ours == "avx2") return "haswell";
+    if (ours == "avx_vnni") return "alderlake";
+    if (ours == "avx512") return "skylakex";
+    if (ours == "avx512_vnni") return "icelake";
+    return {};
+}
+
 GgmlResult run_kern(const std::string& kern, const BenchKernelsOptions& o, const std::string& type,
                     int threads, double cache_kib) {
     std::string cmd = kern;
@@ -217,6 +228,7 @@ void run_bench(BenchKernelsOptions o) {
     if (variant->score(cpu_features()) <= 0)
         fail("--variant {}: this CPU cannot run it", o.variant);
     const KernelTable& kt = *variant->table();
+    if (o.ggml_variant.empty()) o.ggml_variant = ggml_variant_of_class(variant->name);
     ThreadPool pool(o.threads);
     const int threads = pool.size();
     const size_t l2 = cache_bytes(2);
@@ -385,7 +397,7 @@ void add_bench_kernels(CLI::App* bench) {
         ->capture_default_str();
     cmd->add_option("--variant", o->variant, "Kernel variant to measure (default: the chosen one)");
     cmd->add_option("--ggml-variant", o->ggml_variant,
-                    "ggml CPU variant for kern -v (default: its best)");
+                    "ggml CPU variant for kern -v (default: the class of --variant, else its best)");
     cmd->add_flag("--no-ggml", o->no_ggml, "Do not run the oracle kit's kern bench");
     cmd->add_flag("--best", o->best, "Report the best run (default: the median; both sides alike)");
     cmd->callback([o] { run_bench(*o); });

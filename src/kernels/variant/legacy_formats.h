@@ -17,6 +17,10 @@ using namespace simd;
 // gather those per group of steps). kMin (q4_1/q5_1): each block's fp16 min m at byte 2
 // (weight = d u + m).
 //   kBias: weight value = u - kBias;  kMaxU: largest u (vpmaddubsw pairs saturate past 128).
+// The formats whose u would reach 255 (q8_0, iq4_nl) decode to unsigned bytes, bias 128, only
+// where they meet the activations in vpdpbusd / usdot; without VNNI they decode to the signed
+// weights (bias 0) for the sign trick.
+inline constexpr int kBias255 = kVnni ? 128 : 0;
 struct Q4_0 {
     static constexpr int kBlockBytes = 18, kBlocksPerStep = 2, kBias = 8, kMaxU = 15;
     static constexpr bool kMin = false, kFp16Scale = true;
@@ -50,10 +54,11 @@ struct Q5_1 {
     static VF scale(const uint8_t* p0, const uint8_t* p1) { return halves_fp16(p0, p1); }
 };
 struct Q8_0 {
-    static constexpr int kBlockBytes = 34, kBlocksPerStep = 2, kBias = 128, kMaxU = 255;
+    static constexpr int kBlockBytes = 34, kBlocksPerStep = 2, kBias = kBias255, kMaxU = 255;
     static constexpr bool kMin = false, kFp16Scale = true;
     static V decode(const uint8_t* p0, const uint8_t* p1) {
-        return xor_(load32x2(p0 + 2, p1 + 2), set1_8(0x80));
+        const V x = load32x2(p0 + 2, p1 + 2);
+        return kBias == 0 ? x : xor_(x, set1_8(0x80));
     }
     static VF scale(const uint8_t* p0, const uint8_t* p1) { return halves_fp16(p0, p1); }
 };
@@ -65,7 +70,7 @@ inline __m128i shifted_table(const int8_t* values, int bias) {
 }
 #endif
 struct Iq4Nl {
-    static constexpr int kBlockBytes = 18, kBlocksPerStep = 2, kBias = 128, kMaxU = 255;
+    static constexpr int kBlockBytes = 18, kBlocksPerStep = 2, kBias = kBias255, kMaxU = 255;
     static constexpr bool kMin = false, kFp16Scale = true;
     static V decode(const uint8_t* p0, const uint8_t* p1) {
         return lookup16(nibbles16x2(p0 + 2, p1 + 2), shifted_table(kIq4nlValues, kBias));
@@ -191,7 +196,7 @@ V act_q(V q) {
 }
 
 // The bias is removed by starting each column's integer sum at -bias * sum(activation); that
-// needs u * a pairs that cannot saturate vpmaddubsw (or VNNI). Otherwise (u up to 255 without
+// needs u * a pairs that cannot saturate vpmaddubsw (or VNNI). Otherwise (q8_0, iq4_nl without
 // VNNI) the signed weights use the sign trick.
 template <typename T>
 constexpr bool kUseBias = kVnni || T::kMaxU <= 128;
@@ -211,9 +216,9 @@ V weight_dot(V acc, V u, V a) {
     if constexpr (kUseBias<T>) {
         return dot4(acc, u, a);
     } else {
-        static_assert(T::kBias == 128);
+        static_assert(T::kBias == 0);  // (kBias255: the weights are signed)
         V abs_w, signed_a;
-        sign_split(xor_(u, set1_8(0x80)), a, abs_w, signed_a);
+        sign_split(u, a, abs_w, signed_a);
         return dot4(acc, abs_w, signed_a);
     }
 }
