@@ -1,22 +1,31 @@
-// AVX-512 dot tiles of the 32-value block formats, nvfp4 and q1_0 in "unit lanes". A unit is
-// the run of values one weight scale covers (a 32-value block; nvfp4: 16 values; q1_0, one
-// scale per 128 values: its 32-value activation blocks), and a group 16 units. Per row, column
-// and group the 16 units' exact integer sums are made in unit lanes (int32 lane p holds unit
-// unit_lane(p)'s sum), converted and scaled in one fused multiply-add;
-// the step tiles (simd_legacy.cpp) take one per step of 2 or 4 units, and a multiply and a
-// conversion. Two ways to the same sums:
-//  - the small matmul transposes each row's group into unit lanes once (24 shuffles; nvfp4 8)
-//    so that a column's vpdpbusd chain sums each unit in its lane;
-//  - the matvec, with one column to share that over, deals the row's steps into a 128-bit
-//    lane per unit (8 shuffles; nvfp4 none) and reduces the column's partial sums (6).
+// Dot tiles of the 32-value block formats in "unit lanes" (x86). A unit is the run of values
+// one weight scale covers (a 32-value block; nvfp4: 16 values; q1_0, one scale per 128 values:
+// its 32-value activation blocks), and a group kUnits units: 16 with AVX-512 (all these
+// formats but q2_0), 8 with AVX2 (the formats of a scale per block: not nvfp4, q1_0, q2_0).
+// Per row, column and group the units' exact integer sums are made in unit lanes (int32 lane
+// p holds unit unit_lane(p)'s sum), converted and scaled in one fused multiply-add; the step
+// tiles (simd_legacy.cpp) take one per step of 2 or 4 units, and a multiply and a conversion.
+// Two ways to the same sums:
+//  - the small matmul transposes each row's group into unit lanes once (AVX-512: 24 shuffles,
+//    nvfp4 8; AVX2: 24) so that a column's vpdpbusd chain sums each unit in its lane;
+//  - the matvec, with one column to share that over, reduces the column's partial sums
+//    (AVX-512: the row's steps dealt into a 128-bit lane per unit first, 8 shuffles; nvfp4
+//    none; then 6 shuffles; AVX2: a tree of 6 horizontal adds).
 // Both give one float order for every C. The columns are prepared alike once per chunk.
 #pragma once
+
+#include <type_traits>
 
 #include "kernels/variant/legacy_formats.h"
 #include "kernels/variant/tile.h"
 
-#if defined(TANDEM_SIMD_ZMM)
+#if !defined(__aarch64__)
 namespace tandem::TANDEM_VARIANT_NS::legacy {
+
+#if defined(TANDEM_SIMD_ZMM)
+constexpr int kUnits = 16;
+using UnitSums = V;     // int32 lanes, one unit each
+using UnitFloats = VF;  // float lanes, one unit each
 
 // Lane 4 L + q (128-bit lane L, position q) holds unit 4 q + L; unit j is in lane unit_lane(j)
 // (the map is its own inverse).
@@ -27,7 +36,7 @@ constexpr int unit_lane(int j) {
 // 4 m + L only, m = v / (vectors per 4 units). Steps of 4 units (one 128-bit lane each) are in
 // quad order already; steps of 2 units (8 int32 lanes each) are dealt pairwise.
 template <int G>
-TANDEM_ALWAYS_INLINE void to_quad_order(V (&u)[G]) {
+TANDEM_ALWAYS_INLINE void deal_steps(V (&u)[G]) {
     static_assert(G == 4 || G == 8);
     if constexpr (G == 8) {
         TANDEM_UNROLL
@@ -36,7 +45,7 @@ TANDEM_ALWAYS_INLINE void to_quad_order(V (&u)[G]) {
 }
 // Quad order into unit lanes (each vector then holds 4 values of every unit).
 template <int G>
-TANDEM_ALWAYS_INLINE void quad_to_unit_lanes(V (&u)[G]) {
+TANDEM_ALWAYS_INLINE void to_unit_lanes(V (&u)[G]) {
     if constexpr (G == 8) {
         transpose4_in_lanes(u[0], u[2], u[4], u[6]);
         transpose4_in_lanes(u[1], u[3], u[5], u[7]);
@@ -138,16 +147,232 @@ struct UnitWords {
     }
 };
 
+// The unit-lane operations the tile needs, as both ISAs provide them.
+template <typename T>
+TANDEM_ALWAYS_INLINE UnitSums unit_dot(UnitSums x, V u, V q) {
+    return weight_dot<T>(x, u, q);
+}
+// The matvec's integer sums of a group's G steps (in quad order) against the column's, in unit
+// lanes.
+template <typename T, int G>
+TANDEM_ALWAYS_INLINE UnitSums matvec_unit_sums(const V (&u)[G], const V (&q)[G]) {
+    constexpr int kQuadVectors = G / 4;  // vectors per 4 units in quad order
+    V e[4];
+    TANDEM_UNROLL
+    for (int m = 0; m < 4; ++m) {
+        e[m] = zero();
+        TANDEM_UNROLL
+        for (int v = 0; v < kQuadVectors; ++v) {
+            const int i = m * kQuadVectors + v;
+            e[m] = weight_dot<T>(e[m], u[i], q[i]);
+        }
+    }
+    return quads_to_unit_sums(e[0], e[1], e[2], e[3]);
+}
+inline UnitSums add_units(UnitSums a, UnitSums b) {
+    return add32(a, b);
+}
+inline UnitSums negate_units(UnitSums a) {
+    return sub32(zero(), a);
+}
+inline UnitFloats load_units(const float* p) {
+    return load16f(p);
+}
+// acc + x * s, lane by lane (x converted from int32 first).
+inline FAcc add_units_product(FAcc acc, UnitSums x, UnitFloats s) {
+    return add_product(acc, cvt(x), s);
+}
+inline FAcc add_units_product(FAcc acc, UnitFloats x, UnitFloats s) {
+    return add_product(acc, x, s);
+}
+inline UnitFloats mul_units(UnitFloats a, UnitFloats b) {
+    return mul(a, b);
+}
+
+// Each unit's weight scale in its lane (0 past the n units).
+template <typename T>
+TANDEM_ALWAYS_INLINE UnitFloats unit_scales(const uint8_t* p, int n) {
+    if constexpr (scales_per_step<T>() == 4) {
+        // nvfp4: a block's 4 UE4M3 bytes are one dword (units 4 b .. 4 b + 3 in order)
+        const auto block = [&](int b) {
+            return b * 4 < n ? static_cast<int>(load_u32(p + b * T::kBlockBytes)) : 0;
+        };
+        const __m128i e = _mm_setr_epi32(block(0), block(1), block(2), block(3));
+        return ue4m3_half16(_mm512_permutexvar_epi32(
+            _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15),
+            _mm512_cvtepu8_epi32(e)));
+    } else if constexpr (steps_per_block<T>() == 2) {
+        // q1_0: block b's fp16 d for units 4 b .. 4 b + 3, which are lanes 4 i + b
+        const auto d = [&](int b) {
+            return b * 4 < n ? static_cast<short>(load_u16(p + b * T::kBlockBytes)) : 0;
+        };
+        return {_mm512_broadcast_f32x4(
+            _mm_cvtph_ps(_mm_setr_epi16(d(0), d(1), d(2), d(3), 0, 0, 0, 0)))};
+    } else if constexpr (T::kFp16Scale) {
+        return {_mm512_cvtph_ps(UnitWords<T::kBlockBytes, 0>::get(p, n))};
+    } else {  // mxfp4: an E8M0 byte, halved (kE8m0)
+        const __m512i e = _mm512_and_si512(
+            _mm512_cvtepu16_epi32(UnitWords<T::kBlockBytes, 0>::get(p, n)),
+            _mm512_set1_epi32(0xff));
+        const __m512i normal = _mm512_slli_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(1)), 23);
+        const __m512i subnormal = _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), e);
+        return {_mm512_castsi512_ps(_mm512_mask_blend_epi32(
+            _mm512_cmplt_epi32_mask(e, _mm512_set1_epi32(2)), normal, subnormal))};
+    }
+}
+// q4_1 / q5_1: each unit's fp16 min in its lane.
+template <typename T>
+TANDEM_ALWAYS_INLINE UnitFloats unit_mins(const uint8_t* p, int n) {
+    return {_mm512_cvtph_ps(UnitWords<T::kBlockBytes, 2>::get(p, n))};
+}
+// The formats the unit-lane tiles take: all but q2_0, whose crumb order mixes its two units in
+// every 128-bit lane.
+template <typename T>
+constexpr bool kUnitLaneFormat = !std::is_same_v<T, Q2_0>;
+
+#else  // AVX2: a V is two ymm, each a block; a group is 8 blocks (4 steps), lane j unit j
+constexpr int kUnits = 8;
+using UnitSums = __m256i;
+using UnitFloats = __m256;
+
+constexpr int unit_lane(int j) {
+    return j;
+}
+template <int G>
+TANDEM_ALWAYS_INLINE void deal_steps(V (&)[G]) {}  // (each ymm holds one unit already)
+// The 8 x 8 int32 transposition of the group's 8 blocks (ymm t = u[t / 2].lo or .hi): lane j
+// of each then holds 4 values of block j.
+TANDEM_ALWAYS_INLINE void to_unit_lanes(V (&u)[4]) {
+    __m256 r[8], t[8];
+    TANDEM_UNROLL
+    for (int i = 0; i < 4; ++i) {
+        r[2 * i] = _mm256_castsi256_ps(u[i].lo);
+        r[2 * i + 1] = _mm256_castsi256_ps(u[i].hi);
+    }
+    TANDEM_UNROLL
+    for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+    }
+    TANDEM_UNROLL
+    for (int i = 0; i < 8; i += 4) {
+        r[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
+        r[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xEE);
+        r[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+        r[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+    }
+    TANDEM_UNROLL
+    for (int i = 0; i < 4; ++i) {
+        u[i].lo = _mm256_castps_si256(_mm256_permute2f128_ps(r[i], r[i + 4], 0x20));
+        u[i].hi = _mm256_castps_si256(_mm256_permute2f128_ps(r[i], r[i + 4], 0x31));
+    }
+}
+// x + the products of a step's two blocks, as one chain (weight_dot's two operand forms).
+template <typename T>
+TANDEM_ALWAYS_INLINE UnitSums unit_dot(UnitSums x, V u, V q) {
+    if constexpr (kUseBias<T>) {
+        return dot4(dot4(x, u.lo, q.lo), u.hi, q.hi);
+    } else {
+        V abs_w, signed_q;
+        sign_split(u, q, abs_w, signed_q);
+        return dot4(dot4(x, abs_w.lo, signed_q.lo), abs_w.hi, signed_q.hi);
+    }
+}
+// Sums of a and b of lane groups of kBits bits: in each group of 2 kBits, a's lower and upper
+// halves summed in the lower, b's in the upper. Two blends (any port) and one shuffle: a tree
+// of horizontal adds takes two shuffles a level, and Intel cores have one port for them.
+template <int kBits>
+TANDEM_ALWAYS_INLINE __m256i add_halves(__m256i a, __m256i b) {
+    if constexpr (kBits == 32) {
+        const __m256i t = _mm256_blend_epi32(a, b, 0xAA), u = _mm256_blend_epi32(b, a, 0xAA);
+        return _mm256_add_epi32(t, _mm256_shuffle_epi32(u, 0xB1));
+    } else if constexpr (kBits == 64) {
+        const __m256i t = _mm256_blend_epi32(a, b, 0xCC), u = _mm256_blend_epi32(b, a, 0xCC);
+        return _mm256_add_epi32(t, _mm256_shuffle_epi32(u, 0x4E));
+    } else {
+        static_assert(kBits == 128);
+        return _mm256_add_epi32(_mm256_blend_epi32(a, b, 0xF0),
+                                _mm256_permute2x128_si256(a, b, 0x21));
+    }
+}
+// Pairs of neighbouring lanes of a and b summed: [a01 a23 b01 b23 | a45 a67 b45 b67].
+TANDEM_ALWAYS_INLINE __m256i add_pairs(__m256i a, __m256i b) {
+    const __m256 x = _mm256_castsi256_ps(a), y = _mm256_castsi256_ps(b);
+    return _mm256_add_epi32(_mm256_castps_si256(_mm256_shuffle_ps(x, y, 0x88)),
+                            _mm256_castps_si256(_mm256_shuffle_ps(x, y, 0xDD)));
+}
+// The matvec's sums of the group's 8 blocks against the column's, block j's in lane j.
+template <typename T, int G>
+TANDEM_ALWAYS_INLINE UnitSums matvec_unit_sums(const V (&u)[G], const V (&q)[G]) {
+    static_assert(G == 4);
+    __m256i e[8];
+    TANDEM_UNROLL
+    for (int i = 0; i < 4; ++i) {
+        const V y = weight_dot<T>(zero(), u[i], q[i]);
+        e[2 * i] = y.lo;
+        e[2 * i + 1] = y.hi;
+    }
+    const __m256i a = add_pairs(add_pairs(e[0], e[1]), add_pairs(e[2], e[3]));
+    const __m256i b = add_pairs(add_pairs(e[4], e[5]), add_pairs(e[6], e[7]));
+    return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20),
+                            _mm256_permute2x128_si256(a, b, 0x31));
+}
+inline UnitSums add_units(UnitSums a, UnitSums b) {
+    return _mm256_add_epi32(a, b);
+}
+inline UnitSums negate_units(UnitSums a) {
+    return _mm256_sub_epi32(_mm256_setzero_si256(), a);
+}
+inline UnitFloats load_units(const float* p) {
+    return _mm256_loadu_ps(p);
+}
+inline FAcc add_units_product(FAcc acc, UnitSums x, UnitFloats s) {
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(x), s, acc);
+}
+inline FAcc add_units_product(FAcc acc, UnitFloats x, UnitFloats s) {
+    return _mm256_fmadd_ps(x, s, acc);
+}
+inline UnitFloats mul_units(UnitFloats a, UnitFloats b) {
+    return _mm256_mul_ps(a, b);
+}
+// The 16 bits at byte kOff of each of the n blocks (0 past them) in 16-bit lanes 0..7: put
+// together in general-purpose registers (a chain of vpinsrw would queue on the one shuffle
+// port Intel cores have).
+template <int B, int kOff>
+TANDEM_ALWAYS_INLINE __m128i block_words(const uint8_t* p, int n) {
+    const auto w = [&](int j) -> uint64_t { return j < n ? load_u16(p + j * B + kOff) : 0; };
+    const uint64_t lo = w(0) | w(1) << 16 | w(2) << 32 | w(3) << 48;
+    const uint64_t hi = w(4) | w(5) << 16 | w(6) << 32 | w(7) << 48;
+    return _mm_set_epi64x(static_cast<long long>(hi), static_cast<long long>(lo));
+}
+template <typename T>
+TANDEM_ALWAYS_INLINE UnitFloats unit_scales(const uint8_t* p, int n) {
+    if constexpr (T::kFp16Scale) {
+        return _mm256_cvtph_ps(block_words<T::kBlockBytes, 0>(p, n));
+    } else {  // mxfp4: an E8M0 byte, halved (kE8m0; its 8-lane form was 5-10% slower here)
+        const auto e = [&](int j) { return j < n ? kE8m0.half[p[j * T::kBlockBytes]] : 0.0f; };
+        return _mm256_setr_ps(e(0), e(1), e(2), e(3), e(4), e(5), e(6), e(7));
+    }
+}
+template <typename T>
+TANDEM_ALWAYS_INLINE UnitFloats unit_mins(const uint8_t* p, int n) {
+    return _mm256_cvtph_ps(block_words<T::kBlockBytes, 2>(p, n));
+}
+// The formats with one scale per 32-value block (nvfp4's units of 16 share a ymm; q1_0's bit
+// order and q2_0's crumb order mix units in each one).
+template <typename T>
+constexpr bool kUnitLaneFormat = scales_per_step<T>() == 2 && !one_scale<T>();
+#endif
+
 template <typename T, int C>
 struct UnitLaneTile {
     static constexpr int kScalesPerStep = scales_per_step<T>();
-    static constexpr int kG = 16 / kScalesPerStep;  // steps per group
-    static constexpr int kQuadVectors = kG / 4;     // vectors per 4 units in quad order
+    static constexpr int kG = kUnits / kScalesPerStep;  // steps per group
     static constexpr int kUnitValues = 64 / kScalesPerStep;
     static constexpr bool kTransposed = C > 1;  // (else the matvec's reduction)
-    // Rows per tile: 2 for C = 2, 3 (1: 25-35% slower on Zen 5), else 1 (2 at C = 4: 6-13%
-    // slower; a row's group takes 8 registers).
-    static constexpr int R = C == 2 || C == 3 ? 2 : 1;
+    // Rows per tile: with AVX-512 2 for C = 2, 3 (1: 25-35% slower on Zen 5), else 1 (2 at
+    // C = 4: 6-13% slower; a row's group takes 8 registers); with AVX2 (16 registers) 1.
+    static constexpr int R = kZmm && (C == 2 || C == 3) ? 2 : 1;
     static constexpr bool kQ8_1 = T::kMin;
     static constexpr int kActBytes = kQ8_1 ? 36 : 34, kActQs = kQ8_1 ? 4 : 2;
     // q1_0: a block of two steps (4 units, one scale); the others: steps of whole blocks
@@ -160,7 +385,7 @@ struct UnitLaneTile {
     static constexpr bool kBias = T::kBias != 0 && kUseBias<T>;
     struct ColGroup {
         V q[kG];
-        VF d;
+        UnitFloats d;
     };
     // Column data that stays in L1: K = 4096 is one chunk at C = 8 (two chunks of 32 KiB:
     // 5-12% slower on Zen 5).
@@ -168,9 +393,9 @@ struct UnitLaneTile {
     static constexpr int64_t kChunk = kPreparedChunkBytes / (C * kColBytes);  // groups
     struct Chunk {
         ColGroup cols[kChunk][C];
-        V bias[kBias ? kChunk : 1][C];
+        UnitSums bias[kBias ? kChunk : 1][C];
         // q8_1's s of each unit's block, in its lane
-        alignas(64) float s[kQ8_1 ? kChunk : 1][C][16];
+        alignas(64) float s[kQ8_1 ? kChunk : 1][C][kUnits];
     };
     static constexpr int kRowBlock = 128;  // rows per block when k takes several chunks
     using Carry = ChunkCarry<AccRow<C>>;
@@ -181,7 +406,7 @@ struct UnitLaneTile {
         alignas(64) Chunk cols;
         alignas(64) AccRow<C> carried[kRowBlock];
         run_chunks<kRowBlock>(
-            n_rows, (n_units + 15) / 16, kChunk, carried,
+            n_rows, (n_units + kUnits - 1) / kUnits, kChunk, carried,
             [&](int64_t g0, int64_t ng) { prepare(a, a_stride, n_act, g0, ng, cols); },
             [&](int rb, int count, int64_t g0, int64_t ng, const Carry& carry) {
                 rows(w, w_stride, rb, count, n_units, g0, ng, cols, out, out_stride, carry);
@@ -203,28 +428,28 @@ struct UnitLaneTile {
                     q[s] = b + 1 < n_act ? load32x2(a0, a0 + kActBytes)
                                          : (b < n_act ? load32_lo(a0) : zero());
                 }
-                to_quad_order(q);
+                deal_steps(q);
                 if constexpr (!kTransposed) {
                     TANDEM_UNROLL
                     for (int s = 0; s < kG; ++s) col.q[s] = q[s];
                 }
-                quad_to_unit_lanes(q);
-                V sums = zero();
+                to_unit_lanes(q);
+                UnitSums sums{};
                 TANDEM_UNROLL
                 for (int s = 0; s < kG; ++s) {
                     if constexpr (kTransposed) col.q[s] = q[s];
-                    if constexpr (kBias) sums = dot4(sums, set1_8(T::kBias), q[s]);
+                    if constexpr (kBias) sums = unit_dot<T>(sums, set1_8(T::kBias), q[s]);
                 }
-                if constexpr (kBias) cols.bias[g][c] = sub32(zero(), sums);
-                alignas(64) float d[16];
-                for (int j = 0; j < 16; ++j) {
+                if constexpr (kBias) cols.bias[g][c] = negate_units(sums);
+                alignas(64) float d[kUnits];
+                for (int j = 0; j < kUnits; ++j) {
                     const int64_t b = b0 + j * kUnitValues / 32;
                     const uint8_t* block = ac + b * kActBytes;
                     d[unit_lane(j)] = b < n_act ? fp16(block) : 0.0f;
                     if constexpr (kQ8_1)
                         cols.s[g][c][unit_lane(j)] = b < n_act ? fp16(block + 2) : 0.0f;
                 }
-                col.d = load16f(d);
+                col.d = load_units(d);
             }
         }
     }
@@ -237,7 +462,7 @@ struct UnitLaneTile {
                           [&](const uint8_t* const* rows, int n_valid, int r0) {
                               Carry c = carry;
                               if (c.acc != nullptr) c.acc += r0;
-                              tile(rows, n_valid, ahead, n_units - g0 * 16, ng, cols,
+                              tile(rows, n_valid, ahead, n_units - g0 * kUnits, ng, cols,
                                    out + r_begin + r0, out_stride, c);
                           });
     }
@@ -255,7 +480,7 @@ struct UnitLaneTile {
             }
         }
         for (int64_t g = 0; g < ng; ++g)
-            group(rows, ahead, g, static_cast<int>(min_i64(16, n_units - 16 * g)), cols, acc);
+            group(rows, ahead, g, static_cast<int>(min_i64(kUnits, n_units - kUnits * g)), cols, acc);
         TANDEM_UNROLL
         for (int c = 0; c < C; ++c) {
             TANDEM_UNROLL
@@ -270,11 +495,11 @@ struct UnitLaneTile {
         }
     }
 
-    // Group g of the chunk, its first n units in the rows (16 but at the row's end).
+    // Group g of the chunk, its first n units in the rows (kUnits but at the row's end).
     TANDEM_ALWAYS_INLINE static void group(const uint8_t* const* rows, size_t ahead, int64_t g,
                                            int n, const Chunk& cols, FAcc (&acc)[R][C]) {
         V u[R][kG];
-        VF dw[R], mins[R];
+        UnitFloats dw[R], mins[R];
         TANDEM_UNROLL
         for (int r = 0; r < R; ++r) {
             const uint8_t* p = rows[r] + g * kGroupBytes;
@@ -284,50 +509,41 @@ struct UnitLaneTile {
                 for (int64_t o = 0; o < kGroupBytes; o += 64) prefetch_l2(p + ahead + o);
             }
             decode(p, n, u[r]);
-            to_quad_order(u[r]);
-            if constexpr (kTransposed) quad_to_unit_lanes(u[r]);
-            dw[r] = unit_scales(p, n);
-            if constexpr (T::kMin) mins[r] = unit_mins(p, n);
+            deal_steps(u[r]);
+            if constexpr (kTransposed) to_unit_lanes(u[r]);
+            dw[r] = unit_scales<T>(p, n);
+            if constexpr (T::kMin) mins[r] = unit_mins<T>(p, n);
         }
         TANDEM_UNROLL
         for (int c = 0; c < C; ++c) {
             const ColGroup& col = cols.cols[g][c];
             TANDEM_UNROLL
             for (int r = 0; r < R; ++r) {
-                const V x = unit_sums(u[r], col.q, kBias ? cols.bias[g][c] : zero());
-                acc[r][c] = add_product(acc[r][c], cvt(x), mul(dw[r], col.d));
+                const UnitSums x = unit_sums(u[r], col.q, kBias ? cols.bias[g][c] : UnitSums{});
+                acc[r][c] = add_units_product(acc[r][c], x, mul_units(dw[r], col.d));
                 if constexpr (T::kMin)
-                    acc[r][c] = add_product(acc[r][c], mins[r], load16f(cols.s[g][c]));
+                    acc[r][c] = add_units_product(acc[r][c], mins[r], load_units(cols.s[g][c]));
             }
         }
     }
     // The integer sums in unit lanes, from the bias starts: transposed rows and columns sum
     // each unit in its lane; in quad order the partial sums are reduced.
-    TANDEM_ALWAYS_INLINE static V unit_sums(const V (&u)[kG], const V (&q)[kG], V bias) {
+    TANDEM_ALWAYS_INLINE static UnitSums unit_sums(const V (&u)[kG], const V (&q)[kG],
+                                                   UnitSums bias) {
         if constexpr (kTransposed) {
-            V x = bias;
+            UnitSums x = bias;
             TANDEM_UNROLL
-            for (int t = 0; t < kG; ++t) x = weight_dot<T>(x, u[t], q[t]);
+            for (int t = 0; t < kG; ++t) x = unit_dot<T>(x, u[t], q[t]);
             return x;
         } else {
-            V e[4];
-            TANDEM_UNROLL
-            for (int m = 0; m < 4; ++m) {
-                e[m] = zero();
-                TANDEM_UNROLL
-                for (int v = 0; v < kQuadVectors; ++v) {
-                    const int i = m * kQuadVectors + v;
-                    e[m] = weight_dot<T>(e[m], u[i], q[i]);
-                }
-            }
-            const V x = quads_to_unit_sums(e[0], e[1], e[2], e[3]);
-            return kBias ? add32(x, bias) : x;
+            const UnitSums x = matvec_unit_sums<T>(u, q);
+            return kBias ? add_units(x, bias) : x;
         }
     }
 
     // The group's steps decoded; steps past the n units zero (never read).
     TANDEM_ALWAYS_INLINE static void decode(const uint8_t* p, int n, V (&u)[kG]) {
-        if (n == 16) {
+        if (n == kUnits) {
             TANDEM_UNROLL
             for (int s = 0; s < kG; ++s) {
                 u[s] = decode_step(p, s, true);
@@ -350,40 +566,6 @@ struct UnitLaneTile {
             const uint8_t* p0 = p + s * kStepBytes;
             return T::decode(p0, whole ? p0 + T::kBlockBytes : p0);
         }
-    }
-
-    // Each unit's weight scale in its lane (0 past the n units).
-    TANDEM_ALWAYS_INLINE static VF unit_scales(const uint8_t* p, int n) {
-        if constexpr (kScalesPerStep == 4) {
-            // nvfp4: a block's 4 UE4M3 bytes are one dword (units 4 b .. 4 b + 3 in order)
-            const auto block = [&](int b) {
-                return b * 4 < n ? static_cast<int>(load_u32(p + b * T::kBlockBytes)) : 0;
-            };
-            const __m128i e = _mm_setr_epi32(block(0), block(1), block(2), block(3));
-            return ue4m3_half16(_mm512_permutexvar_epi32(
-                _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15),
-                _mm512_cvtepu8_epi32(e)));
-        } else if constexpr (kStepsPerBlock == 2) {
-            // q1_0: block b's fp16 d for units 4 b .. 4 b + 3, which are lanes 4 i + b
-            const auto d = [&](int b) {
-                return b * 4 < n ? static_cast<short>(load_u16(p + b * T::kBlockBytes)) : 0;
-            };
-            return {_mm512_broadcast_f32x4(
-                _mm_cvtph_ps(_mm_setr_epi16(d(0), d(1), d(2), d(3), 0, 0, 0, 0)))};
-        } else if constexpr (T::kFp16Scale) {
-            return {_mm512_cvtph_ps(UnitWords<T::kBlockBytes, 0>::get(p, n))};
-        } else {  // mxfp4: an E8M0 byte, halved (kE8m0)
-            const __m512i e = _mm512_and_si512(
-                _mm512_cvtepu16_epi32(UnitWords<T::kBlockBytes, 0>::get(p, n)),
-                _mm512_set1_epi32(0xff));
-            const __m512i normal = _mm512_slli_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(1)), 23);
-            const __m512i subnormal = _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), e);
-            return {_mm512_castsi512_ps(_mm512_mask_blend_epi32(
-                _mm512_cmplt_epi32_mask(e, _mm512_set1_epi32(2)), normal, subnormal))};
-        }
-    }
-    TANDEM_ALWAYS_INLINE static VF unit_mins(const uint8_t* p, int n) {
-        return {_mm512_cvtph_ps(UnitWords<T::kBlockBytes, 2>::get(p, n))};
     }
 };
 

@@ -373,6 +373,10 @@ inline V load32x2(const void* p0, const void* p1) {
 inline V load32_lo(const void* p) {
     return {loadu(p), _mm256_setzero_si256()};
 }
+// As the AVX-512 keep_load_order.
+TANDEM_ALWAYS_INLINE void keep_load_order(V& v) {
+    asm volatile("" : "+x"(v.lo), "+x"(v.hi) : : "memory");
+}
 inline V bcast32(const void* p) {
     const __m256i x = loadu(p);
     return {x, x};

@@ -3,7 +3,7 @@
 // blocks), and on x86 q2_0 (64-value blocks) and q1_0 (128-value blocks over two steps). A
 // step covers 64 values (two activation blocks); each weight step is decoded once into
 // unsigned bytes u (weight = u - bias, legacy_formats.h) and dotted with every column of the
-// tile. With AVX-512 all but q2_0 take the unit-lane tiles (legacy_unit_lanes.h).
+// tile. Most of them take the unit-lane tiles on x86 (legacy_unit_lanes.h).
 #include <type_traits>
 
 #include "kernels/variant/kernel_decls.h"
@@ -320,12 +320,11 @@ struct LegacyTile {
     }
 };
 
-#if defined(TANDEM_SIMD_ZMM)
-// The unit-lane tiles for all but q2_0, whose crumb order mixes its two units in every 128-bit
-// lane (the unit-lane tiles need a unit per lane after dealing the steps).
+#if !defined(__aarch64__)
+// The unit-lane tiles where the format's units fit their lanes (kUnitLaneFormat).
 template <typename T, int C>
 using LegacyTiles =
-    std::conditional_t<std::is_same_v<T, Q2_0>, LegacyTile<T, C>, UnitLaneTile<T, C>>;
+    std::conditional_t<kUnitLaneFormat<T>, UnitLaneTile<T, C>, LegacyTile<T, C>>;
 #else
 template <typename T, int C>
 using LegacyTiles = LegacyTile<T, C>;
