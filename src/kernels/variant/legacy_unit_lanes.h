@@ -1,16 +1,17 @@
 // Dot tiles of the 32-value block formats in "unit lanes" (x86). A unit is the run of values
 // one weight scale covers (a 32-value block; nvfp4: 16 values; q1_0, one scale per 128 values:
 // its 32-value activation blocks), and a group kUnits units: 16 with AVX-512 (all these
-// formats but q2_0), 8 with AVX2 (the formats of a scale per block: not nvfp4, q1_0, q2_0).
+// formats but q2_0), 8 with AVX2 (all but q1_0, q2_0).
 // Per row, column and group the units' exact integer sums are made in unit lanes (int32 lane
 // p holds unit unit_lane(p)'s sum), converted and scaled in one fused multiply-add; the step
 // tiles (simd_legacy.cpp) take one per step of 2 or 4 units, and a multiply and a conversion.
 // Two ways to the same sums:
-//  - the small matmul transposes each row's group into unit lanes once (AVX-512: 24 shuffles,
-//    nvfp4 8; AVX2: 24) so that a column's vpdpbusd chain sums each unit in its lane;
+//  - the small matmul transposes each row's group into unit lanes once (24 shuffles; nvfp4
+//    8) so that a column's vpdpbusd chain sums each unit in its lane;
 //  - the matvec, with one column to share that over, reduces the column's partial sums
 //    (AVX-512: the row's steps dealt into a 128-bit lane per unit first, 8 shuffles; nvfp4
-//    none; then 6 shuffles; AVX2: a tree of 6 horizontal adds).
+//    none; then 6 shuffles; AVX2: a tree of pair additions, 12 shuffles and 2 lane permutes;
+//    nvfp4 6 shuffles).
 // Both give one float order for every C. The columns are prepared alike once per chunk.
 #pragma once
 
@@ -230,41 +231,50 @@ TANDEM_ALWAYS_INLINE UnitFloats unit_mins(const uint8_t* p, int n) {
 template <typename T>
 constexpr bool kUnitLaneFormat = !std::is_same_v<T, Q2_0>;
 
-#else  // AVX2: a V is two ymm, each a block; a group is 8 blocks (4 steps), lane j unit j
+#else  // AVX2: a ymm holds 32 values, a group is 8 units (4 steps; nvfp4 2)
 constexpr int kUnits = 8;
 using UnitSums = __m256i;
 using UnitFloats = __m256;
 
+// Lane q holds unit 2 q, lane 4 + q unit 2 q + 1: where a 4 x 4 transposition in 128-bit lanes
+// puts nvfp4's units (two to a ymm, one per 128-bit lane); the 32-value blocks follow.
 constexpr int unit_lane(int j) {
-    return j;
+    return 4 * (j % 2) + j / 2;
 }
 template <int G>
-TANDEM_ALWAYS_INLINE void deal_steps(V (&)[G]) {}  // (each ymm holds one unit already)
-// The 8 x 8 int32 transposition of the group's 8 blocks (ymm t = u[t / 2].lo or .hi): lane j
-// of each then holds 4 values of block j.
-TANDEM_ALWAYS_INLINE void to_unit_lanes(V (&u)[4]) {
-    __m256 r[8], t[8];
+TANDEM_ALWAYS_INLINE void deal_steps(V (&)[G]) {}  // (each 128-bit lane holds one unit)
+// Per 128-bit lane, the 4 x 4 int32 matrix whose rows are a, b, c, d transposed.
+TANDEM_ALWAYS_INLINE void transpose4_in_lanes(__m256& a, __m256& b, __m256& c, __m256& d) {
+    const __m256 t0 = _mm256_unpacklo_ps(a, b), t1 = _mm256_unpackhi_ps(a, b);
+    const __m256 t2 = _mm256_unpacklo_ps(c, d), t3 = _mm256_unpackhi_ps(c, d);
+    a = _mm256_shuffle_ps(t0, t2, 0x44);
+    b = _mm256_shuffle_ps(t0, t2, 0xEE);
+    c = _mm256_shuffle_ps(t1, t3, 0x44);
+    d = _mm256_shuffle_ps(t1, t3, 0xEE);
+}
+// The group's ymm (r = u[0].lo, u[0].hi, u[1].lo, ...) into unit lanes.
+template <int G>
+TANDEM_ALWAYS_INLINE void to_unit_lanes(V (&u)[G]) {
+    __m256 r[2 * G];
     TANDEM_UNROLL
-    for (int i = 0; i < 4; ++i) {
+    for (int i = 0; i < G; ++i) {
         r[2 * i] = _mm256_castsi256_ps(u[i].lo);
         r[2 * i + 1] = _mm256_castsi256_ps(u[i].hi);
     }
-    TANDEM_UNROLL
-    for (int i = 0; i < 8; i += 2) {
-        t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
-        t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
-    }
-    TANDEM_UNROLL
-    for (int i = 0; i < 8; i += 4) {
-        r[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
-        r[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xEE);
-        r[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
-        r[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
-    }
-    TANDEM_UNROLL
-    for (int i = 0; i < 4; ++i) {
-        u[i].lo = _mm256_castps_si256(_mm256_permute2f128_ps(r[i], r[i + 4], 0x20));
-        u[i].hi = _mm256_castps_si256(_mm256_permute2f128_ps(r[i], r[i + 4], 0x31));
+    if constexpr (G == 2) {  // nvfp4: r[i] = units 2 i, 2 i + 1
+        transpose4_in_lanes(r[0], r[1], r[2], r[3]);
+        u[0] = {_mm256_castps_si256(r[0]), _mm256_castps_si256(r[1])};
+        u[1] = {_mm256_castps_si256(r[2]), _mm256_castps_si256(r[3])};
+    } else {  // a block per ymm: the even blocks' lanes, then the odd ones' side by side
+        static_assert(G == 4);
+        transpose4_in_lanes(r[0], r[2], r[4], r[6]);
+        transpose4_in_lanes(r[1], r[3], r[5], r[7]);
+        TANDEM_UNROLL
+        for (int i = 0; i < 4; ++i) {
+            const __m256 even = r[2 * i], odd = r[2 * i + 1];
+            u[i].lo = _mm256_castps_si256(_mm256_permute2f128_ps(even, odd, 0x20));
+            u[i].hi = _mm256_castps_si256(_mm256_permute2f128_ps(even, odd, 0x31));
+        }
     }
 }
 // x + the products of a step's two blocks, as one chain (weight_dot's two operand forms).
@@ -301,21 +311,24 @@ TANDEM_ALWAYS_INLINE __m256i add_pairs(__m256i a, __m256i b) {
     return _mm256_add_epi32(_mm256_castps_si256(_mm256_shuffle_ps(x, y, 0x88)),
                             _mm256_castps_si256(_mm256_shuffle_ps(x, y, 0xDD)));
 }
-// The matvec's sums of the group's 8 blocks against the column's, block j's in lane j.
+// The matvec's integer sums of the group's steps against the column's, in unit lanes.
 template <typename T, int G>
 TANDEM_ALWAYS_INLINE UnitSums matvec_unit_sums(const V (&u)[G], const V (&q)[G]) {
-    static_assert(G == 4);
-    __m256i e[8];
+    __m256i e[2 * G];
     TANDEM_UNROLL
-    for (int i = 0; i < 4; ++i) {
+    for (int i = 0; i < G; ++i) {
         const V y = weight_dot<T>(zero(), u[i], q[i]);
         e[2 * i] = y.lo;
         e[2 * i + 1] = y.hi;
     }
-    const __m256i a = add_pairs(add_pairs(e[0], e[1]), add_pairs(e[2], e[3]));
-    const __m256i b = add_pairs(add_pairs(e[4], e[5]), add_pairs(e[6], e[7]));
-    return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20),
-                            _mm256_permute2x128_si256(a, b, 0x31));
+    if constexpr (G == 2) {  // nvfp4: e[i] = units 2 i, 2 i + 1
+        return add_pairs(add_pairs(e[0], e[1]), add_pairs(e[2], e[3]));
+    } else {  // e[i] = block i: the even blocks' sums in lanes 0..3, the odd ones' in 4..7
+        const __m256i even = add_pairs(add_pairs(e[0], e[2]), add_pairs(e[4], e[6]));
+        const __m256i odd = add_pairs(add_pairs(e[1], e[3]), add_pairs(e[5], e[7]));
+        return _mm256_add_epi32(_mm256_permute2x128_si256(even, odd, 0x20),
+                                _mm256_permute2x128_si256(even, odd, 0x31));
+    }
 }
 inline UnitSums add_units(UnitSums a, UnitSums b) {
     return _mm256_add_epi32(a, b);
@@ -335,33 +348,45 @@ inline FAcc add_units_product(FAcc acc, UnitFloats x, UnitFloats s) {
 inline UnitFloats mul_units(UnitFloats a, UnitFloats b) {
     return _mm256_mul_ps(a, b);
 }
-// The 16 bits at byte kOff of each of the n blocks (0 past them) in 16-bit lanes 0..7: put
-// together in general-purpose registers (a chain of vpinsrw would queue on the one shuffle
-// port Intel cores have).
+// The 16 bits at byte kOff of each of the n blocks (0 past them), block j's in lane
+// unit_lane(j): put together in general-purpose registers (a chain of vpinsrw would queue on
+// the one shuffle port Intel cores have).
 template <int B, int kOff>
 TANDEM_ALWAYS_INLINE __m128i block_words(const uint8_t* p, int n) {
     const auto w = [&](int j) -> uint64_t { return j < n ? load_u16(p + j * B + kOff) : 0; };
-    const uint64_t lo = w(0) | w(1) << 16 | w(2) << 32 | w(3) << 48;
-    const uint64_t hi = w(4) | w(5) << 16 | w(6) << 32 | w(7) << 48;
+    const uint64_t lo = w(0) | w(2) << 16 | w(4) << 32 | w(6) << 48;
+    const uint64_t hi = w(1) | w(3) << 16 | w(5) << 32 | w(7) << 48;
     return _mm_set_epi64x(static_cast<long long>(hi), static_cast<long long>(lo));
 }
 template <typename T>
 TANDEM_ALWAYS_INLINE UnitFloats unit_scales(const uint8_t* p, int n) {
-    if constexpr (T::kFp16Scale) {
+    if constexpr (scales_per_step<T>() == 4) {
+        // nvfp4: the two blocks' UE4M3 bytes (units 0..3, 4..7) in unit lanes, as halved
+        // scales (ue4m3_half4 on 8 lanes)
+        const uint64_t b0 = load_u32(p), b1 = n > 4 ? load_u32(p + T::kBlockBytes) : 0;
+        const __m128i x = _mm_shuffle_epi8(_mm_cvtsi64_si128(static_cast<long long>(b0 | b1 << 32)),
+                                           _mm_setr_epi8(0, 2, 4, 6, 1, 3, 5, 7, -1, -1, -1, -1,
+                                                         -1, -1, -1, -1));
+        const __m256i e = _mm256_cvtepu8_epi32(x);
+        const __m256i bits = _mm256_slli_epi32(_mm256_and_si256(e, _mm256_set1_epi32(0x7f)), 20);
+        const __m256 v = _mm256_mul_ps(_mm256_castsi256_ps(bits), _mm256_set1_ps(0x1p119f));
+        return _mm256_andnot_ps(
+            _mm256_castsi256_ps(_mm256_cmpeq_epi32(e, _mm256_set1_epi32(0x7f))), v);
+    } else if constexpr (T::kFp16Scale) {
         return _mm256_cvtph_ps(block_words<T::kBlockBytes, 0>(p, n));
     } else {  // mxfp4: an E8M0 byte, halved (kE8m0; its 8-lane form was 5-10% slower here)
         const auto e = [&](int j) { return j < n ? kE8m0.half[p[j * T::kBlockBytes]] : 0.0f; };
-        return _mm256_setr_ps(e(0), e(1), e(2), e(3), e(4), e(5), e(6), e(7));
+        return _mm256_setr_ps(e(0), e(2), e(4), e(6), e(1), e(3), e(5), e(7));
     }
 }
 template <typename T>
 TANDEM_ALWAYS_INLINE UnitFloats unit_mins(const uint8_t* p, int n) {
     return _mm256_cvtph_ps(block_words<T::kBlockBytes, 2>(p, n));
 }
-// The formats with one scale per 32-value block (nvfp4's units of 16 share a ymm; q1_0's bit
-// order and q2_0's crumb order mix units in each one).
+// The formats with a scale per unit (q1_0's bit order and q2_0's crumb order mix the units
+// of a 128-bit lane).
 template <typename T>
-constexpr bool kUnitLaneFormat = scales_per_step<T>() == 2 && !one_scale<T>();
+constexpr bool kUnitLaneFormat = !one_scale<T>();
 #endif
 
 template <typename T, int C>
