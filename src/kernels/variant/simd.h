@@ -885,6 +885,31 @@ inline Acc dot_unit(Acc acc, V u, V s) {
     return dot4(dot4(acc, u.lo, s.lo), u.hi, s.hi);
 #endif
 }
+// Without VNNI, the u * s pairs of a few steps summed in int16 lanes (vpmaddubsw and vpaddw,
+// as ggml does: one vpmaddwd per super-block instead of one per step), then widened to int32
+// pairs (the same exact sums while they fit int16: u at most 3, 8 pairs a lane per super-block).
+inline Acc dot_unit16(Acc acc16, V u, V s) {
+#if defined(TANDEM_SIMD_ZMM)
+    return _mm512_add_epi16(acc16, _mm512_maddubs_epi16(u.x, s.x));
+#else
+    return _mm256_add_epi16(_mm256_add_epi16(acc16, _mm256_maddubs_epi16(u.lo, s.lo)),
+                            _mm256_maddubs_epi16(u.hi, s.hi));
+#endif
+}
+inline Acc widen16(Acc acc16) {
+#if defined(TANDEM_SIMD_ZMM)
+    return _mm512_madd_epi16(acc16, _mm512_set1_epi16(1));
+#else
+    return _mm256_madd_epi16(acc16, _mm256_set1_epi16(1));
+#endif
+}
+inline Acc add_acc(Acc a, Acc b) {
+#if defined(TANDEM_SIMD_ZMM)
+    return _mm512_add_epi32(a, b);
+#else
+    return _mm256_add_epi32(a, b);
+#endif
+}
 // Per byte y: floor(3 y / 256), the base-3 digit tq1_0 keeps in the top of y (0, 1 or 2).
 inline V trit_of(V y) {
 #if defined(TANDEM_SIMD_ZMM)

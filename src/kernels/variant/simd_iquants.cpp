@@ -412,6 +412,8 @@ struct IqTile {
     // starts each column's integer sums; iq1 takes its own off at the end (Prep::bias16).
     static constexpr bool kColumnBias = T::kBiased && T::kUnitScales;
     static constexpr bool kRowBias = T::kBiased && !kColumnBias;
+    // The ternary formats without VNNI sum a super-block's products in int16 (dot_unit16).
+    static constexpr bool kSum16 = T::kUnitScales && !kVnni;
 
     static void run(int64_t k, const uint8_t* w, size_t w_stride, int n_rows, const uint8_t* a,
                     size_t a_stride, float* out, size_t out_stride) {
@@ -569,6 +571,8 @@ struct IqTile {
             for (int r = 0; r < R; ++r) {
                 if constexpr (T::kSigned) {
                     iacc[r][c] = dot_scaled(iacc[r][c], u[r], apply_signs(q, s[r]), scale[r]);
+                } else if constexpr (kSum16) {
+                    iacc[r][c] = dot_unit16(iacc[r][c], u[r], q);
                 } else if constexpr (T::kUnitScales) {
                     iacc[r][c] = dot_unit(iacc[r][c], u[r], q);
                 } else {
@@ -601,7 +605,7 @@ struct IqTile {
         TANDEM_UNROLL
         for (int c = 0; c < C; ++c) {
             Acc start = acc_zero();
-            if constexpr (kColumnBias) start = acc_low(cols.start(c));
+            if constexpr (kColumnBias && !kSum16) start = acc_low(cols.start(c));
             TANDEM_UNROLL
             for (int r = 0; r < R; ++r) iacc[r][c] = start;
         }
@@ -609,6 +613,14 @@ struct IqTile {
         step<R, 1>(blocks, sc, cols, iacc);
         step<R, 2>(blocks, sc, cols, iacc);
         step<R, 3>(blocks, sc, cols, iacc);
+        if constexpr (kSum16) {
+            TANDEM_UNROLL
+            for (int c = 0; c < C; ++c) {
+                const Acc start = acc_low(cols.start(c));
+                TANDEM_UNROLL
+                for (int r = 0; r < R; ++r) iacc[r][c] = add_acc(widen16(iacc[r][c]), start);
+            }
+        }
 
         // Per (row, column): the 8 int32 lanes scaled by d * factor * dy into 8 float lanes.
 #if defined(TANDEM_SIMD_ZMM)
