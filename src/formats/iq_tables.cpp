@@ -441,13 +441,13 @@ constexpr uint16_t kIq1sCodes[2048] = {
 // The kernels' forms of the grids (iq_tables.h), expanded from the codes at compile time.
 template <typename T, int N>
 constexpr IqPoints<T, N> expand_points(const uint16_t (&codes)[N], const int8_t* levels,
-                                       int dims, int code_bits, int bias) {
+                                       int dims, int code_bits, int bias, int scale = 1) {
     IqPoints<T, N> out{};
     for (int p = 0; p < N; ++p) {
         T word = 0;
         for (int j = 0; j < dims; ++j) {
             const int code = (codes[p] >> (code_bits * j)) & ((1 << code_bits) - 1);
-            word |= static_cast<T>(static_cast<uint8_t>(levels[code] + bias)) << (8 * j);
+            word |= static_cast<T>(static_cast<uint8_t>((levels[code] + bias) * scale)) << (8 * j);
         }
         out.p[p] = word;
     }
@@ -473,8 +473,8 @@ constinit const IqPoints<uint32_t, 256> kIq3xxsPoints =
     expand_points<uint32_t>(kIq3xxsCodes, kIq3xxsLevels, 4, 3, 0);
 constinit const IqPoints<uint32_t, 512> kIq3sPoints =
     expand_points<uint32_t>(kIq3sCodes, kIq3sLevels, 4, 3, 0);
-constinit const IqPoints<uint64_t, 2048> kIq1sPointsBiased =
-    expand_points<uint64_t>(kIq1sCodes, kIq1sLevels, 8, 2, 1);
+constinit const IqPoints<uint64_t, 2048> kIq1sPointsEighths =
+    expand_points<uint64_t>(kIq1sCodes, kIq1sLevels, 8, 2, 1, 8);
 
 const int8_t kIq4nlValues[16] = {
     -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113,

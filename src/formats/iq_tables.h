@@ -42,7 +42,8 @@ inline uint8_t iq_sign_byte(uint32_t index7) {
 }
 
 // The grids in the form the SIMD kernels read: point p's coordinates as bytes, coordinate j in
-// byte j of p[p] (levels as above; iq1s stores level + 1, i.e. 0, 1, 2, so bytes stay unsigned).
+// byte j of p[p] (levels as above; iq1s stores 8 (level + 1), i.e. 0, 8, 16: unsigned, and in
+// the eighths its kernels add the shifts in).
 // Plain data, constant-initialised, so kernel variants may read them.
 template <typename T, int N>
 struct IqPoints {
@@ -53,7 +54,7 @@ extern const IqPoints<uint64_t, 512> kIq2xsPoints;
 extern const IqPoints<uint64_t, 1024> kIq2sPoints;
 extern const IqPoints<uint32_t, 256> kIq3xxsPoints;
 extern const IqPoints<uint32_t, 512> kIq3sPoints;
-extern const IqPoints<uint64_t, 2048> kIq1sPointsBiased;
+extern const IqPoints<uint64_t, 2048> kIq1sPointsEighths;
 // iq4_nl and iq4_xs: the 16 non-linear levels a 4-bit code selects (value = scale * level).
 extern const int8_t kIq4nlValues[16];
 

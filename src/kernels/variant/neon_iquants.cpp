@@ -207,7 +207,7 @@ struct Iq3S {
 };
 
 // The iq1 formats: grid values -1, 0, 1 and a shift of +-1/8 per group, in eighths
-// w = 8 grid + shift, from the biased table (grid + 1): w = 8 (grid + 1) + (shift - 8), i.e.
+// w = 8 grid + shift, from the table of 8 (grid + 1): w = 8 (grid + 1) + (shift - 8), i.e.
 // -7 for shift +1 and -9 for shift -1. x = d * (2s+1) / 8 * w.
 constexpr int8_t kShiftUp = -7, kShiftDown = -9;
 
@@ -222,9 +222,9 @@ struct Iq1S {
             const uint32_t h = load_u16(b + 34 + 2 * (i / 2));
             const uint32_t hl = h >> (6 * (i % 2));
             const uint32_t i0 = qs[2 * i] | (hl & 7) << 8, i1 = qs[2 * i + 1] | (hl & 0x38) << 5;
-            const uint8x16_t biased = points8x2(kIq1sPointsBiased.p, i0, i1);
+            const uint8x16_t eighths = points8x2(kIq1sPointsEighths.p, i0, i1);
             const int8x16_t shift = vdupq_n_s8(h & 0x8000 ? kShiftDown : kShiftUp);
-            w.q[i] = vaddq_s8(s8(vshlq_n_u8(biased, 3)), shift);
+            w.q[i] = vaddq_s8(s8(eighths), shift);
         }
         // 2s+1 = (qh >> 11) & 14 | 1
         const uint16x8_t qh = vreinterpretq_u16_u8(vld1q_u8(b + 34));
@@ -253,8 +253,8 @@ struct Iq1M {
         for (int i = 0; i < 16; ++i) {  // groups 2i, 2i+1: the nibbles of qh[i]
             const uint32_t h = b[32 + i];
             const uint32_t i0 = b[2 * i] | (h & 7) << 8, i1 = b[2 * i + 1] | (h & 0x70) << 4;
-            const uint8x16_t biased = points8x2(kIq1sPointsBiased.p, i0, i1);
-            w.q[i] = s8(vaddq_u8(vshlq_n_u8(biased, 3), spread_pair(shifts[i / 8], i % 8)));
+            const uint8x16_t eighths = points8x2(kIq1sPointsEighths.p, i0, i1);
+            w.q[i] = s8(vaddq_u8(eighths, spread_pair(shifts[i / 8], i % 8)));
         }
         // 2s+1 of 16-value sub-block 4j + m = (word j >> (3m - 1)) & 14 | 1
         const int32x4_t to_bit1 = {1, -2, -5, -8};

@@ -194,8 +194,8 @@ struct Iq3S : Lattice {
 };
 
 // The iq1 formats: grid values -1, 0, 1 and a shift of +-1/8 per group, in eighths w = 8 grid +
-// shift (odd). The table holds grid + 1, so u = 8 (grid + 1) + (shift + 1) = w + 9 (0..18) is
-// built in uint64 without carries between bytes, and the 9 is the bias.
+// shift (odd). The table holds 8 (grid + 1), so u = 8 (grid + 1) + (shift + 1) = w + 9 (0..18)
+// is built in uint64 without carries between bytes, and the 9 is the bias.
 constexpr uint64_t kShiftUp = 0x0202020202020202;  // shift + 1 for shift = +1 (bytes)
 // Bit i = bit 3 of nibble i of x: one pext on the CPUs the AVX-512 variants run on (Intel,
 // Zen 4 and later); Zen 2 microcodes pext and runs the AVX2 variants, so those shift.
@@ -216,7 +216,7 @@ struct Iq1 {
     static constexpr float kFactor = 0.125f;
     // u from the biased grid points and the groups whose shift is +1 (bits of up)
     TANDEM_ALWAYS_INLINE static V magnitudes(__m128i idx, uint32_t up) {
-        return or_(sll64(lookup_u64x8(kIq1sPointsBiased.p, idx), 3), groups_where(up, kShiftUp));
+        return or_(lookup_u64x8(kIq1sPointsEighths.p, idx), groups_where(up, kShiftUp));
     }
     // The 8 grid indices of a step: low 8 bits from the bytes at q, bits 8-10 from the 32 bits h
     // (group i's in word i / 4, put at the top of the word by the power of two of lane i).
