@@ -3,7 +3,10 @@
 // blocks), and on x86 q2_0 (64-value blocks) and q1_0 (128-value blocks over two steps). A
 // step covers 64 values (two activation blocks); each weight step is decoded once into
 // unsigned bytes u (weight = u - bias, legacy_formats.h) and dotted with every column of the
-// tile. Most of them take the unit-lane tiles on x86 (legacy_unit_lanes.h).
+// tile. These step tiles serve NEON, and on x86 only q2_0 (and q1_0 with AVX2): the other
+// formats take the unit-lane tiles there (legacy_unit_lanes.h), so the per-step path below
+// (step, gather, min_terms) runs on NEON only; the measurements in its comments are from x86,
+// when it served there too.
 #include <type_traits>
 
 #include "kernels/variant/kernel_decls.h"
