@@ -132,17 +132,17 @@ struct Nvfp4 {
 #if !defined(__aarch64__)
 // q1_0, 18 bytes, 128 values: d, then bit j of qs[16] = value j: weight = bit ? 1 : -1, here
 // u = 2 bit, bias 1. Two steps per block: decode gets the block (p0) and the step's half of it
-// (p1 = p0 or p0 + 8). Values in simd.h's bit order (by bit planes on AVX2), the activations
-// reordered to match once per column.
+// (p1 = p0 or p0 + 8); AVX2 decodes a group at once instead (decode_unit_lanes). Values in
+// simd.h's bit order, the activations reordered to match once per column. Only the unit-lane
+// tiles take it (the scales of its units: unit_scales).
 struct Q1_0 {
     static constexpr int kBlockBytes = 18, kBlocksPerStep = 1, kStepsPerBlock = 2, kBias = 1,
                          kMaxU = 2;
-    static constexpr bool kMin = false, kFp16Scale = false, kOneScale = true;
+    static constexpr bool kMin = false, kFp16Scale = false;
+#if defined(TANDEM_SIMD_ZMM)
     static V decode(const uint8_t*, const uint8_t* p1) { return bits2(p1 + 2); }
-    static VF scale(const uint8_t* p0, const uint8_t*) { return splat_fp16(p0); }
+#endif
     static V act_q(V q) { return to_bit_order(q); }
-    static V act_bias(const int32_t* b) { return bit_order_bias(b); }
-    static VF act_scales(const float* d) { return bit_order_scales(d); }
 };
 // q2_0, 18 bytes, 64 values: d, then value j = bits 2(j % 4).. of qs[j / 4], weight = q - 1.
 // Decoded by bit planes (crumbs16); the activations are put in the same order once per column

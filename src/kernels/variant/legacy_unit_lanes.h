@@ -1,7 +1,7 @@
 // Dot tiles of the 32-value block formats in "unit lanes" (x86). A unit is the run of values
 // one weight scale covers (a 32-value block; nvfp4: 16 values; q1_0, one scale per 128 values:
-// its 32-value activation blocks), and a group kUnits units: 16 with AVX-512 (all these
-// formats but q2_0), 8 with AVX2 (all but q1_0, q2_0).
+// its 32-value activation blocks), and a group kUnits units: 16 with AVX-512, 8 with AVX2 (all
+// these formats but q2_0, whose crumb order mixes its two units in every 128-bit lane).
 // Per row, column and group the units' exact integer sums are made in unit lanes (int32 lane
 // p holds unit unit_lane(p)'s sum), converted and scaled in one fused multiply-add; the step
 // tiles (simd_legacy.cpp) take one per step of 2 or 4 units, and a multiply and a conversion.
@@ -11,7 +11,9 @@
 //  - the matvec, with one column to share that over, reduces the column's partial sums
 //    (AVX-512: the row's steps dealt into a 128-bit lane per unit first, 8 shuffles; nvfp4
 //    none; then 6 shuffles; AVX2: a tree of pair additions, 12 shuffles and 2 lane permutes;
-//    nvfp4 6 shuffles).
+//    nvfp4 6 shuffles);
+//  - except AVX2's q1_0, whose bits decode straight into unit lanes (2 shuffles a group), for
+//    the matvec too.
 // Both give one float order for every C. The columns are prepared alike once per chunk.
 #pragma once
 
@@ -226,10 +228,11 @@ template <typename T>
 TANDEM_ALWAYS_INLINE UnitFloats unit_mins(const uint8_t* p, int n) {
     return {_mm512_cvtph_ps(UnitWords<T::kBlockBytes, 2>::get(p, n))};
 }
-// The formats the unit-lane tiles take: all but q2_0, whose crumb order mixes its two units in
-// every 128-bit lane.
+// (Every format decodes by steps here: see the AVX2 decode_unit_lanes.)
 template <typename T>
-constexpr bool kUnitLaneFormat = !std::is_same_v<T, Q2_0>;
+constexpr bool kDecodesUnitLanes = false;
+template <typename T, int G>
+void decode_unit_lanes(const uint8_t* p, int n, V (&u)[G]);
 
 #else  // AVX2: a ymm holds 32 values, a group is 8 units (4 steps; nvfp4 2)
 constexpr int kUnits = 8;
@@ -372,6 +375,12 @@ TANDEM_ALWAYS_INLINE UnitFloats unit_scales(const uint8_t* p, int n) {
         const __m256 v = _mm256_mul_ps(_mm256_castsi256_ps(bits), _mm256_set1_ps(0x1p119f));
         return _mm256_andnot_ps(
             _mm256_castsi256_ps(_mm256_cmpeq_epi32(e, _mm256_set1_epi32(0x7f))), v);
+    } else if constexpr (steps_per_block<T>() == 2) {
+        // q1_0: block b's fp16 d for units 4 b .. 4 b + 3: lanes 0, 1, 4, 5 (b = 0), 2, 3, 6, 7
+        const auto d = [&](int b) -> uint64_t {
+            return b * 4 < n ? load_u16(p + b * T::kBlockBytes) * 0x10001ull : 0;
+        };
+        return _mm256_cvtph_ps(_mm_set1_epi64x(static_cast<long long>(d(0) | d(1) << 32)));
     } else if constexpr (T::kFp16Scale) {
         return _mm256_cvtph_ps(block_words<T::kBlockBytes, 0>(p, n));
     } else {  // mxfp4: an E8M0 byte, halved (kE8m0; its 8-lane form was 5-10% slower here)
@@ -383,18 +392,41 @@ template <typename T>
 TANDEM_ALWAYS_INLINE UnitFloats unit_mins(const uint8_t* p, int n) {
     return _mm256_cvtph_ps(block_words<T::kBlockBytes, 2>(p, n));
 }
-// The formats with a scale per unit (q1_0's bit order and q2_0's crumb order mix the units
-// of a 128-bit lane).
+// q1_0 decodes straight into unit lanes, for the matvec too (no transposition, no reduction):
+// a unit's 32 bits go to its lane, and to_bit_order's planes of them (bits 8 m + t, m < 4)
+// are where to_unit_lanes puts the activations' dword t: u[t].lo for t < 4, u[t - 4].hi after.
 template <typename T>
-constexpr bool kUnitLaneFormat = !one_scale<T>();
+constexpr bool kDecodesUnitLanes = steps_per_block<T>() == 2;
+template <typename T, int G>
+TANDEM_ALWAYS_INLINE void decode_unit_lanes(const uint8_t* p, int n, V (&u)[G]) {
+    static_assert(G == 4 && T::kBlockBytes == 18);
+    const __m128i b0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2));  // units 0-3
+    const __m128i b1 = n > 4 ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 20))
+                             : _mm_setzero_si128();
+    const __m256i x = _mm256_permutevar8x32_epi32(_mm256_setr_m128i(b0, b1),
+                                                  _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7));
+    // plane t: bit 8 m + t of x at bit 8 m + 1 (u = 2 bit); x doubled first, but for t = 7
+    // (bit 31 would leave the lane)
+    const __m256i x2 = _mm256_add_epi32(x, x), two = _mm256_set1_epi8(2);
+    const auto plane = [&](int t) {
+        return _mm256_and_si256(t < 7 ? _mm256_srli_epi32(x2, t) : _mm256_srli_epi32(x, 6), two);
+    };
+    TANDEM_UNROLL
+    for (int t = 0; t < 4; ++t) u[t] = {plane(t), plane(t + 4)};
+}
 #endif
+
+// The formats the unit-lane tiles take (see the top).
+template <typename T>
+constexpr bool kUnitLaneFormat = !std::is_same_v<T, Q2_0>;
 
 template <typename T, int C>
 struct UnitLaneTile {
     static constexpr int kScalesPerStep = scales_per_step<T>();
     static constexpr int kG = kUnits / kScalesPerStep;  // steps per group
     static constexpr int kUnitValues = 64 / kScalesPerStep;
-    static constexpr bool kTransposed = C > 1;  // (else the matvec's reduction)
+    // (else the matvec's reduction)
+    static constexpr bool kTransposed = C > 1 || kDecodesUnitLanes<T>;
     // Rows per tile: with AVX-512 2 for C = 2, 3 (1: 25-35% slower on Zen 5), else 1 (2 at
     // C = 4: 6-13% slower; a row's group takes 8 registers); with AVX2 (16 registers) 1.
     static constexpr int R = kZmm && (C == 2 || C == 3) ? 2 : 1;
@@ -450,8 +482,8 @@ struct UnitLaneTile {
                 for (int s = 0; s < kG; ++s) {
                     const int64_t b = b0 + 2 * s;
                     const uint8_t* a0 = ac + b * kActBytes + kActQs;
-                    q[s] = b + 1 < n_act ? load32x2(a0, a0 + kActBytes)
-                                         : (b < n_act ? load32_lo(a0) : zero());
+                    q[s] = act_q<T>(b + 1 < n_act ? load32x2(a0, a0 + kActBytes)
+                                                  : (b < n_act ? load32_lo(a0) : zero()));
                 }
                 deal_steps(q);
                 if constexpr (!kTransposed) {
@@ -533,9 +565,13 @@ struct UnitLaneTile {
             } else {
                 for (int64_t o = 0; o < kGroupBytes; o += 64) prefetch_l2(p + ahead + o);
             }
-            decode(p, n, u[r]);
-            deal_steps(u[r]);
-            if constexpr (kTransposed) to_unit_lanes(u[r]);
+            if constexpr (kDecodesUnitLanes<T>) {
+                decode_unit_lanes<T>(p, n, u[r]);
+            } else {
+                decode(p, n, u[r]);
+                deal_steps(u[r]);
+                if constexpr (kTransposed) to_unit_lanes(u[r]);
+            }
             dw[r] = unit_scales<T>(p, n);
             if constexpr (T::kMin) mins[r] = unit_mins<T>(p, n);
         }

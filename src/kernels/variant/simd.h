@@ -179,8 +179,7 @@ inline V bits_select(const uint8_t* p, uint8_t value) {
                                   _mm512_set1_epi8(static_cast<char>(value)))};
 }
 // q1_0 (u = 2 bit): the 64 bits at p as bytes 0 / 2 in "bit order", the order to_bit_order
-// puts activations in, with bit_order_scales giving their lanes' scales. Here: value order
-// (int32 lanes 0..7 the first 32 values).
+// puts activations in. Here: value order.
 inline V bits2(const uint8_t* p) {
     return bits_select(p, 2);
 }
@@ -278,22 +277,13 @@ inline VF halves_fp16(const uint8_t* p0, const uint8_t* p1) {
 inline __m128 load_2f(const float* p) {
     return _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(p)));
 }
-// The start of each int32 lane's sum holding b[0] (first 32 values) and b[1] (last 32) once:
-// bit order (lanes 0 and 8 here), crumb order (lanes 0 and 2).
-inline V bit_order_bias(const int32_t* b) {
-    return {_mm512_maskz_permutexvar_epi32(
-        0x0101, _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0),
-        _mm512_castsi128_si512(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b))))};
-}
+// The start of each int32 lane's sum holding b[0] (first 32 values) and b[1] (last 32) once,
+// in crumb order (lanes 0 and 2).
 inline V crumb_order_bias(const int32_t* b) {
     return {_mm512_zextsi128_si512(
         _mm_cvtepu32_epi64(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b))))};
 }
-// Each lane's scale of d[0] (first 32 values), d[1] (last 32), in bit order and crumb order.
-inline VF bit_order_scales(const float* d) {
-    return {_mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1),
-                                  _mm512_castps128_ps512(load_2f(d)))};
-}
+// Each lane's scale of d[0] (first 32 values), d[1] (last 32), in crumb order.
 inline VF crumb_order_scales(const float* d) {
     return {_mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 1, 1, 0, 0, 1, 1, 0, 0, 1, 1, 0, 0, 1, 1),
                                   _mm512_castps128_ps512(load_2f(d)))};
@@ -437,28 +427,22 @@ inline V bits_to_bytes(uint32_t m0, uint32_t m1) {
     return {bits_to_bytes32(m0), bits_to_bytes32(m1)};
 }
 
-// Bit order here: by planes, byte 8k + i = bit k of p[i] (value 8i + k); the int32 lanes
-// alternate between the first and the last 32 values.
-inline V bits2(const uint8_t* p) {
-    const __m256i x = _mm256_set1_epi64x(static_cast<long long>(load_u64(p)));
-    const __m256i x2 = _mm256_add_epi64(x, x);  // bit k of byte i at bit 1 after >> k
-    const __m256i y = _mm256_blend_epi32(x2, x, 0xc0);  // (bit 63 of x2 is lost: plane 7 from x)
-    const __m256i m = _mm256_set1_epi8(2);
-    return {_mm256_and_si256(_mm256_srlv_epi64(x2, _mm256_setr_epi64x(0, 1, 2, 3)), m),
-            _mm256_and_si256(_mm256_srlv_epi64(y, _mm256_setr_epi64x(4, 5, 6, 6)), m)};
-}
+// Bit order here: per 32 values (a unit) by planes, byte 4k + i = value 8i + k of the unit,
+// the order legacy_unit_lanes.h's decode_unit_lanes gives q1_0's bits in.
 inline V to_bit_order(V q) {
-    // 8 x 8 byte transpose: word k of each 16 bytes = rows (2j, 2j + 1) of column k ...
-    const __m256i t = _mm256_setr_epi8(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15, 0, 8,
-                                       1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15);
-    const __m256i a = _mm256_shuffle_epi8(q.lo, t), b = _mm256_shuffle_epi8(q.hi, t);
-    // ... rows 0-1 and 4-5 against rows 2-3 and 6-7: dword k of each half = rows 0-3 or 4-7 ...
-    const __m256i r01 = _mm256_permute2x128_si256(a, b, 0x20);
-    const __m256i r23 = _mm256_permute2x128_si256(a, b, 0x31);
-    const __m256i lo = _mm256_unpacklo_epi16(r01, r23), hi = _mm256_unpackhi_epi16(r01, r23);
-    // ... and the two halves' dwords interleaved.
-    const __m256i idx = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
-    return {_mm256_permutevar8x32_epi32(lo, idx), _mm256_permutevar8x32_epi32(hi, idx)};
+    const auto unit = [](__m256i x) {
+        // per 16 values: word k = (value k, value 8 + k) ...
+        const __m256i planes = _mm256_shuffle_epi8(
+            x, _mm256_setr_epi8(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15, 0, 8, 1, 9,
+                                2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15));
+        // ... words 0-3 of both halves in the low 128 bits, 4-7 in the high ...
+        const __m256i halves = _mm256_permute4x64_epi64(planes, 0xD8);
+        // ... and dword k = word k of the first half, then of the second
+        return _mm256_shuffle_epi8(
+            halves, _mm256_setr_epi8(0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15, 0, 1, 8,
+                                     9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15));
+    };
+    return {unit(q.lo), unit(q.hi)};
 }
 inline V crumbs16(const uint8_t* p) {
     const __m256i x =
@@ -547,18 +531,10 @@ inline void store16f(float* p, VF x) {
 inline __m128 load_2f(const float* p) {
     return _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(p)));
 }
-inline V bit_order_bias(const int32_t* b) {
-    return {_mm256_zextsi128_si256(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b))),
-            _mm256_setzero_si256()};
-}
 inline V crumb_order_bias(const int32_t* b) {
     return {_mm256_zextsi128_si256(
                 _mm_cvtepu32_epi64(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b)))),
             _mm256_setzero_si256()};
-}
-inline VF bit_order_scales(const float* d) {
-    const __m256 x = _mm256_castpd_ps(_mm256_broadcast_sd(reinterpret_cast<const double*>(d)));
-    return {x, x};
 }
 inline VF crumb_order_scales(const float* d) {
     const __m256 x = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(load_2f(d)),

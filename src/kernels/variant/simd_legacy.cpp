@@ -1,12 +1,11 @@
 // SIMD dot-product tiles for the 32-value block formats against q8_0 / q8_1 activations:
 // q4_0, q4_1, q5_0, q5_1, q8_0, iq4_nl, mxfp4, nvfp4 (64-value blocks over two q8_0
-// blocks), and on x86 q2_0 (64-value blocks) and q1_0 (128-value blocks over two steps). A
-// step covers 64 values (two activation blocks); each weight step is decoded once into
-// unsigned bytes u (weight = u - bias, legacy_formats.h) and dotted with every column of the
-// tile. These step tiles serve NEON, and on x86 only q2_0 (and q1_0 with AVX2): the other
-// formats take the unit-lane tiles there (legacy_unit_lanes.h), so the per-step path below
-// (step, gather, min_terms) runs on NEON only; the measurements in its comments are from x86,
-// when it served there too.
+// blocks), and on x86 q2_0 (64-value blocks) and q1_0 (128-value blocks). A step covers 64
+// values (two activation blocks); each weight step is decoded once into unsigned bytes u
+// (weight = u - bias, legacy_formats.h) and dotted with every column of the tile. These step
+// tiles serve NEON, and on x86 only q2_0: the other formats take the unit-lane tiles there
+// (legacy_unit_lanes.h), so the per-step path below (step, gather, min_terms) runs on NEON
+// only; the measurements in its comments are from x86, when it served there too.
 #include <type_traits>
 
 #include "kernels/variant/kernel_decls.h"
@@ -73,10 +72,8 @@ struct LegacyTile {
     static constexpr int R = legacy_rows(C);
     static constexpr bool kQ8_1 = T::kMin;
     static constexpr int kActBytes = kQ8_1 ? 36 : 34, kActQs = kQ8_1 ? 4 : 2;
-    static constexpr int kStepsPerBlock = steps_per_block<T>();
     static constexpr bool kOneScale = one_scale<T>();
-    // (With two steps per block: bytes per step on average; chunks start at whole blocks.)
-    static constexpr int64_t kStepBytes = T::kBlocksPerStep * T::kBlockBytes / kStepsPerBlock;
+    static constexpr int64_t kStepBytes = T::kBlocksPerStep * T::kBlockBytes;
     using Col = ColStep<kOneScale>;
     // Steps per prepared chunk: column data that stays in L1 (32 KiB: Zen 4's L1D; a 64 KiB
     // chunk made C = 8 15-20% slower). The one-scale formats take 64 KiB: their column data is
@@ -85,7 +82,7 @@ struct LegacyTile {
     static constexpr int64_t kChunkBytes = kOneScale ? 65536 : 32768;
     // Chunks start at whole weight blocks (and whole groups where the rows are gathered).
     static constexpr bool kGroupScales = T::kFp16Scale && C > 1, kGroups = kGroupScales || T::kMin;
-    static constexpr int64_t kStepAlign = kGroups ? kGroupSteps : kStepsPerBlock;
+    static constexpr int64_t kStepAlign = kGroups ? kGroupSteps : 1;
     static constexpr int64_t kColBytes = sizeof(Col) + (kOneScale ? sizeof(ColExtra) : 0) +
                                          (T::kMin ? 2 * sizeof(float) : 0);
     static constexpr int64_t kChunk = kChunkBytes / (C * kColBytes) / kStepAlign * kStepAlign;
@@ -128,7 +125,6 @@ struct LegacyTile {
                 Col& col = cols.cols[i][c];
                 if constexpr (kOneScale) {
 #if !defined(__aarch64__)
-                    // (a whole number of steps per block: two activation blocks)
                     col.q = T::act_q(load32x2(a0 + kActQs, a1 + kActQs));
                     ColExtra& e = cols.extra[i][c];
                     e.b[0] = -T::kBias * sum_i8x32(a0 + kActQs);
@@ -187,7 +183,7 @@ struct LegacyTile {
         // Steps before n_full hold two blocks; a last half step may end an odd block count.
         const int64_t n_full = min_i64(ns, n_act / 2 - s0);
         if constexpr (kOneScale) {
-            for (int64_t i = 0; i < ns; i += kStepsPerBlock) block_step(rows, ahead, i, cols, acc);
+            for (int64_t i = 0; i < ns; ++i) block_step(rows, ahead, i, cols, acc);
         } else {
             RowGroup group[kGroups ? R : 1];
             for (int64_t i = 0; i < ns; ++i) {
@@ -216,40 +212,32 @@ struct LegacyTile {
         }
     }
 
-    // One weight block of the one-scale formats (q1_0, q2_0: a step or two, one weight scale):
-    // each row decoded once, then for every column the steps' integer sums times the
-    // activation scales, summed, go into the accumulator times the weight scale.
+    // One weight block of the one-scale format (q2_0: a step, one weight scale): each row
+    // decoded once, then for every column the step's integer sums times the activation scales
+    // go into the accumulator times the weight scale.
     TANDEM_ALWAYS_INLINE static void block_step(const uint8_t* const* rows, size_t ahead,
                                                 int64_t i, const Chunk& cols,
                                                 FAcc (&acc)[R][C]) {
-        constexpr int S = kStepsPerBlock;
-        V u[R][S];
+        V u[R];
         VF dw[R];
         TANDEM_UNROLL
         for (int r = 0; r < R; ++r) {
-            const uint8_t* p0 = rows[r] + (i / S) * T::kBlockBytes;
+            const uint8_t* p0 = rows[r] + i * T::kBlockBytes;
             if constexpr (R == 1) {
                 prefetch_next_page(p0, T::kBlockBytes);
             } else {
                 prefetch_l2(p0 + ahead);
             }
-            TANDEM_UNROLL
-            for (int s = 0; s < S; ++s) u[r][s] = T::decode(p0, p0 + 8 * s);
+            u[r] = T::decode(p0, p0);
             dw[r] = T::scale(p0, p0);
         }
         TANDEM_UNROLL
         for (int c = 0; c < C; ++c) {
+            const ColExtra& e = cols.extra[i][c];
             TANDEM_UNROLL
             for (int r = 0; r < R; ++r) {
-                const ColExtra& e0 = cols.extra[i][c];
-                VF x = mul(cvt(dot4(T::act_bias(e0.b), u[r][0], cols.cols[i][c].q)),
-                           T::act_scales(e0.d));
-                TANDEM_UNROLL
-                for (int s = 1; s < S; ++s) {
-                    const ColExtra& es = cols.extra[i + s][c];
-                    x = fma_vf(cvt(dot4(T::act_bias(es.b), u[r][s], cols.cols[i + s][c].q)),
-                               T::act_scales(es.d), x);
-                }
+                const VF x = mul(cvt(dot4(T::act_bias(e.b), u[r], cols.cols[i][c].q)),
+                                 T::act_scales(e.d));
                 acc[r][c] = fma_acc(acc[r][c], x, dw[r]);
             }
         }
