@@ -427,6 +427,12 @@ struct UnitLaneTile {
     static constexpr int kUnitValues = 64 / kScalesPerStep;
     // (else the matvec's reduction)
     static constexpr bool kTransposed = C > 1 || kDecodesUnitLanes<T>;
+    // Without VNNI, the transposed products of the group summed in int16 lanes (vpmaddubsw,
+    // vpaddw) and widened once (dot_unit16) where they cannot overflow: kG * (2 with AVX2)
+    // pair sums of at most 2 * kMaxU * 128 each (q4_0, q4_1, nvfp4, q1_0).
+    static constexpr int kPairSumsPerLane = kG * (kZmm ? 1 : 2);
+    static constexpr bool kSum16 = kTransposed && !kVnni && kUseBias<T> &&
+                                   kPairSumsPerLane * 2 * T::kMaxU * 128 <= 32767;
     // Rows per tile: with AVX-512 2 for C = 2, 3 (1: 25-35% slower on Zen 5), else 1 (2 at
     // C = 4: 6-13% slower; a row's group takes 8 registers); with AVX2 (16 registers) 1.
     static constexpr int R = kZmm && (C == 2 || C == 3) ? 2 : 1;
@@ -591,7 +597,12 @@ struct UnitLaneTile {
     // each unit in its lane; in quad order the partial sums are reduced.
     TANDEM_ALWAYS_INLINE static UnitSums unit_sums(const V (&u)[kG], const V (&q)[kG],
                                                    UnitSums bias) {
-        if constexpr (kTransposed) {
+        if constexpr (kSum16) {
+            Acc x16 = acc_zero();
+            TANDEM_UNROLL
+            for (int t = 0; t < kG; ++t) x16 = dot_unit16(x16, u[t], q[t]);
+            return add_units(UnitSums{widen16(x16)}, bias);
+        } else if constexpr (kTransposed) {
             UnitSums x = bias;
             TANDEM_UNROLL
             for (int t = 0; t < kG; ++t) x = unit_dot<T>(x, u[t], q[t]);
