@@ -130,36 +130,33 @@ struct Nvfp4 {
 };
 
 #if !defined(__aarch64__)
+// The low-bit formats (x86; NEON: neon_lowbit.cpp). Only the unit-lane tiles take them, each
+// block's fp16 d at its start scaling several units (kOneScale; legacy_unit_lanes.h's
+// block_scales). Their values decode in an order of their own (simd.h), the activations put
+// in the same order within each unit once per column (act_q).
 // q1_0, 18 bytes, 128 values: d, then bit j of qs[16] = value j: weight = bit ? 1 : -1, here
 // u = 2 bit, bias 1. Two steps per block: decode gets the block (p0) and the step's half of it
-// (p1 = p0 or p0 + 8); AVX2 decodes a group at once instead (decode_unit_lanes). Values in
-// simd.h's bit order, the activations reordered to match once per column. Only the unit-lane
-// tiles take it (the scales of its units: unit_scales).
+// (p1 = p0 or p0 + 8); AVX2 decodes a group at once instead (decode_unit_lanes).
 struct Q1_0 {
     static constexpr int kBlockBytes = 18, kBlocksPerStep = 1, kStepsPerBlock = 2, kBias = 1,
                          kMaxU = 2;
-    static constexpr bool kMin = false, kFp16Scale = false;
+    static constexpr bool kMin = false, kFp16Scale = false, kOneScale = true;
 #if defined(TANDEM_SIMD_ZMM)
     static V decode(const uint8_t*, const uint8_t* p1) { return bits2(p1 + 2); }
 #endif
     static V act_q(V q) { return to_bit_order(q); }
 };
 // q2_0, 18 bytes, 64 values: d, then value j = bits 2(j % 4).. of qs[j / 4], weight = q - 1.
-// Decoded by bit planes (crumbs16); the activations are put in the same order once per column
-// (act_q), which mixes the two q8_0 blocks over the int32 lanes (act_d).
 struct Q2_0 {
     static constexpr int kBlockBytes = 18, kBlocksPerStep = 1, kBias = 1, kMaxU = 3;
     static constexpr bool kMin = false, kFp16Scale = false, kOneScale = true;
-    static V decode(const uint8_t* p0, const uint8_t*) { return crumbs16(p0 + 2); }
-    static VF scale(const uint8_t* p0, const uint8_t*) { return splat_fp16(p0); }
+    static V decode(const uint8_t* p0, const uint8_t*) { return crumbs_by_unit(p0 + 2); }
     static V act_q(V q) { return to_crumb_order(q); }
-    static V act_bias(const int32_t* b) { return crumb_order_bias(b); }
-    static VF act_scales(const float* d) { return crumb_order_scales(d); }
 };
 #endif
 
-// Optional traits: steps per weight block (default 1), the activation values and scales of a
-// step in the weights' value order (default: as they come, block 0 in lanes 0..7).
+// Optional traits: steps per weight block (default 1), one scale per block of several units,
+// the activation values of a step in the weights' value order (default: as they come).
 template <typename T>
 constexpr int steps_per_block() {
     if constexpr (requires { T::kStepsPerBlock; }) {
@@ -168,8 +165,7 @@ constexpr int steps_per_block() {
         return 1;
     }
 }
-// Formats whose blocks (one or two steps) are scaled by one weight scale in every lane: the
-// scale multiplies the block's sum of activation-scaled terms (block_step).
+// Formats whose blocks hold several units under one fp16 scale at the block's start.
 template <typename T>
 constexpr bool one_scale() {
     if constexpr (requires { T::kOneScale; }) {

@@ -1,7 +1,7 @@
 // Dot tiles of the 32-value block formats in "unit lanes" (x86). A unit is the run of values
 // one weight scale covers (a 32-value block; nvfp4: 16 values; q1_0, one scale per 128 values:
-// its 32-value activation blocks), and a group kUnits units: 16 with AVX-512, 8 with AVX2 (all
-// these formats but q2_0, whose crumb order mixes its two units in every 128-bit lane).
+// its 32-value activation blocks; q2_0, one per 64), and a group kUnits units: 16 with AVX-512,
+// 8 with AVX2.
 // Per row, column and group the units' exact integer sums are made in unit lanes (int32 lane
 // p holds unit unit_lane(p)'s sum), converted and scaled in one fused multiply-add; the step
 // tiles (simd_legacy.cpp) take one per step of 2 or 4 units, and a multiply and a conversion.
@@ -34,6 +34,9 @@ using UnitFloats = VF;  // float lanes, one unit each
 // (the map is its own inverse).
 constexpr int unit_lane(int j) {
     return 4 * (j % 4) + j / 4;
+}
+constexpr int lane_unit(int lane) {
+    return unit_lane(lane);
 }
 // A group's decoded steps into "quad order": vector v's 128-bit lane L holds values of unit
 // 4 m + L only, m = v / (vectors per 4 units). Steps of 4 units (one 128-bit lane each) are in
@@ -204,13 +207,6 @@ TANDEM_ALWAYS_INLINE UnitFloats unit_scales(const uint8_t* p, int n) {
         return ue4m3_half16(_mm512_permutexvar_epi32(
             _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15),
             _mm512_cvtepu8_epi32(e)));
-    } else if constexpr (steps_per_block<T>() == 2) {
-        // q1_0: block b's fp16 d for units 4 b .. 4 b + 3, which are lanes 4 i + b
-        const auto d = [&](int b) {
-            return b * 4 < n ? static_cast<short>(load_u16(p + b * T::kBlockBytes)) : 0;
-        };
-        return {_mm512_broadcast_f32x4(
-            _mm_cvtph_ps(_mm_setr_epi16(d(0), d(1), d(2), d(3), 0, 0, 0, 0)))};
     } else if constexpr (T::kFp16Scale) {
         return {_mm512_cvtph_ps(UnitWords<T::kBlockBytes, 0>::get(p, n))};
     } else {  // mxfp4: an E8M0 byte, halved (kE8m0)
@@ -228,6 +224,16 @@ template <typename T>
 TANDEM_ALWAYS_INLINE UnitFloats unit_mins(const uint8_t* p, int n) {
     return {_mm512_cvtph_ps(UnitWords<T::kBlockBytes, 2>::get(p, n))};
 }
+// Blocks of kPerBlock units: lane l gets the float of fp16 word b of words, b the block of
+// its unit.
+template <int kPerBlock>
+TANDEM_ALWAYS_INLINE UnitFloats spread_blocks(__m128i words) {
+    constexpr auto b = [](int lane) { return lane_unit(lane) / kPerBlock; };
+    return {_mm512_permutexvar_ps(
+        _mm512_setr_epi32(b(0), b(1), b(2), b(3), b(4), b(5), b(6), b(7), b(8), b(9), b(10),
+                          b(11), b(12), b(13), b(14), b(15)),
+        _mm512_castps256_ps512(_mm256_cvtph_ps(words)))};
+}
 // (Every format decodes by steps here: see the AVX2 decode_unit_lanes.)
 template <typename T>
 constexpr bool kDecodesUnitLanes = false;
@@ -243,6 +249,9 @@ using UnitFloats = __m256;
 // puts nvfp4's units (two to a ymm, one per 128-bit lane); the 32-value blocks follow.
 constexpr int unit_lane(int j) {
     return 4 * (j % 2) + j / 2;
+}
+constexpr int lane_unit(int lane) {  // (the inverse)
+    return 2 * (lane % 4) + lane / 4;
 }
 template <int G>
 TANDEM_ALWAYS_INLINE void deal_steps(V (&)[G]) {}  // (each 128-bit lane holds one unit)
@@ -375,12 +384,6 @@ TANDEM_ALWAYS_INLINE UnitFloats unit_scales(const uint8_t* p, int n) {
         const __m256 v = _mm256_mul_ps(_mm256_castsi256_ps(bits), _mm256_set1_ps(0x1p119f));
         return _mm256_andnot_ps(
             _mm256_castsi256_ps(_mm256_cmpeq_epi32(e, _mm256_set1_epi32(0x7f))), v);
-    } else if constexpr (steps_per_block<T>() == 2) {
-        // q1_0: block b's fp16 d for units 4 b .. 4 b + 3: lanes 0, 1, 4, 5 (b = 0), 2, 3, 6, 7
-        const auto d = [&](int b) -> uint64_t {
-            return b * 4 < n ? load_u16(p + b * T::kBlockBytes) * 0x10001ull : 0;
-        };
-        return _mm256_cvtph_ps(_mm_set1_epi64x(static_cast<long long>(d(0) | d(1) << 32)));
     } else if constexpr (T::kFp16Scale) {
         return _mm256_cvtph_ps(block_words<T::kBlockBytes, 0>(p, n));
     } else {  // mxfp4: an E8M0 byte, halved (kE8m0; its 8-lane form was 5-10% slower here)
@@ -391,6 +394,12 @@ TANDEM_ALWAYS_INLINE UnitFloats unit_scales(const uint8_t* p, int n) {
 template <typename T>
 TANDEM_ALWAYS_INLINE UnitFloats unit_mins(const uint8_t* p, int n) {
     return _mm256_cvtph_ps(block_words<T::kBlockBytes, 2>(p, n));
+}
+template <int kPerBlock>
+TANDEM_ALWAYS_INLINE UnitFloats spread_blocks(__m128i words) {
+    constexpr auto b = [](int lane) { return lane_unit(lane) / kPerBlock; };
+    return _mm256_permutevar8x32_ps(_mm256_castps128_ps256(_mm_cvtph_ps(words)),
+                                    _mm256_setr_epi32(b(0), b(1), b(2), b(3), b(4), b(5), b(6), b(7)));
 }
 // q1_0 decodes straight into unit lanes, for the matvec too (no transposition, no reduction):
 // a unit's 32 bits go to its lane, and to_bit_order's planes of them (bits 8 m + t, m < 4)
@@ -416,9 +425,22 @@ TANDEM_ALWAYS_INLINE void decode_unit_lanes(const uint8_t* p, int n, V (&u)[G]) 
 }
 #endif
 
-// The formats the unit-lane tiles take (see the top).
+// The one-scale formats (q1_0, q2_0): each unit's block's fp16 d in the unit's lane (0 past
+// the n units, which are whole blocks): the group's words put together in general-purpose
+// registers, converted and spread to the lanes in one permute.
 template <typename T>
-constexpr bool kUnitLaneFormat = !std::is_same_v<T, Q2_0>;
+TANDEM_ALWAYS_INLINE UnitFloats block_scales(const uint8_t* p, int n) {
+    constexpr int kPerBlock = steps_per_block<T>() * scales_per_step<T>() / T::kBlocksPerStep;
+    constexpr int kBlocks = kUnits / kPerBlock;
+    static_assert(kBlocks <= 8);
+    const auto d = [&](int b) -> uint64_t {
+        return b < kBlocks && b * kPerBlock < n ? load_u16(p + b * T::kBlockBytes) : 0;
+    };
+    const uint64_t lo = d(0) | d(1) << 16 | d(2) << 32 | d(3) << 48;
+    const uint64_t hi = d(4) | d(5) << 16 | d(6) << 32 | d(7) << 48;
+    return spread_blocks<kPerBlock>(
+        _mm_set_epi64x(static_cast<long long>(hi), static_cast<long long>(lo)));
+}
 
 template <typename T, int C>
 struct UnitLaneTile {
@@ -578,7 +600,11 @@ struct UnitLaneTile {
                 deal_steps(u[r]);
                 if constexpr (kTransposed) to_unit_lanes(u[r]);
             }
-            dw[r] = unit_scales<T>(p, n);
+            if constexpr (one_scale<T>()) {
+                dw[r] = block_scales<T>(p, n);
+            } else {
+                dw[r] = unit_scales<T>(p, n);
+            }
             if constexpr (T::kMin) mins[r] = unit_mins<T>(p, n);
         }
         TANDEM_UNROLL

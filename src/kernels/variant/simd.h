@@ -186,20 +186,22 @@ inline V bits2(const uint8_t* p) {
 inline V to_bit_order(V q) {
     return q;
 }
-// q2_0's 2-bit codes by planes: byte 16k + i = bits 2k..2k+1 of p[i] (k < 4, i < 16).
-inline V crumbs16(const uint8_t* p) {
-    const __m512i x = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-    const __m512i counts = _mm512_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2, 4, 4, 4, 4, 6, 6, 6, 6);
-    return {_mm512_and_si512(_mm512_srlv_epi32(x, counts), _mm512_set1_epi8(3))};
+// q2_0's 16 code bytes at p, two 32-value units of 8 bytes, each by planes ("crumb order"):
+// byte 8k + m of unit h (256-bit half h) = bits 2k..2k+1 of p[8h + m] (value 4m + k).
+inline V crumbs_by_unit(const uint8_t* p) {
+    const __m512i x =
+        _mm512_permutexvar_epi64(_mm512_setr_epi64(0, 0, 0, 0, 1, 1, 1, 1),
+                                 _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+    return {_mm512_and_si512(_mm512_srlv_epi64(x, _mm512_setr_epi64(0, 2, 4, 6, 0, 2, 4, 6)),
+                             _mm512_set1_epi8(3))};
 }
-// 64 values q[0..63] in crumbs16's order: byte 16k + i = q[4i + k]. Int32 lane l then holds
-// values of the first 32 when l % 4 < 2, of the last 32 otherwise.
+// Two 32-value units in crumb order: byte 8k + m of a unit = its value 4m + k.
 inline V to_crumb_order(V q) {
-    const __m512i t = _mm512_shuffle_epi8(  // per 16 bytes: byte 4k + m = byte 4m + k
+    const __m512i t = _mm512_shuffle_epi8(  // per 16 values: dword k = values 4m + k of its 4 m
         q.x, _mm512_broadcast_i32x4(_mm_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7,
                                                   11, 15)));
     return {_mm512_permutexvar_epi32(
-        _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), t)};
+        _mm512_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7, 8, 12, 9, 13, 10, 14, 11, 15), t)};
 }
 // acc + sums of 4 products u[i] * s[i] (u unsigned, s signed) per int32 lane.
 inline V dot4(V acc, V u, V s) {
@@ -272,29 +274,6 @@ inline VF halves_fp16(const uint8_t* p0, const uint8_t* p1) {
         static_cast<int>(load_u16(p0) | static_cast<uint32_t>(load_u16(p1)) << 16)));
     return {_mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1),
                                   _mm512_castps128_ps512(f))};
-}
-// Two floats at p.
-inline __m128 load_2f(const float* p) {
-    return _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(p)));
-}
-// The start of each int32 lane's sum holding b[0] (first 32 values) and b[1] (last 32) once,
-// in crumb order (lanes 0 and 2).
-inline V crumb_order_bias(const int32_t* b) {
-    return {_mm512_zextsi128_si512(
-        _mm_cvtepu32_epi64(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b))))};
-}
-// Each lane's scale of d[0] (first 32 values), d[1] (last 32), in crumb order.
-inline VF crumb_order_scales(const float* d) {
-    return {_mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 1, 1, 0, 0, 1, 1, 0, 0, 1, 1, 0, 0, 1, 1),
-                                  _mm512_castps128_ps512(load_2f(d)))};
-}
-// Every lane = the IEEE half at p.
-inline VF splat_fp16(const uint8_t* p) {
-    return {_mm512_broadcastss_ps(_mm_cvtph_ps(_mm_cvtsi32_si128(load_u16(p))))};
-}
-// acc + x * s (s the same in every lane): one fma on the accumulator's dependency chain.
-inline FAcc fma_acc(FAcc acc, VF x, VF s) {
-    return _mm512_fmadd_ps(x.x, s.x, acc);
 }
 // Lanes 4i..4i+3 = s[i].
 inline VF quarters(__m128 s) {
@@ -444,22 +423,23 @@ inline V to_bit_order(V q) {
     };
     return {unit(q.lo), unit(q.hi)};
 }
-inline V crumbs16(const uint8_t* p) {
-    const __m256i x =
-        _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-    const __m256i m = _mm256_set1_epi8(3);
-    return {_mm256_and_si256(_mm256_srlv_epi32(x, _mm256_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2)), m),
-            _mm256_and_si256(_mm256_srlv_epi32(x, _mm256_setr_epi32(4, 4, 4, 4, 6, 6, 6, 6)), m)};
+// Crumb order here: a ymm per unit, the same bytes; a broadcast and shifts, no shuffle.
+inline __m256i crumbs_unit(const uint8_t* p) {
+    const __m256i x = _mm256_set1_epi64x(static_cast<long long>(load_u64(p)));
+    return _mm256_and_si256(_mm256_srlv_epi64(x, _mm256_setr_epi64x(0, 2, 4, 6)),
+                            _mm256_set1_epi8(3));
+}
+inline V crumbs_by_unit(const uint8_t* p) {
+    return {crumbs_unit(p), crumbs_unit(p + 8)};
 }
 inline V to_crumb_order(V q) {
-    const __m256i t = _mm256_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15, 0, 4,
-                                       8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
-    // dwords [c p0, c p1, c p2, c p3] per 16-byte chunk c -> [p0 of c0 c1 c2 c3 | p1 ...]
-    const __m256i idx = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
-    const __m256i y0 = _mm256_permutevar8x32_epi32(_mm256_shuffle_epi8(q.lo, t), idx);
-    const __m256i y1 = _mm256_permutevar8x32_epi32(_mm256_shuffle_epi8(q.hi, t), idx);
-    const __m256i ul = _mm256_unpacklo_epi64(y0, y1), uh = _mm256_unpackhi_epi64(y0, y1);
-    return {_mm256_permute2x128_si256(ul, uh, 0x20), _mm256_permute2x128_si256(ul, uh, 0x31)};
+    const auto unit = [](__m256i x) {
+        const __m256i t = _mm256_shuffle_epi8(
+            x, _mm256_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15, 0, 4, 8, 12,
+                                1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15));
+        return _mm256_permutevar8x32_epi32(t, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    };
+    return {unit(q.lo), unit(q.hi)};
 }
 
 inline __m256i dot4(__m256i acc, __m256i u, __m256i s) {
@@ -527,27 +507,6 @@ inline VF fp16x16(const uint16_t* p) {
 inline void store16f(float* p, VF x) {
     _mm256_storeu_ps(p, x.lo);
     _mm256_storeu_ps(p + 8, x.hi);
-}
-inline __m128 load_2f(const float* p) {
-    return _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(p)));
-}
-inline V crumb_order_bias(const int32_t* b) {
-    return {_mm256_zextsi128_si256(
-                _mm_cvtepu32_epi64(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b)))),
-            _mm256_setzero_si256()};
-}
-inline VF crumb_order_scales(const float* d) {
-    const __m256 x = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(load_2f(d)),
-                                              _mm256_setr_epi32(0, 0, 1, 1, 0, 0, 1, 1));
-    return {x, x};
-}
-inline VF splat_fp16(const uint8_t* p) {
-    const __m256 x = _mm256_broadcastss_ps(_mm_cvtph_ps(_mm_cvtsi32_si128(load_u16(p))));
-    return {x, x};
-}
-// acc + (x's halves summed) * s, s the same in every lane.
-inline FAcc fma_acc(FAcc acc, VF x, VF s) {
-    return _mm256_fmadd_ps(_mm256_add_ps(x.lo, x.hi), s.lo, acc);
 }
 inline VF quarters(__m128 s) {
     const __m256 x = _mm256_castps128_ps256(s);
@@ -648,15 +607,6 @@ V times_scales(const Multiples& m, V u) {
 #endif
 }
 
-// Sum of the 32 int8 at p.
-inline int32_t sum_i8x32(const uint8_t* p) {
-    const __m256i x = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)),
-                                       _mm256_set1_epi8(static_cast<char>(0x80)));
-    const __m256i s = _mm256_sad_epu8(x, _mm256_setzero_si256());
-    __m128i t = _mm_add_epi64(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
-    t = _mm_add_epi64(t, _mm_unpackhi_epi64(t, t));
-    return _mm_cvtsi128_si32(t) - 32 * 128;
-}
 
 // Horizontal sum of a float accumulator.
 inline float hsum(FAcc a) {

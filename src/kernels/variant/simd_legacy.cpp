@@ -20,6 +20,7 @@ namespace {
 using namespace simd;
 using namespace legacy;
 
+#if defined(__aarch64__)
 // Rows per tile: one for the matvec (tile.h); for the small matmul as many as the registers
 // hold accumulators for (a V is two registers on AVX2).
 constexpr int legacy_rows(int cols) {
@@ -50,45 +51,27 @@ struct RowGroup {
 
 // The activation side of one step of one column, prepared once for all rows: values, the
 // bias start of the integer sums, the scales.
-template <bool kOneScale = false>
 struct ColStep {
     V q, bias;
     VF d;
 };
-// One-scale formats (block_step): the values only, and apart (ColExtra) per q8_0 block the
-// start of the integer sum (-bias * sum of its values, added once) and the scale; the column
-// data read for every row is 80 bytes a step instead of 192.
-template <>
-struct ColStep<true> {
-    V q;
-};
-struct ColExtra {
-    int32_t b[2];
-    float d[2];
-};
-
 template <typename T, int C>
 struct LegacyTile {
     static constexpr int R = legacy_rows(C);
     static constexpr bool kQ8_1 = T::kMin;
     static constexpr int kActBytes = kQ8_1 ? 36 : 34, kActQs = kQ8_1 ? 4 : 2;
-    static constexpr bool kOneScale = one_scale<T>();
     static constexpr int64_t kStepBytes = T::kBlocksPerStep * T::kBlockBytes;
-    using Col = ColStep<kOneScale>;
+    using Col = ColStep;
     // Steps per prepared chunk: column data that stays in L1 (32 KiB: Zen 4's L1D; a 64 KiB
-    // chunk made C = 8 15-20% slower). The one-scale formats take 64 KiB: their column data is
-    // small (80 bytes a step, K = 4096 fits one chunk) and costlier to prepare again per row
-    // block.
-    static constexpr int64_t kChunkBytes = kOneScale ? 65536 : 32768;
+    // chunk made C = 8 15-20% slower).
+    static constexpr int64_t kChunkBytes = 32768;
     // Chunks start at whole weight blocks (and whole groups where the rows are gathered).
     static constexpr bool kGroupScales = T::kFp16Scale && C > 1, kGroups = kGroupScales || T::kMin;
     static constexpr int64_t kStepAlign = kGroups ? kGroupSteps : 1;
-    static constexpr int64_t kColBytes = sizeof(Col) + (kOneScale ? sizeof(ColExtra) : 0) +
-                                         (T::kMin ? 2 * sizeof(float) : 0);
+    static constexpr int64_t kColBytes = sizeof(Col) + (T::kMin ? 2 * sizeof(float) : 0);
     static constexpr int64_t kChunk = kChunkBytes / (C * kColBytes) / kStepAlign * kStepAlign;
     struct Chunk {
         Col cols[kChunk][C];
-        ColExtra extra[kOneScale ? kChunk : 1][C];
         // q8_1's s of the blocks of each min group (lane j: block j of the group; 0 past the end)
         alignas(64) float s[T::kMin ? kChunk / kGroupSteps : 1][C][2 * kGroupSteps];
     };
@@ -123,25 +106,14 @@ struct LegacyTile {
                 const uint8_t* a0 = a + c * a_stride + b * kActBytes;
                 const uint8_t* a1 = a0 + kActBytes;
                 Col& col = cols.cols[i][c];
-                if constexpr (kOneScale) {
-#if !defined(__aarch64__)
-                    col.q = T::act_q(load32x2(a0 + kActQs, a1 + kActQs));
-                    ColExtra& e = cols.extra[i][c];
-                    e.b[0] = -T::kBias * sum_i8x32(a0 + kActQs);
-                    e.b[1] = -T::kBias * sum_i8x32(a1 + kActQs);
-                    e.d[0] = fp16(a0);
-                    e.d[1] = fp16(a1);
-#endif
-                } else {
-                    col.q = act_q<T>(two ? load32x2(a0 + kActQs, a1 + kActQs)
-                                         : load32_lo(a0 + kActQs));
-                    col.bias = column_bias<T>(col.q);
-                    col.d = halves(fp16(a0), two ? fp16(a1) : 0.0f);
-                    if constexpr (kQ8_1) {
-                        float* s = &cols.s[i / kGroupSteps][c][2 * (i % kGroupSteps)];
-                        s[0] = fp16(a0 + 2);
-                        s[1] = two ? fp16(a1 + 2) : 0.0f;
-                    }
+                col.q = act_q<T>(two ? load32x2(a0 + kActQs, a1 + kActQs)
+                                     : load32_lo(a0 + kActQs));
+                col.bias = column_bias<T>(col.q);
+                col.d = halves(fp16(a0), two ? fp16(a1) : 0.0f);
+                if constexpr (kQ8_1) {
+                    float* s = &cols.s[i / kGroupSteps][c][2 * (i % kGroupSteps)];
+                    s[0] = fp16(a0 + 2);
+                    s[1] = two ? fp16(a1 + 2) : 0.0f;
                 }
             }
         }
@@ -182,20 +154,16 @@ struct LegacyTile {
         }
         // Steps before n_full hold two blocks; a last half step may end an odd block count.
         const int64_t n_full = min_i64(ns, n_act / 2 - s0);
-        if constexpr (kOneScale) {
-            for (int64_t i = 0; i < ns; ++i) block_step(rows, ahead, i, cols, acc);
-        } else {
-            RowGroup group[kGroups ? R : 1];
-            for (int64_t i = 0; i < ns; ++i) {
-                if constexpr (kGroups) {
-                    if (i % kGroupSteps == 0)
-                        gather(rows, i, min_i64(2 * kGroupSteps, n_act - 2 * (s0 + i)), group);
-                }
-                step(rows, ahead, i, i < n_full ? T::kBlockBytes : 0, group, cols, acc);
-                if constexpr (T::kMin) {
-                    if (i % kGroupSteps == kGroupSteps - 1 || i == ns - 1)
-                        min_terms(group, i / kGroupSteps, cols, acc);
-                }
+        RowGroup group[kGroups ? R : 1];
+        for (int64_t i = 0; i < ns; ++i) {
+            if constexpr (kGroups) {
+                if (i % kGroupSteps == 0)
+                    gather(rows, i, min_i64(2 * kGroupSteps, n_act - 2 * (s0 + i)), group);
+            }
+            step(rows, ahead, i, i < n_full ? T::kBlockBytes : 0, group, cols, acc);
+            if constexpr (T::kMin) {
+                if (i % kGroupSteps == kGroupSteps - 1 || i == ns - 1)
+                    min_terms(group, i / kGroupSteps, cols, acc);
             }
         }
         TANDEM_UNROLL
@@ -208,37 +176,6 @@ struct LegacyTile {
                 } else {
                     out[c * out_stride + r] = hsum(acc[r][c]);
                 }
-            }
-        }
-    }
-
-    // One weight block of the one-scale format (q2_0: a step, one weight scale): each row
-    // decoded once, then for every column the step's integer sums times the activation scales
-    // go into the accumulator times the weight scale.
-    TANDEM_ALWAYS_INLINE static void block_step(const uint8_t* const* rows, size_t ahead,
-                                                int64_t i, const Chunk& cols,
-                                                FAcc (&acc)[R][C]) {
-        V u[R];
-        VF dw[R];
-        TANDEM_UNROLL
-        for (int r = 0; r < R; ++r) {
-            const uint8_t* p0 = rows[r] + i * T::kBlockBytes;
-            if constexpr (R == 1) {
-                prefetch_next_page(p0, T::kBlockBytes);
-            } else {
-                prefetch_l2(p0 + ahead);
-            }
-            u[r] = T::decode(p0, p0);
-            dw[r] = T::scale(p0, p0);
-        }
-        TANDEM_UNROLL
-        for (int c = 0; c < C; ++c) {
-            const ColExtra& e = cols.extra[i][c];
-            TANDEM_UNROLL
-            for (int r = 0; r < R; ++r) {
-                const VF x = mul(cvt(dot4(T::act_bias(e.b), u[r], cols.cols[i][c].q)),
-                                 T::act_scales(e.d));
-                acc[r][c] = fma_acc(acc[r][c], x, dw[r]);
             }
         }
     }
@@ -311,14 +248,11 @@ struct LegacyTile {
     }
 };
 
-#if !defined(__aarch64__)
-// The unit-lane tiles where the format's units fit their lanes (kUnitLaneFormat).
-template <typename T, int C>
-using LegacyTiles =
-    std::conditional_t<kUnitLaneFormat<T>, UnitLaneTile<T, C>, LegacyTile<T, C>>;
-#else
 template <typename T, int C>
 using LegacyTiles = LegacyTile<T, C>;
+#else
+template <typename T, int C>
+using LegacyTiles = UnitLaneTile<T, C>;
 #endif
 
 template <typename T>
