@@ -1,7 +1,7 @@
 // The 32-value block formats (and nvfp4, q1_0, q2_0) as the SIMD dot tiles see them: per
 // format, how a step of 64 values decodes into unsigned bytes u (weight = u - bias) and where
-// its scales are; and how a column's integer sums take out the bias. Shared by the step tiles
-// (simd_legacy.cpp) and the AVX-512 unit-lane tiles (legacy_unit_lanes.h).
+// its scales are; and how a column's integer sums take out the bias. Shared by NEON's step
+// tiles (simd_legacy.cpp) and x86's unit-lane tiles (legacy_unit_lanes.h).
 #pragma once
 
 #include "formats/iq_tables.h"
@@ -12,9 +12,8 @@ namespace tandem::TANDEM_VARIANT_NS::legacy {
 using namespace simd;
 
 // Weight traits. decode(p0, p1) gives the 64 u values of blocks p0 and p1 (p1 == p0 in the
-// last step of an odd block count: its activation half is zero), scale() the weight scale of
-// each int32 lane. kFp16Scale: each block starts with its fp16 scale d (the small-matmul tiles
-// gather those per group of steps). kMin (q4_1/q5_1): each block's fp16 min m at byte 2
+// last step of an odd block count: its activation half is zero). kFp16Scale: each block
+// starts with its fp16 scale d (mxfp4: an E8M0 byte; nvfp4: four UE4M3 bytes). kMin (q4_1/q5_1): each block's fp16 min m at byte 2
 // (weight = d u + m).
 //   kBias: weight value = u - kBias;  kMaxU: largest u (vpmaddubsw pairs saturate past 128).
 // The formats whose u would reach 255 (q8_0, iq4_nl) decode to unsigned bytes, bias 128, only
@@ -25,13 +24,11 @@ struct Q4_0 {
     static constexpr int kBlockBytes = 18, kBlocksPerStep = 2, kBias = 8, kMaxU = 15;
     static constexpr bool kMin = false, kFp16Scale = true;
     static V decode(const uint8_t* p0, const uint8_t* p1) { return nibbles16x2(p0 + 2, p1 + 2); }
-    static VF scale(const uint8_t* p0, const uint8_t* p1) { return halves_fp16(p0, p1); }
 };
 struct Q4_1 {
     static constexpr int kBlockBytes = 20, kBlocksPerStep = 2, kBias = 0, kMaxU = 15;
     static constexpr bool kMin = true, kFp16Scale = true;
     static V decode(const uint8_t* p0, const uint8_t* p1) { return nibbles16x2(p0 + 4, p1 + 4); }
-    static VF scale(const uint8_t* p0, const uint8_t* p1) { return halves_fp16(p0, p1); }
 };
 // q5: bit 4 of value j is bit j of the 32-bit qh.
 inline V high_bits(const uint8_t* qh0, const uint8_t* qh1) {
@@ -43,7 +40,6 @@ struct Q5_0 {
     static V decode(const uint8_t* p0, const uint8_t* p1) {
         return or_(nibbles16x2(p0 + 6, p1 + 6), high_bits(p0 + 2, p1 + 2));
     }
-    static VF scale(const uint8_t* p0, const uint8_t* p1) { return halves_fp16(p0, p1); }
 };
 struct Q5_1 {
     static constexpr int kBlockBytes = 24, kBlocksPerStep = 2, kBias = 0, kMaxU = 31;
@@ -51,7 +47,6 @@ struct Q5_1 {
     static V decode(const uint8_t* p0, const uint8_t* p1) {
         return or_(nibbles16x2(p0 + 8, p1 + 8), high_bits(p0 + 4, p1 + 4));
     }
-    static VF scale(const uint8_t* p0, const uint8_t* p1) { return halves_fp16(p0, p1); }
 };
 struct Q8_0 {
     static constexpr int kBlockBytes = 34, kBlocksPerStep = 2, kBias = kBias255, kMaxU = 255;
@@ -60,7 +55,6 @@ struct Q8_0 {
         const V x = load32x2(p0 + 2, p1 + 2);
         return kBias == 0 ? x : xor_(x, set1_8(0x80));
     }
-    static VF scale(const uint8_t* p0, const uint8_t* p1) { return halves_fp16(p0, p1); }
 };
 #if !defined(__aarch64__)  // (NEON: simd_neon.h)
 // Non-linear levels through vpshufb, shifted to unsigned by the bias.
@@ -75,7 +69,6 @@ struct Iq4Nl {
     static V decode(const uint8_t* p0, const uint8_t* p1) {
         return lookup16(nibbles16x2(p0 + 2, p1 + 2), shifted_table(kIq4nlValues, kBias));
     }
-    static VF scale(const uint8_t* p0, const uint8_t* p1) { return halves_fp16(p0, p1); }
 };
 // E2M1 doubled (-12..12), so the E8M0 scale is halved: 2^(e - 128), e = 0 and 1 subnormal.
 struct E8m0Table {
@@ -96,29 +89,7 @@ struct Mxfp4 {
     static V decode(const uint8_t* p0, const uint8_t* p1) {
         return lookup16(nibbles16x2(p0 + 1, p1 + 1), shifted_table(kE2m1DoubledValues, kBias));
     }
-    static VF scale(const uint8_t* p0, const uint8_t* p1) {
-        return halves(kE8m0.half[*p0], kE8m0.half[*p1]);
-    }
 };
-// Four UE4M3 scales, halved (doubled E2M1 values): the 7 low bits placed at float bit 20 make
-// 2^(e - 127) (1 + m / 8) (or m 2^-129 when e = 0); times 2^119 that is half of
-// 2^(e - 7) (1 + m / 8) (m 2^-9): exact. 0x7f decodes as 0 as in ggml; bit 7 is ignored.
-#if defined(__aarch64__)
-inline float32x4_t ue4m3_half4(const uint8_t* p) {
-    const uint32x4_t x = vmovl_u16(vget_low_u16(vmovl_u8(vcreate_u8(load_u32(p)))));
-    const uint32x4_t bits = vshlq_n_u32(vandq_u32(x, vdupq_n_u32(0x7f)), 20);
-    const float32x4_t v = vmulq_f32(vreinterpretq_f32_u32(bits), vdupq_n_f32(0x1p119f));
-    return vreinterpretq_f32_u32(
-        vbicq_u32(vreinterpretq_u32_f32(v), vceqq_u32(x, vdupq_n_u32(0x7f))));
-}
-#else
-inline __m128 ue4m3_half4(const uint8_t* p) {
-    const __m128i x = _mm_cvtepu8_epi32(_mm_cvtsi32_si128(static_cast<int>(load_u32(p))));
-    const __m128i bits = _mm_slli_epi32(_mm_and_si128(x, _mm_set1_epi32(0x7f)), 20);
-    const __m128 v = _mm_mul_ps(_mm_castsi128_ps(bits), _mm_set1_ps(0x1p119f));
-    return _mm_andnot_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(x, _mm_set1_epi32(0x7f))), v);
-}
-#endif
 struct Nvfp4 {
     static constexpr int kBlockBytes = 36, kBlocksPerStep = 1, kScalesPerStep = 4, kBias = 12,
                          kMaxU = 24;
@@ -126,7 +97,6 @@ struct Nvfp4 {
     static V decode(const uint8_t* p0, const uint8_t*) {
         return lookup16(nibbles8x4(p0 + 4), shifted_table(kE2m1DoubledValues, kBias));
     }
-    static VF scale(const uint8_t* p0, const uint8_t*) { return quarters(ue4m3_half4(p0)); }
 };
 
 #if !defined(__aarch64__)

@@ -300,23 +300,6 @@ TANDEM_ALWAYS_INLINE UnitSums unit_dot(UnitSums x, V u, V q) {
         return dot4(dot4(x, abs_w.lo, signed_q.lo), abs_w.hi, signed_q.hi);
     }
 }
-// Sums of a and b of lane groups of kBits bits: in each group of 2 kBits, a's lower and upper
-// halves summed in the lower, b's in the upper. Two blends (any port) and one shuffle: a tree
-// of horizontal adds takes two shuffles a level, and Intel cores have one port for them.
-template <int kBits>
-TANDEM_ALWAYS_INLINE __m256i add_halves(__m256i a, __m256i b) {
-    if constexpr (kBits == 32) {
-        const __m256i t = _mm256_blend_epi32(a, b, 0xAA), u = _mm256_blend_epi32(b, a, 0xAA);
-        return _mm256_add_epi32(t, _mm256_shuffle_epi32(u, 0xB1));
-    } else if constexpr (kBits == 64) {
-        const __m256i t = _mm256_blend_epi32(a, b, 0xCC), u = _mm256_blend_epi32(b, a, 0xCC);
-        return _mm256_add_epi32(t, _mm256_shuffle_epi32(u, 0x4E));
-    } else {
-        static_assert(kBits == 128);
-        return _mm256_add_epi32(_mm256_blend_epi32(a, b, 0xF0),
-                                _mm256_permute2x128_si256(a, b, 0x21));
-    }
-}
 // Pairs of neighbouring lanes of a and b summed: [a01 a23 b01 b23 | a45 a67 b45 b67].
 TANDEM_ALWAYS_INLINE __m256i add_pairs(__m256i a, __m256i b) {
     const __m256 x = _mm256_castsi256_ps(a), y = _mm256_castsi256_ps(b);

@@ -244,9 +244,6 @@ inline VF cvt(V v) {
 inline VF mul(VF a, VF b) {
     return {_mm512_mul_ps(a.x, b.x)};
 }
-inline VF fma_vf(VF a, VF b, VF c) {
-    return {_mm512_fmadd_ps(a.x, b.x, c.x)};
-}
 // acc + x * s, lane by lane: one fma on the accumulator's dependency chain.
 inline FAcc add_product(FAcc acc, VF x, VF s) {
     return _mm512_fmadd_ps(x.x, s.x, acc);
@@ -254,31 +251,9 @@ inline FAcc add_product(FAcc acc, VF x, VF s) {
 inline FAcc facc_zero() {
     return _mm512_setzero_ps();
 }
-// Lanes 0..7 = a, lanes 8..15 = b.
-inline VF halves(float a, float b) {
-    return {_mm512_insertf32x8(_mm512_set1_ps(a), _mm256_set1_ps(b), 1)};
-}
 // 16 floats at p; the 16 IEEE halves at p as floats.
 inline VF load16f(const float* p) {
     return {_mm512_loadu_ps(p)};
-}
-inline VF fp16x16(const uint16_t* p) {
-    return {_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)))};
-}
-inline void store16f(float* p, VF x) {
-    _mm512_storeu_ps(p, x.x);
-}
-// halves() of the IEEE halves at p0 and p1: one conversion, one permute.
-inline VF halves_fp16(const uint8_t* p0, const uint8_t* p1) {
-    const __m128 f = _mm_cvtph_ps(_mm_cvtsi32_si128(
-        static_cast<int>(load_u16(p0) | static_cast<uint32_t>(load_u16(p1)) << 16)));
-    return {_mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1),
-                                  _mm512_castps128_ps512(f))};
-}
-// Lanes 4i..4i+3 = s[i].
-inline VF quarters(__m128 s) {
-    return {_mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3),
-                                  _mm512_castps128_ps512(s))};
 }
 inline __m256 fold(FAcc a) {
     return _mm256_add_ps(_mm512_castps512_ps256(a), _mm512_extractf32x8_ps(a, 1));
@@ -479,9 +454,6 @@ inline VF cvt(V v) {
 inline VF mul(VF a, VF b) {
     return {_mm256_mul_ps(a.lo, b.lo), _mm256_mul_ps(a.hi, b.hi)};
 }
-inline VF fma_vf(VF a, VF b, VF c) {
-    return {_mm256_fmadd_ps(a.lo, b.lo, c.lo), _mm256_fmadd_ps(a.hi, b.hi, c.hi)};
-}
 // acc + x * s (the two halves' products summed first, one fused): one add on the chain.
 inline FAcc add_product(FAcc acc, VF x, VF s) {
     return _mm256_add_ps(acc, _mm256_fmadd_ps(x.hi, s.hi, _mm256_mul_ps(x.lo, s.lo)));
@@ -489,29 +461,8 @@ inline FAcc add_product(FAcc acc, VF x, VF s) {
 inline FAcc facc_zero() {
     return _mm256_setzero_ps();
 }
-inline VF halves(float a, float b) {
-    return {_mm256_set1_ps(a), _mm256_set1_ps(b)};
-}
-inline VF halves_fp16(const uint8_t* p0, const uint8_t* p1) {
-    const __m128 f = _mm_cvtph_ps(_mm_cvtsi32_si128(
-        static_cast<int>(load_u16(p0) | static_cast<uint32_t>(load_u16(p1)) << 16)));
-    return {_mm256_broadcastss_ps(f), _mm256_broadcastss_ps(_mm_movehdup_ps(f))};
-}
 inline VF load16f(const float* p) {
     return {_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8)};
-}
-inline VF fp16x16(const uint16_t* p) {
-    return {_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))),
-            _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 8)))};
-}
-inline void store16f(float* p, VF x) {
-    _mm256_storeu_ps(p, x.lo);
-    _mm256_storeu_ps(p + 8, x.hi);
-}
-inline VF quarters(__m128 s) {
-    const __m256 x = _mm256_castps128_ps256(s);
-    return {_mm256_permutevar8x32_ps(x, _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1)),
-            _mm256_permutevar8x32_ps(x, _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3))};
 }
 inline __m256 fold(FAcc a) {
     return a;

@@ -28,6 +28,28 @@ constexpr int legacy_rows(int cols) {
     return kRegisters >= 32 ? (cols <= 3 ? 4 : 2) : 1;
 }
 
+// A step's weight scales in its lanes: per block (nvfp4: per 16 values).
+// nvfp4's four UE4M3 scales are halved (doubled E2M1 values): the 7 low bits placed at float
+// bit 20 make 2^(e - 127) (1 + m / 8) (or m 2^-129 when e = 0); times 2^119 that is half of
+// 2^(e - 7) (1 + m / 8) (m 2^-9): exact. 0x7f decodes as 0 as in ggml; bit 7 is ignored.
+inline float32x4_t ue4m3_half4(const uint8_t* p) {
+    const uint32x4_t x = vmovl_u16(vget_low_u16(vmovl_u8(vcreate_u8(load_u32(p)))));
+    const uint32x4_t bits = vshlq_n_u32(vandq_u32(x, vdupq_n_u32(0x7f)), 20);
+    const float32x4_t v = vmulq_f32(vreinterpretq_f32_u32(bits), vdupq_n_f32(0x1p119f));
+    return vreinterpretq_f32_u32(
+        vbicq_u32(vreinterpretq_u32_f32(v), vceqq_u32(x, vdupq_n_u32(0x7f))));
+}
+template <typename T>
+TANDEM_ALWAYS_INLINE VF step_scales(const uint8_t* p0, const uint8_t* p1) {
+    if constexpr (scales_per_step<T>() == 4) {
+        return quarters(ue4m3_half4(p0));
+    } else if constexpr (T::kFp16Scale) {
+        return halves_fp16(p0, p1);
+    } else {  // mxfp4: an E8M0 byte, halved (kE8m0)
+        return halves(kE8m0.half[*p0], kE8m0.half[*p1]);
+    }
+}
+
 // One step's term into the accumulator: the only float work whose order matters (with the
 // min terms, LegacyTile::min_terms), the same for every tile shape. One fused operation on the
 // accumulator's chain, so consecutive steps overlap.
@@ -235,7 +257,7 @@ struct LegacyTile {
                 const float* d = group[r].d + 2 * (i % kGroupSteps);
                 dw[r] = halves(d[0], d[1]);
             } else {
-                dw[r] = T::scale(p0, p1);
+                dw[r] = step_scales<T>(p0, p1);
             }
         }
         TANDEM_UNROLL
