@@ -787,6 +787,15 @@ inline Acc add_acc(Acc a, Acc b) {
     return _mm256_add_epi32(a, b);
 #endif
 }
+// The accumulator through an empty asm: GCC cannot reassociate the sums across it (it would
+// keep a step's products live to add them at the end, spilling with 16 registers).
+TANDEM_ALWAYS_INLINE void keep_sum(Acc& acc) {
+#if defined(TANDEM_SIMD_ZMM)
+    asm("" : "+v"(acc));
+#else
+    asm("" : "+x"(acc));
+#endif
+}
 // Per byte y: floor(3 y / 256), the base-3 digit tq1_0 keeps in the top of y (0, 1 or 2).
 inline V trit_of(V y) {
 #if defined(TANDEM_SIMD_ZMM)

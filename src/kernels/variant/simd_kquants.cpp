@@ -412,8 +412,12 @@ struct KTile {
         for (int c = 0; c < C; ++c) {
             const V q = load64(col.q[c] + 64 * kJ);
             TANDEM_UNROLL
-            for (int r = 0; r < R; ++r)
+            for (int r = 0; r < R; ++r) {
                 iacc[r][c] = step_dot<T, kScaled>(iacc[r][c], u[r], q, scale[r]);
+                // (16 registers: the sums in step order, else GCC spills; C = 4, 8 12-17%
+                // faster with AVX2 on Zen 5)
+                if constexpr (kRegisters < 32) keep_sum(iacc[r][c]);
+            }
         }
     }
 
