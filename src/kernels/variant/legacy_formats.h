@@ -13,8 +13,8 @@ using namespace simd;
 
 // Weight traits. decode(p0, p1) gives the 64 u values of blocks p0 and p1 (p1 == p0 in the
 // last step of an odd block count: its activation half is zero). kFp16Scale: each block
-// starts with its fp16 scale d (mxfp4: an E8M0 byte; nvfp4: four UE4M3 bytes). kMin (q4_1/q5_1): each block's fp16 min m at byte 2
-// (weight = d u + m).
+// starts with its fp16 scale d (mxfp4: an E8M0 byte; nvfp4: four UE4M3 bytes). kMin
+// (q4_1/q5_1): each block's fp16 min m at byte 2 (weight = d u + m).
 //   kBias: weight value = u - kBias;  kMaxU: largest u (vpmaddubsw pairs saturate past 128).
 // The formats whose u would reach 255 (q8_0, iq4_nl) decode to unsigned bytes, bias 128, only
 // where they meet the activations in vpdpbusd / usdot; without VNNI they decode to the signed

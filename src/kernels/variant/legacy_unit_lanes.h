@@ -17,8 +17,6 @@
 // Both give one float order for every C. The columns are prepared alike once per chunk.
 #pragma once
 
-#include <type_traits>
-
 #include "kernels/variant/legacy_formats.h"
 #include "kernels/variant/tile.h"
 
@@ -381,8 +379,9 @@ TANDEM_ALWAYS_INLINE UnitFloats unit_mins(const uint8_t* p, int n) {
 template <int kPerBlock>
 TANDEM_ALWAYS_INLINE UnitFloats spread_blocks(__m128i words) {
     constexpr auto b = [](int lane) { return lane_unit(lane) / kPerBlock; };
-    return _mm256_permutevar8x32_ps(_mm256_castps128_ps256(_mm_cvtph_ps(words)),
-                                    _mm256_setr_epi32(b(0), b(1), b(2), b(3), b(4), b(5), b(6), b(7)));
+    return _mm256_permutevar8x32_ps(
+        _mm256_castps128_ps256(_mm_cvtph_ps(words)),
+        _mm256_setr_epi32(b(0), b(1), b(2), b(3), b(4), b(5), b(6), b(7)));
 }
 // q1_0 decodes straight into unit lanes, for the matvec too (no transposition, no reduction):
 // a unit's 32 bits go to its lane, and to_bit_order's planes of them (bits 8 m + t, m < 4)
@@ -548,7 +547,8 @@ struct UnitLaneTile {
             }
         }
         for (int64_t g = 0; g < ng; ++g)
-            group(rows, ahead, g, static_cast<int>(min_i64(kUnits, n_units - kUnits * g)), cols, acc);
+            group(rows, ahead, g, static_cast<int>(min_i64(kUnits, n_units - kUnits * g)), cols,
+                  acc);
         TANDEM_UNROLL
         for (int c = 0; c < C; ++c) {
             TANDEM_UNROLL

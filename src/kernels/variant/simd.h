@@ -189,9 +189,9 @@ inline V to_bit_order(V q) {
 // q2_0's 16 code bytes at p, two 32-value units of 8 bytes, each by planes ("crumb order"):
 // byte 8k + m of unit h (256-bit half h) = bits 2k..2k+1 of p[8h + m] (value 4m + k).
 inline V crumbs_by_unit(const uint8_t* p) {
-    const __m512i x =
-        _mm512_permutexvar_epi64(_mm512_setr_epi64(0, 0, 0, 0, 1, 1, 1, 1),
-                                 _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+    const __m512i x = _mm512_permutexvar_epi64(
+        _mm512_setr_epi64(0, 0, 0, 0, 1, 1, 1, 1),
+        _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
     return {_mm512_and_si512(_mm512_srlv_epi64(x, _mm512_setr_epi64(0, 2, 4, 6, 0, 2, 4, 6)),
                              _mm512_set1_epi8(3))};
 }

@@ -6,7 +6,6 @@
 // tiles serve NEON, and on x86 only q2_0: the other formats take the unit-lane tiles there
 // (legacy_unit_lanes.h), so the per-step path below (step, gather, min_terms) runs on NEON
 // only; the measurements in its comments are from x86, when it served there too.
-#include <type_traits>
 
 #include "kernels/variant/kernel_decls.h"
 #include "kernels/variant/legacy_formats.h"
