@@ -248,9 +248,10 @@ struct Iq1 {
     static constexpr bool kSigned = false;
     static constexpr bool kBiased = true;
     static constexpr float kFactor = 0.125f;
-    // u from the biased grid points and the groups whose shift is +1 (bits of up)
-    TANDEM_ALWAYS_INLINE static V magnitudes(__m128i idx, uint32_t up) {
-        return or_(lookup_u64x8(kIq1sPointsEighths.p, idx), groups_where(up, kShiftUp));
+    // u from the step's biased grid points (kIq1sPointsEighths) and the groups whose shift is
+    // +1 (bits of up)
+    TANDEM_ALWAYS_INLINE static V magnitudes(V points, uint32_t up) {
+        return or_(points, groups_where(up, kShiftUp));
     }
     // The 8 grid indices of a step: low 8 bits from the bytes at q, bits 8-10 from the 32 bits h
     // (group i's in word i / 4, put at the top of the word by the power of two of lane i).
@@ -290,7 +291,7 @@ struct Iq1S : Iq1 {
             _mm_setr_epi16(1 << 13, 1 << 10, 1 << 7, 1 << 4, 1 << 13, 1 << 10, 1 << 7, 1 << 4));
         // shift +1 (bit 15 of the word clear) for the groups of that sub-block
         const uint32_t up = (h & 0x8000 ? 0 : 0x0f) | (h & 0x80000000 ? 0 : 0xf0);
-        u = magnitudes(idx, up);
+        u = magnitudes(lookup_u64x8(kIq1sPointsEighths.p, idx), up);
     }
 };
 
@@ -329,15 +330,15 @@ struct Iq1M : Iq1 {
             b + 8 * kJ, h,
             _mm_setr_epi16(1 << 13, 1 << 9, 1 << 5, 1 << 1, 1 << 13, 1 << 9, 1 << 5, 1 << 1));
         // shift +1 where bit 3 of the nibble is clear: those bits gathered into bits 0..7
-        u = magnitudes(idx, bit3_of_nibbles(~h));
+        u = magnitudes(lookup_u64x8(kIq1sPointsEighths.p, idx), bit3_of_nibbles(~h));
 #else  // AVX2: the indices in general-purpose registers, the points blended (set_u64x8):
         // 0.84-0.94x the time on Sapphire Rapids (iq1_s's matvec lost 10% that way: it keeps
         // the vector indices)
         const uint8_t* q = b + 8 * kJ;
         const uint64_t* g = kIq1sPointsEighths.p;
         const auto at = [&](int i) { return g[q[i] | (h >> (4 * i) & 7) << 8]; };
-        u = or_(set_u64x8(at(0), at(1), at(2), at(3), at(4), at(5), at(6), at(7)),
-                groups_where(bit3_of_nibbles(~h), kShiftUp));
+        u = magnitudes(set_u64x8(at(0), at(1), at(2), at(3), at(4), at(5), at(6), at(7)),
+                       bit3_of_nibbles(~h));
 #endif
     }
 };
