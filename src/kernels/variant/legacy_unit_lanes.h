@@ -572,7 +572,7 @@ struct UnitLaneTile {
         for (int r = 0; r < R; ++r) {
             const uint8_t* p = rows[r] + g * kGroupBytes;
             if constexpr (R == 1) {
-                prefetch_next_page(p, kGroupBytes);
+                prefetch_stream(p, kGroupBytes);
             } else {
                 for (int64_t o = 0; o < kGroupBytes; o += 64) prefetch_l2(p + ahead + o);
             }

@@ -644,7 +644,7 @@ struct IqTile {
         for (int r = 0; r < R; ++r) {
             blocks[r] = rows[r] + i * T::kBytes;
             if constexpr (kMatvec) {
-                prefetch_next_page(blocks[r], T::kBytes);
+                prefetch_stream(blocks[r], T::kBytes);
             } else {
                 for (int line = 0; line < T::kBytes; line += 64)
                     prefetch_l2(blocks[r] + ahead + line);

@@ -269,7 +269,7 @@ struct KTile {
         __m128 acc = _mm_setzero_ps();  // lane 0
         for (int64_t i = 0; i < k / 256; ++i) {
             const uint8_t* b = row + i * T::kBytes;
-            prefetch_next_page(b, T::kBytes);
+            prefetch_stream(b, T::kBytes);
             Prepared<T, false> blk;
             blk.prepare(b);
             const Prep& p = blk.p;
