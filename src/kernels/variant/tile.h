@@ -23,23 +23,26 @@ constexpr int64_t min_i64(int64_t a, int64_t b) {
 }
 
 // Weights stream from DRAM in matvecs: the hardware prefetchers follow one row read front to
-// back, but not far enough ahead to keep 16 cores' reads in flight, and they start late on each
-// new 4 KiB page; they do not follow several rows read side by side. So the matvec reads one
-// row at a time; the quantized formats' matvecs prefetch (into L2) every line kStreamAhead
-// bytes ahead (prefetch_stream), the float matvecs touch the next page's first line as they
-// enter a page (prefetch_next_page); multi-row tiles prefetch the same bytes kPrefetchRows rows
-// further on at every step.
+// back, but start late on each new 4 KiB page and, with 16 cores reading, do not run far enough
+// ahead; they do not follow several rows read side by side. So the matvec reads one row at a
+// time; the quantized formats' matvecs prefetch (into L2) every line kStreamAhead bytes ahead
+// (prefetch_stream), the float matvecs touch the next page's first line as they enter a page
+// (prefetch_next_page); multi-row tiles prefetch the same bytes kPrefetchRows rows further on
+// at every step.
 // Measured on Zen 5, one thread, from DRAM: q8_0 with 4 rows side by side 20 GB/s, one row
 // 32 GB/s, + next page 35 GB/s; f32 one row + a prefetch per line 33 GB/s but 25 % slower from
-// L2 (load slots: its decode is free), one per page 32 GB/s at full L2 speed. On Sapphire
-// Rapids, 16 threads, 512 MiB (STREAM-style read 100 GB/s), a prefetch per line 2-4 KiB ahead
-// against one per page took 0.62-0.80x the time for the k-quants, q4_0, q5_0, q8_0, iq4_nl,
-// iq4_xs (75 -> 100-115 % of the STREAM read), the same or less for the compute-bound i-quants;
-// f32 and bf16 from L2 1.2-2x the time. (NEON keeps one per page: not measured there.)
+// L2 (load slots: its decode is free), one per page 32 GB/s at full L2 speed.
+// Sapphire Rapids, 16 threads, 512 MiB (STREAM-style read 82-100 GB/s): a prefetch per line
+// 3-6 KiB ahead instead of one per page took 0.62-0.90x the time for the k-quants, q4_0, q5_0,
+// q8_0, iq4_nl, iq4_xs (75 -> 90-130 % of the STREAM read), the same or less for the
+// compute-bound i-quants; f32 and bf16 from L2 1.2-2x the time. The distance is in bytes, but
+// what counts is time: at 2 threads on Zen 5 (30 GB/s a thread against 6 on Sapphire Rapids)
+// 3 KiB ahead was too close (q6_K 1.3x the time), 6-8 KiB neutral to 0.88x (q8_0, its decode
+// the cheapest: 1.1x). (NEON keeps one per page: not measured there.)
 // (Forced inline: GCC 12 may judge a not yet inlined prefetch_l2 free of side effects, as if
 // it computed nothing, and delete its calls. It did so in the k-quant tiles.)
 constexpr int kPrefetchRows = 4;
-constexpr int kStreamAhead = 3072;
+constexpr int kStreamAhead = 6144;
 __attribute__((always_inline)) inline void prefetch_l2(const uint8_t* p) {
     __builtin_prefetch(p, 0, 2);
 }
