@@ -217,7 +217,7 @@ struct Prepared {
 template <typename T, bool kScaled>
 TANDEM_ALWAYS_INLINE Acc step_dot(Acc acc, V w, V q, V scale) {
     if constexpr (kScaled) {
-        return dot_unit(acc, w, q);
+        return dot_unit_small(acc, w, q);  // (q2_K: 3 s <= 45)
     } else if constexpr (T::kSigned) {
         V abs_w, signed_q;
         sign_split(w, q, abs_w, signed_q);
