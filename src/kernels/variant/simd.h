@@ -773,20 +773,6 @@ inline Acc dot_unit(Acc acc, V u, V s) {
     return dot4(dot4(acc, u.lo, s.lo), u.hi, s.hi);
 #endif
 }
-// dot_unit where a step's two halves' pair sums fit int16 together (u at most 63: q2_K's
-// prescaled weights, 3 s <= 45): without VNNI, AVX2 adds the halves' vpmaddubsw in int16 and
-// widens once, one vpmaddwd and one vpaddd a step instead of two each (the same exact sums
-// in the same int32 lanes).
-inline Acc dot_unit_small(Acc acc, V u, V s) {
-#if defined(TANDEM_SIMD_ZMM)
-    return dot_unit(acc, u, s);
-#else
-    if constexpr (kVnni) return dot_unit(acc, u, s);
-    const __m256i pairs =
-        _mm256_add_epi16(_mm256_maddubs_epi16(u.lo, s.lo), _mm256_maddubs_epi16(u.hi, s.hi));
-    return _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
-#endif
-}
 // Without VNNI, the u * s pairs of a few steps summed in int16 lanes (vpmaddubsw and vpaddw,
 // as ggml does: one vpmaddwd per super-block instead of one per step), then widened to int32
 // pairs (the same exact sums while they fit int16: u at most 3, 8 pairs a lane per super-block).
@@ -811,6 +797,14 @@ inline Acc add_acc(Acc a, Acc b) {
 #else
     return _mm256_add_epi32(a, b);
 #endif
+}
+// dot_unit where a step's two halves' pair sums fit int16 together (u at most 63: q2_K's
+// prescaled weights, 3 s <= 45): without VNNI the step is summed in int16 and widened once
+// (dot_unit16 for one step): with AVX2 one vpmaddwd and one vpaddd a step, not two each (the same
+// exact sums in the same int32 lanes).
+inline Acc dot_unit_small(Acc acc, V u, V s) {
+    if constexpr (kVnni) return dot_unit(acc, u, s);
+    return add_acc(acc, widen16(dot_unit16(acc_zero(), u, s)));
 }
 // The accumulator through an empty asm: GCC cannot reassociate the sums across it (it would
 // keep a step's products live to add them at the end, spilling with 16 registers).

@@ -74,6 +74,12 @@ consteval SignBytes make_sign_bytes() {
     return t;
 }
 inline constexpr SignBytes kSignBytes = make_sign_bytes();
+// The signs of 8 groups by their 7-bit sign indices.
+TANDEM_ALWAYS_INLINE Signs signs_of_indices(uint32_t i0, uint32_t i1, uint32_t i2, uint32_t i3,
+                                            uint32_t i4, uint32_t i5, uint32_t i6, uint32_t i7) {
+    const uint64_t* t = kSignBytes.of;
+    return {set_u64x8(t[i0], t[i1], t[i2], t[i3], t[i4], t[i5], t[i6], t[i7])};
+}
 #endif
 // Signs of the 8 groups of a step from two words of 4 sign indices each (iq2_xxs, iq3_xxs).
 // AVX2 looks the groups' sign bytes up (broadcast loads and blends, set_u64x8): the bits
@@ -84,9 +90,8 @@ TANDEM_ALWAYS_INLINE Signs signs_of_fields(uint32_t a0, uint32_t a1) {
     return signs_of_bits(
         sign_bits(bytes_of_7bit_fields(a0) | bytes_of_7bit_fields(a1) << 32));
 #else
-    const uint64_t* t = kSignBytes.of;
-    return {set_u64x8(t[a0 & 127], t[(a0 >> 7) & 127], t[(a0 >> 14) & 127], t[(a0 >> 21) & 127],
-                      t[a1 & 127], t[(a1 >> 7) & 127], t[(a1 >> 14) & 127], t[(a1 >> 21) & 127])};
+    return signs_of_indices(a0 & 127, (a0 >> 7) & 127, (a0 >> 14) & 127, (a0 >> 21) & 127,
+                            a1 & 127, (a1 >> 7) & 127, (a1 >> 14) & 127, (a1 >> 21) & 127);
 #endif
 }
 // uint16 lane i = bits [shift_i, shift_i + width) of lane i of x, at bit 8 (indices' high bits):
@@ -149,14 +154,14 @@ struct Iq2Xs : Lattice {
         u = lookup_u64x8(kIq2xsPoints.p, _mm_and_si128(x, _mm_set1_epi16(511)));
         const __m128i sign_idx = _mm_packus_epi16(_mm_srli_epi16(x, 9), _mm_setzero_si128());
         s = signs_of_bits(sign_bits(static_cast<uint64_t>(_mm_cvtsi128_si64(sign_idx))));
-#else  // (AVX2: the words read as scalars, points and sign bytes looked up as signs_of_fields)
+#else  // (AVX2: the words read as scalars, the points and sign bytes looked up)
         const uint8_t* q = b + 2 + 16 * kJ;
         const auto w = [&](int i) -> uint32_t { return load_u16(q + 2 * i); };
-        const uint64_t *g = kIq2xsPoints.p, *t = kSignBytes.of;
+        const uint64_t* g = kIq2xsPoints.p;
         u = set_u64x8(g[w(0) & 511], g[w(1) & 511], g[w(2) & 511], g[w(3) & 511], g[w(4) & 511],
                       g[w(5) & 511], g[w(6) & 511], g[w(7) & 511]);
-        s = {set_u64x8(t[w(0) >> 9], t[w(1) >> 9], t[w(2) >> 9], t[w(3) >> 9], t[w(4) >> 9],
-                       t[w(5) >> 9], t[w(6) >> 9], t[w(7) >> 9])};
+        s = signs_of_indices(w(0) >> 9, w(1) >> 9, w(2) >> 9, w(3) >> 9, w(4) >> 9, w(5) >> 9,
+                             w(6) >> 9, w(7) >> 9);
 #endif
     }
     static constexpr float kFactor = 0.125f;

@@ -3,9 +3,8 @@
 // blocks), and on x86 q2_0 (64-value blocks) and q1_0 (128-value blocks). A step covers 64
 // values (two activation blocks); each weight step is decoded once into unsigned bytes u
 // (weight = u - bias, legacy_formats.h) and dotted with every column of the tile. These step
-// tiles serve NEON, and on x86 only q2_0: the other formats take the unit-lane tiles there
-// (legacy_unit_lanes.h), so the per-step path below (step, gather, min_terms) runs on NEON
-// only; the measurements in its comments are from x86, when it served there too.
+// tiles serve NEON only: x86 takes the unit-lane tiles for every format (legacy_unit_lanes.h).
+// The measurements in their comments are from x86, when they served there too.
 
 #include "kernels/variant/kernel_decls.h"
 #include "kernels/variant/legacy_formats.h"
