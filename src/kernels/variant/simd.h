@@ -558,14 +558,16 @@ V times_scales(const Multiples& m, V u) {
 #endif
 }
 
-
-// Horizontal sum of a float accumulator.
-inline float hsum(FAcc a) {
-    const __m256 y = fold(a);
-    __m128 x = _mm_add_ps(_mm256_castps256_ps128(y), _mm256_extractf128_ps(y, 1));
+// Horizontal sums of float lanes, in a fixed order.
+inline float hsum4(__m128 x) {
     x = _mm_add_ps(x, _mm_movehl_ps(x, x));
-    x = _mm_add_ss(x, _mm_movehdup_ps(x));
-    return _mm_cvtss_f32(x);
+    return _mm_cvtss_f32(_mm_add_ss(x, _mm_movehdup_ps(x)));
+}
+inline float hsum8(__m256 y) {
+    return hsum4(_mm_add_ps(_mm256_castps256_ps128(y), _mm256_extractf128_ps(y, 1)));
+}
+inline float hsum(FAcc a) {
+    return hsum8(fold(a));
 }
 
 // Sum of 8 int32 lanes.
@@ -574,67 +576,6 @@ inline int hsum_i32(__m256i v) {
     x = _mm_add_epi32(x, _mm_unpackhi_epi64(x, x));
     x = _mm_add_epi32(x, _mm_shuffle_epi32(x, 1));
     return _mm_cvtsi128_si32(x);
-}
-// The sums of a's and of b's 8 int32 lanes, in lanes 0 and 1 (and again in 2 and 3): the two
-// reductions share their shuffles.
-inline __m128i hsum_i32x2(__m256i a, __m256i b) {
-    const __m256i h = _mm256_hadd_epi32(a, b);  // a01 a23 b01 b23 | a45 a67 b45 b67
-    const __m128i x = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
-    return _mm_hadd_epi32(x, x);
-}
-
-// Lane c of the result = the sum of all int32 lanes of v[c] (0 for c >= kN; kN <= 8): the
-// integer sums of a tile row's columns, one lane per column. Forced inline: as a call, the
-// array round trip through memory costs more than the sums.
-template <int kI, int kN>
-TANDEM_ALWAYS_INLINE Acc acc_or_zero(const Acc (&v)[kN]) {
-    if constexpr (kI < kN) {
-        return v[kI];
-    } else {
-        return acc_zero();
-    }
-}
-template <int kN>
-TANDEM_ALWAYS_INLINE __m256i column_sums(const Acc (&v)[kN]) {
-    static_assert(kN <= 8);
-#if defined(TANDEM_SIMD_ZMM)
-    if constexpr (kN <= 4) {  // (folded, then as on AVX2: fewer shuffles for 4 columns)
-        const __m256i h01 = _mm256_hadd_epi32(fold(acc_or_zero<0>(v)), fold(acc_or_zero<1>(v)));
-        const __m256i h23 = _mm256_hadd_epi32(fold(acc_or_zero<2>(v)), fold(acc_or_zero<3>(v)));
-        const __m256i q0 = _mm256_hadd_epi32(h01, h23);
-        return _mm256_add_epi32(q0, _mm256_permute2x128_si256(q0, q0, 0x01));
-    }
-    // x_j = [fold(v[j]) | fold(v[j + 4])]; per 128-bit lane, unpack-and-add steps interleave
-    // columns (j, j + 1), then (j .. j + 3), each lane a partial sum: 8 columns in 9 shuffles.
-    const __m512i x0 = fold_pair(acc_or_zero<0>(v), acc_or_zero<4>(v));
-    const __m512i x1 = fold_pair(acc_or_zero<1>(v), acc_or_zero<5>(v));
-    const __m512i x2 = fold_pair(acc_or_zero<2>(v), acc_or_zero<6>(v));
-    const __m512i x3 = fold_pair(acc_or_zero<3>(v), acc_or_zero<7>(v));
-    const __m512i p0 =
-        _mm512_add_epi32(_mm512_unpacklo_epi32(x0, x1), _mm512_unpackhi_epi32(x0, x1));
-    const __m512i p1 =
-        _mm512_add_epi32(_mm512_unpacklo_epi32(x2, x3), _mm512_unpackhi_epi32(x2, x3));
-    // 128-bit lanes of q: columns 0..3 (twice), 4..7 (twice)
-    const __m512i q =
-        _mm512_add_epi32(_mm512_unpacklo_epi64(p0, p1), _mm512_unpackhi_epi64(p0, p1));
-    return _mm512_castsi512_si256(
-        _mm512_add_epi32(_mm512_shuffle_i64x2(q, q, _MM_SHUFFLE(3, 1, 2, 0)),
-                         _mm512_shuffle_i64x2(q, q, _MM_SHUFFLE(2, 0, 3, 1))));
-#else
-    const __m256i h01 = _mm256_hadd_epi32(acc_or_zero<0>(v), acc_or_zero<1>(v));
-    const __m256i h23 = _mm256_hadd_epi32(acc_or_zero<2>(v), acc_or_zero<3>(v));
-    const __m256i q0 = _mm256_hadd_epi32(h01, h23);
-    if constexpr (kN <= 4) {
-        // q0 = [0 1 2 3 (low halves) | 0 1 2 3 (high halves)]
-        return _mm256_add_epi32(q0, _mm256_permute2x128_si256(q0, q0, 0x01));
-    } else {
-        const __m256i h45 = _mm256_hadd_epi32(acc_or_zero<4>(v), acc_or_zero<5>(v));
-        const __m256i h67 = _mm256_hadd_epi32(acc_or_zero<6>(v), acc_or_zero<7>(v));
-        const __m256i q1 = _mm256_hadd_epi32(h45, h67);
-        return _mm256_add_epi32(_mm256_permute2x128_si256(q0, q1, 0x20),
-                                _mm256_permute2x128_si256(q0, q1, 0x31));
-    }
-#endif
 }
 
 // ---------------------------------------------------------------- i-quant helpers

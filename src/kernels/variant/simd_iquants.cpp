@@ -12,14 +12,13 @@
 #include "formats/iq_tables.h"
 #include "kernels/variant/kernel_decls.h"
 #include "kernels/variant/simd.h"
+#include "kernels/variant/super_block_tile.h"
 #include "kernels/variant/tile.h"
 
 namespace tandem::TANDEM_VARIANT_NS {
 namespace {
 
 using namespace simd;
-
-constexpr int kQ8KBytes = 292;  // q8_K: float d, int8 qs[256], int16 bsums[16]
 
 // A row's super-block, prepared once for all columns.
 struct Prep {
@@ -418,14 +417,6 @@ struct Tq1 : Ternary {
     }
 };
 
-// The sum of 8 float lanes, in a fixed order.
-TANDEM_ALWAYS_INLINE float hsum8(__m256 v) {
-    __m128 x = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    x = _mm_add_ps(x, _mm_movehl_ps(x, x));
-    x = _mm_add_ss(x, _mm_movehdup_ps(x));
-    return _mm_cvtss_f32(x);
-}
-
 // Float sums of the tiles: 8 lanes per (row, column). With AVX-512 two columns share a register
 // (lanes 0-7 column c, lanes 8-15 column c + 1): half the registers (R = 2, C = 8 spilled) and
 // one conversion, multiply and fma for both, each lane getting exactly the operations it gets
@@ -438,26 +429,74 @@ using PairSums = __m512;
 using PairSums = __m256;  // (no pairs)
 #endif
 
+// One row's float sums: columns below 2 kP in pairs (pair[c / 2]), the others alone
+// (alone[c - 2 kP]).
+template <int C>
+struct RowSums {
+    static constexpr int kP = kPairs<C>, kAlone = C - 2 * kP;
+    PairSums pair[kP > 0 ? kP : 1];
+    __m256 alone[kAlone > 0 ? kAlone : 1];
+
+    static RowSums zero() {
+        RowSums f;
+        TANDEM_UNROLL
+        for (auto& x : f.pair) x = PairSums{};
+        TANDEM_UNROLL
+        for (auto& x : f.alone) x = _mm256_setzero_ps();
+        return f;
+    }
+    // Column c's result.
+    float result(int c) const {
+#if defined(TANDEM_SIMD_ZMM)
+        if (c < 2 * kP) {
+            const __m512 x = pair[c / 2];
+            return hsum8(c % 2 == 0 ? _mm512_castps512_ps256(x) : _mm512_extractf32x8_ps(x, 1));
+        }
+#endif
+        return hsum8(alone[c - 2 * kP]);
+    }
+};
+
+// Super-block i of the C columns, as the tiles read it: the q8_K values side by side (one base
+// address for all columns), dy eight times per column (two columns: one load), and the bias
+// terms' bsums (iq1: kBsums) or starts (ternary: kStarts).
+template <int C, bool kBsums, bool kStarts>
+struct ColumnBlock {
+    alignas(64) uint8_t q_[C][256];
+    alignas(64) float dy_[C][8];
+    alignas(64) int16_t bsums_[kBsums ? C : 1][16];
+    alignas(64) int32_t start_[kStarts ? C : 1][8];
+    const uint8_t* q(int c) const { return q_[c]; }
+    __m256 dy(int c) const { return _mm256_load_ps(dy_[c]); }
+    __m256i bsums(int c) const {
+        return _mm256_load_si256(reinterpret_cast<const __m256i*>(bsums_[c]));
+    }
+    __m256i start(int c) const {
+        return _mm256_load_si256(reinterpret_cast<const __m256i*>(start_[c]));
+    }
+#if defined(TANDEM_SIMD_ZMM)
+    __m512 dy_pair(int p) const { return _mm512_load_ps(dy_[2 * p]); }
+    __m512i bsums_pair(int p) const { return _mm512_load_si512(bsums_[2 * p]); }
+#endif
+    void prepare(const uint8_t* y, int c) {
+        const RawColumns raw{y};
+        __builtin_memcpy(q_[c], raw.q(0), 256);
+        _mm256_store_ps(dy_[c], raw.dy(0));
+        if constexpr (kBsums)
+            _mm256_store_si256(reinterpret_cast<__m256i*>(bsums_[c]), raw.bsums(0));
+        if constexpr (kStarts)
+            _mm256_store_si256(reinterpret_cast<__m256i*>(start_[c]), raw.start(0));
+    }
+};
+
 // Rows per small-matmul tile where registers allow; the matvec reads one row at a time.
 constexpr int k_rows(int cols) {
     if (kRegisters >= 32) return cols <= 4 ? 4 : 2;
     return 1;
 }
 
-// The columns of a super-block, straight from the q8_K rows (the matvec: column 0).
-struct RawColumns {
-    const uint8_t* y;  // q8_K block i of column 0
-    const uint8_t* q(int) const { return y + 4; }
-    __m256 dy(int) const { return _mm256_set1_ps(load_f32(y)); }
-    __m256i bsums(int) const {
-        return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y + 260));
-    }
-    // The ternary formats' bias term: -1 times the pairs of bsums, as the start of the sums.
-    __m256i start(int c) const { return _mm256_madd_epi16(bsums(c), _mm256_set1_epi16(-1)); }
-};
-
 template <typename T, int C>
-struct IqTile {
+struct IqTile : SuperBlockTile<IqTile<T, C>, C> {
     // The ternary formats' bias term, the same for every row (-1 times the pairs of bsums),
     // starts each column's integer sums; iq1 takes its own off at the end (Prep::bias16).
     static constexpr bool kColumnBias = T::kBiased && T::kUnitScales;
@@ -470,144 +509,11 @@ struct IqTile {
     // 1-7% on others).
     static constexpr bool kKeepSums = T::kUnitScales && kRegisters < 32 && C > 1;
 
-    static void run(int64_t k, const uint8_t* w, size_t w_stride, int n_rows, const uint8_t* a,
-                    size_t a_stride, float* out, size_t out_stride) {
-        if constexpr (C == 1) {
-            for (int r = 0; r < n_rows; ++r) out[r] = matvec_row(k, w + r * w_stride, a);
-        } else {
-            tiles(k, w, w_stride, n_rows, a, a_stride, out, out_stride);
-        }
-    }
-
-    // Float sums of a row: 8 lanes per column, one fma per super-block, summed once at the
-    // end: the same operations for a column whatever C is. Columns below 2 kP in pairs
-    // (pair[c / 2]), the others alone (alone[c - 2 kP]).
-    static constexpr int kP = kPairs<C>, kAlone = C - 2 * kP;
-    struct RowSums {
-        PairSums pair[kP > 0 ? kP : 1];
-        __m256 alone[kAlone > 0 ? kAlone : 1];
-    };
-    static RowSums zero_sums() {
-        RowSums f;
-        TANDEM_UNROLL
-        for (auto& x : f.pair) x = PairSums{};
-        TANDEM_UNROLL
-        for (auto& x : f.alone) x = _mm256_setzero_ps();
-        return f;
-    }
-
-    static float matvec_row(int64_t k, const uint8_t* row, const uint8_t* a) {
-        RowSums f[1] = {zero_sums()};
-        for (int64_t i = 0; i < k / 256; ++i)
-            super_block<1, true>(i, &row, 0, RawColumns{a + i * kQ8KBytes}, f);
-        return hsum8(f[0].alone[0]);
-    }
-
-    // Super-block i of the C columns, as the tiles read it: the q8_K values side by side (one
-    // base address for all columns), dy eight times per column (two columns: one load), and
-    // the bias terms' bsums (iq1) or starts (ternary).
-    struct ColumnBlock {
-        alignas(64) uint8_t q_[C][256];
-        alignas(64) float dy_[C][8];
-        alignas(64) int16_t bsums_[kRowBias ? C : 1][16];
-        alignas(64) int32_t start_[kColumnBias ? C : 1][8];
-        const uint8_t* q(int c) const { return q_[c]; }
-        __m256 dy(int c) const { return _mm256_load_ps(dy_[c]); }
-        __m256i bsums(int c) const {
-            return _mm256_load_si256(reinterpret_cast<const __m256i*>(bsums_[c]));
-        }
-        __m256i start(int c) const {
-            return _mm256_load_si256(reinterpret_cast<const __m256i*>(start_[c]));
-        }
-#if defined(TANDEM_SIMD_ZMM)
-        __m512 dy_pair(int p) const { return _mm512_load_ps(dy_[2 * p]); }
-        __m512i bsums_pair(int p) const { return _mm512_load_si512(bsums_[2 * p]); }
-#endif
-    };
-    static constexpr int64_t kChunk = kPreparedChunkBytes / sizeof(ColumnBlock);
-    static_assert(kChunk >= 1);
-    // Rows per block when k needs several chunks: their float sums wait in memory between
-    // chunks (continued, not added: a column's result must not depend on C), and the block's
-    // weights stay in L2.
-    static constexpr int kRowBlock = 128;
-
-    static void prepare(const uint8_t* a, size_t a_stride, int64_t i0, int64_t n,
-                        ColumnBlock* cols) {
-        for (int64_t i = 0; i < n; ++i) {
-            ColumnBlock& col = cols[i];
-            for (int c = 0; c < C; ++c) {
-                const RawColumns raw{a + c * a_stride + (i0 + i) * kQ8KBytes};
-                __builtin_memcpy(col.q_[c], raw.q(0), 256);
-                _mm256_store_ps(col.dy_[c], raw.dy(0));
-                if constexpr (kRowBias)
-                    _mm256_store_si256(reinterpret_cast<__m256i*>(col.bsums_[c]), raw.bsums(0));
-                if constexpr (kColumnBias)
-                    _mm256_store_si256(reinterpret_cast<__m256i*>(col.start_[c]), raw.start(0));
-            }
-        }
-    }
-
-    static void tiles(int64_t k, const uint8_t* w, size_t w_stride, int n_rows, const uint8_t* a,
-                      size_t a_stride, float* out, size_t out_stride) {
-        constexpr int R = k_rows(C);
-        const size_t ahead = prefetch_ahead(R, w_stride);
-        const int64_t n_blocks = k / 256;
-        ColumnBlock cols[kChunk];
-        if (n_blocks <= kChunk) {
-            prepare(a, a_stride, 0, n_blocks, cols);
-            for_row_groups<R>(
-                w, w_stride, n_rows, [&](const uint8_t* const* rows, int n_valid, int r0) {
-                    tile<R>(rows, n_valid, ahead, cols, n_blocks, nullptr, false, false,
-                            out + r0, out_stride);
-                });
-            return;
-        }
-        RowSums carried[kRowBlock];
-        for (int rb = 0; rb < n_rows; rb += kRowBlock) {
-            for (int64_t i0 = 0; i0 < n_blocks; i0 += kChunk) {
-                const int64_t n = min_i64(kChunk, n_blocks - i0);
-                prepare(a, a_stride, i0, n, cols);
-                for_row_groups<R>(w + rb * w_stride + i0 * T::kBytes, w_stride,
-                                  min_int(kRowBlock, n_rows - rb),
-                                  [&](const uint8_t* const* rows, int n_valid, int r0) {
-                                      tile<R>(rows, n_valid, ahead, cols, n, carried + r0,
-                                              i0 > 0, i0 + n < n_blocks, out + rb + r0,
-                                              out_stride);
-                                  });
-            }
-        }
-    }
-
-    // R rows side by side over a chunk's n super-blocks, each row's steps decoded once for all
-    // C columns. The float sums start from carry (in) or zero, and end in carry (keep) or as
-    // results in out.
-    template <int R>
-    static void tile(const uint8_t* const* rows, int n_valid, size_t ahead,
-                     const ColumnBlock* cols, int64_t n, RowSums* carry, bool in, bool keep,
-                     float* out, size_t out_stride) {
-        RowSums f[R];
-        TANDEM_UNROLL
-        for (int r = 0; r < R; ++r) f[r] = in && r < n_valid ? carry[r] : zero_sums();
-        for (int64_t i = 0; i < n; ++i) super_block<R, false>(i, rows, ahead, cols[i], f);
-        TANDEM_UNROLL
-        for (int r = 0; r < R; ++r) {
-            if (r >= n_valid) break;
-            if (keep) {
-                carry[r] = f[r];
-                continue;
-            }
-#if defined(TANDEM_SIMD_ZMM)
-            TANDEM_UNROLL
-            for (int p = 0; p < kP; ++p) {
-                out[2 * p * out_stride + r] = hsum8(_mm512_castps512_ps256(f[r].pair[p]));
-                out[(2 * p + 1) * out_stride + r] = hsum8(_mm512_extractf32x8_ps(f[r].pair[p], 1));
-            }
-#endif
-            TANDEM_UNROLL
-            for (int c = 2 * kP; c < C; ++c)
-                out[c * out_stride + r] = hsum8(f[r].alone[c - 2 * kP]);
-        }
-    }
+    // For the frame (SuperBlockTile).
+    static constexpr int kBytes = T::kBytes, kRows = k_rows(C);
+    using Sums = RowSums<C>;
+    using Cols = ColumnBlock<C, kRowBias, kColumnBias>;
+    static constexpr int kP = kPairs<C>;
 
     template <int R, int kJ, typename Cols>
     TANDEM_ALWAYS_INLINE static void step(const uint8_t* const* blocks, const Scales16* sc,
@@ -641,19 +547,14 @@ struct IqTile {
     template <int R, bool kMatvec, typename Cols>
     TANDEM_ALWAYS_INLINE static void super_block(int64_t i, const uint8_t* const* rows,
                                                  size_t ahead, const Cols& cols,
-                                                 RowSums (&f)[R]) {
+                                                 RowSums<C> (&f)[R]) {
         const uint8_t* blocks[R];
         Prep prep[R];
         Scales16 sc[R];
         TANDEM_UNROLL
         for (int r = 0; r < R; ++r) {
             blocks[r] = rows[r] + i * T::kBytes;
-            if constexpr (kMatvec) {
-                prefetch_stream(blocks[r], T::kBytes);
-            } else {
-                for (int line = 0; line < T::kBytes; line += 64)
-                    prefetch_l2(blocks[r] + ahead + line);
-            }
+            prefetch_super_block<kMatvec>(blocks[r], T::kBytes, ahead);
             T::prepare(blocks[r], prep[r]);
             sc[r] = scales16(prep[r].sc16);
         }

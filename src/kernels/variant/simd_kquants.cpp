@@ -2,11 +2,14 @@
 // q2_K, q3_K, q4_K, q5_K, q6_K and iq4_xs. Per super-block, four steps of 64 values: the
 // weights decode to unsigned bytes u (weight = u - bias) or, for iq4_xs, signed bytes; products
 // are summed in int32 with the 16-value sub-block scales applied as int16 (vpmaddubsw then
-// vpmaddwd / vpdpwssd); the q8_K bsums give the bias and min terms; one float scaling per
-// super-block.
+// vpmaddwd / vpdpwssd); the q8_K bsums give the bias and min terms; the float sums keep 4
+// lanes per column ("float sums" below).
+#include <type_traits>
+
 #include "formats/iq_tables.h"
 #include "kernels/variant/kernel_decls.h"
 #include "kernels/variant/simd.h"
+#include "kernels/variant/super_block_tile.h"
 #include "kernels/variant/tile.h"
 
 namespace tandem::TANDEM_VARIANT_NS {
@@ -178,8 +181,6 @@ struct Iq4Xs {
     }
 };
 
-constexpr int kQ8KBytes = 292;
-
 template <typename T>
 constexpr bool prescaled() {
     if constexpr (requires { T::kPrescaled; }) {
@@ -233,11 +234,6 @@ __m256i biased_scales(const Prep& p) {
     static_assert((T::kBias & (T::kBias - 1)) == 0);
     return _mm256_slli_epi16(p.sc16, __builtin_ctz(T::kBias));
 }
-// The bias term as int32 lanes: bias * sum of sc * bsum (same scale d as the main sums).
-template <typename T>
-__m256i bias_sums(const Prep& p, __m256i bsums) {
-    return _mm256_madd_epi16(biased_scales<T>(p), bsums);
-}
 
 // Rows per small-matmul tile where registers allow; the matvec reads one row at a time.
 // T::kWideDecode: the decode holds more registers, and 4 rows at C = 4 spill (q3_K: 8% slower
@@ -249,264 +245,263 @@ constexpr int k_rows(int cols) {
     return 1;
 }
 
-template <typename T, int C>
-struct KTile {
-    static constexpr bool kScaled = prescaled<T>();  // (in the small matmul)
+// ---------------------------------------------------------------- float sums
+// A column's float sums are 4 lanes. Per super-block and (row, column): the exact int32 sums
+// folded to 4 lanes (lane l: the accumulator's lanes l mod 4), less the bias terms (q3_K, q6_K:
+// bias times the scales times the bsums, lane l: the scale pairs l and l + 4), and the min terms
+// (q2_K, q4_K, q5_K: the mins times the bsums, in the same lanes) make
+//   t = S d - M dmin (one fused multiply-subtract; without mins t = S d), acc += t dy,
+// and at the end the lanes are summed in a fixed order. These float steps are the same for a
+// column whatever its tile: the tiles put the columns' lanes side by side in a unit (AVX2: two
+// columns in a ymm, AVX-512: four in a zmm; the matvec: its one column in an xmm), each lane
+// getting exactly the operations it gets alone.
+// Measured against one float total per super-block (its horizontal sums): the matvecs take
+// 0.81-0.95x the time from L2 on Sapphire Rapids (AVX-512), 0.91-0.96x on Zen 5 (AVX2), the
+// small matmul the same. 8 lanes per column made the matvecs faster still (0.78-0.89x) but the
+// small matmul slower: its conversions and products, 8 lanes a column, made C = 8 1.18x the time
+// on Zen 5.
+constexpr int kUnitCols = kZmm ? 4 : 2;
 
-    static void run(int64_t k, const uint8_t* w, size_t w_stride, int n_rows, const uint8_t* a,
-                    size_t a_stride, float* out, size_t out_stride) {
-        if constexpr (C == 1) {
-            for (int r = 0; r < n_rows; ++r) out[r] = matvec_row(k, w + r * w_stride, a);
-        } else {
-            tiles(k, w, w_stride, n_rows, a, a_stride, out, out_stride);
-        }
-    }
+// The operations on a unit of 128, 256 or 512 bits.
+template <int kBits>
+struct Lanes;
+template <>
+struct Lanes<128> {
+    using F = __m128;
+    using I = __m128i;
+    static __m128 cvt(I x) { return _mm_cvtepi32_ps(x); }
+    static __m128 splat(float x) { return _mm_set1_ps(x); }
+    static __m128 mul(__m128 a, __m128 b) { return _mm_mul_ps(a, b); }
+    static __m128 fmadd(__m128 a, __m128 b, __m128 c) { return _mm_fmadd_ps(a, b, c); }
+    static __m128 fmsub(__m128 a, __m128 b, __m128 c) { return _mm_fmsub_ps(a, b, c); }
+    static I madd(I a, I b) { return _mm_madd_epi16(a, b); }
+    static I add(I a, I b) { return _mm_add_epi32(a, b); }
+    static I sub(I a, I b) { return _mm_sub_epi32(a, b); }
+    // A row's 16 int16 as the two halves that meet a column's bsums 0..7 and 8..15.
+    static I low_half(__m256i x) { return _mm256_castsi256_si128(x); }
+    static I high_half(__m256i x) { return _mm256_extracti128_si256(x, 1); }
+};
+template <>
+struct Lanes<256> {
+    using F = __m256;
+    using I = __m256i;
+    static __m256 cvt(I x) { return _mm256_cvtepi32_ps(x); }
+    static __m256 splat(float x) { return _mm256_set1_ps(x); }
+    static __m256 mul(__m256 a, __m256 b) { return _mm256_mul_ps(a, b); }
+    static __m256 fmadd(__m256 a, __m256 b, __m256 c) { return _mm256_fmadd_ps(a, b, c); }
+    static __m256 fmsub(__m256 a, __m256 b, __m256 c) { return _mm256_fmsub_ps(a, b, c); }
+    static I madd(I a, I b) { return _mm256_madd_epi16(a, b); }
+    static I add(I a, I b) { return _mm256_add_epi32(a, b); }
+    static I sub(I a, I b) { return _mm256_sub_epi32(a, b); }
+    static I low_half(__m256i x) { return _mm256_permute2x128_si256(x, x, 0x00); }
+    static I high_half(__m256i x) { return _mm256_permute2x128_si256(x, x, 0x11); }
+};
+#if defined(TANDEM_SIMD_ZMM)
+template <>
+struct Lanes<512> {
+    using F = __m512;
+    using I = __m512i;
+    static __m512 cvt(I x) { return _mm512_cvtepi32_ps(x); }
+    static __m512 splat(float x) { return _mm512_set1_ps(x); }
+    static __m512 mul(__m512 a, __m512 b) { return _mm512_mul_ps(a, b); }
+    static __m512 fmadd(__m512 a, __m512 b, __m512 c) { return _mm512_fmadd_ps(a, b, c); }
+    static __m512 fmsub(__m512 a, __m512 b, __m512 c) { return _mm512_fmsub_ps(a, b, c); }
+    static I madd(I a, I b) { return _mm512_madd_epi16(a, b); }
+    static I add(I a, I b) { return _mm512_add_epi32(a, b); }
+    static I sub(I a, I b) { return _mm512_sub_epi32(a, b); }
+    static I low_half(__m256i x) { return _mm512_broadcast_i32x4(_mm256_castsi256_si128(x)); }
+    static I high_half(__m256i x) { return _mm512_broadcast_i32x4(_mm256_extracti128_si256(x, 1)); }
+};
+constexpr int kUnitBits = 512;
+#else
+constexpr int kUnitBits = 256;
+#endif
+using Unit = Lanes<kUnitBits>::F;
+using UnitInt = Lanes<kUnitBits>::I;
 
-    // Matvec. Per super-block the exact int32 total of the products (and of the mins) is
-    // scaled into one float: acc += S * d * dy, acc -= M * dmin * dy, in this order, as the
-    // tiles do for each column (so a column's result does not depend on its tile).
-    static float matvec_row(int64_t k, const uint8_t* row, const uint8_t* a) {
-        __m128 acc = _mm_setzero_ps();  // lane 0
-        for (int64_t i = 0; i < k / 256; ++i) {
-            const uint8_t* b = row + i * T::kBytes;
-            prefetch_stream(b, T::kBytes);
-            Prepared<T, false> blk;
-            blk.prepare(b);
-            const Prep& p = blk.p;
-            const uint8_t* y = a + i * kQ8KBytes;
-            Acc iacc = acc_zero();
-            V w, scale;
-            blk.template step<0>(w, scale);
-            iacc = step_dot<T, false>(iacc, w, load64(y + 4), scale);
-            blk.template step<1>(w, scale);
-            iacc = step_dot<T, false>(iacc, w, load64(y + 68), scale);
-            blk.template step<2>(w, scale);
-            iacc = step_dot<T, false>(iacc, w, load64(y + 132), scale);
-            blk.template step<3>(w, scale);
-            iacc = step_dot<T, false>(iacc, w, load64(y + 196), scale);
-            const __m128 f = _mm_mul_ps(p.dd, _mm_set1_ps(load_f32(y)));  // d * dy, dmin * dy
-            __m256i sums = fold(iacc), mins = _mm256_setzero_si256();
-            if constexpr (T::kBias != 0 || T::kMins) {
-                const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y + 260));
-                if constexpr (T::kBias != 0) sums = _mm256_sub_epi32(sums, bias_sums<T>(p, bsums));
-                if constexpr (T::kMins) mins = _mm256_madd_epi16(p.mn16, bsums);
-            }
-            // The totals are converted as vectors: a scalar conversion would merge into acc
-            // and lengthen the chain from one super-block to the next.
-            const __m128 totals = _mm_cvtepi32_ps(hsum_i32x2(sums, mins));  // S, M
-            acc = _mm_fmadd_ss(totals, f, acc);
-            if constexpr (T::kMins)
-                acc = _mm_fnmadd_ss(_mm_movehdup_ps(totals), _mm_movehdup_ps(f), acc);
-        }
-        return _mm_cvtss_f32(acc);
-    }
-
-    // The small matmul's bias and min terms are dot products of a row's int16 scales (or mins)
-    // with the columns' bsums. They are taken with the columns' bsums transposed, once per
-    // call, so that a row needs a few vpdpwssd with its scales broadcast and the result is
-    // already one lane per column: kLanes lanes per column (8 / C rounded to a power of two),
-    // lane kLanes c + e of vector j holding pair kLanes j + e of column c, a pair being two
-    // bsums (of 16 values each, or of 32 for the types with a min per 32 values).
-    // kFirstPair: the first int32 pair of row_pairs() that meets them.
-    static constexpr bool kMins32 = T::kMins && T::kSub == 32;
-    static constexpr int kPairs = kMins32 ? 4 : (T::kMins || T::kBias != 0) ? 8 : 0;
-    static constexpr int kFirstPair = kMins32 ? 4 : 0;
-    static constexpr int kLanes = C <= 2 ? 4 : C <= 4 ? 2 : 1;
-    static constexpr int kVectors = kPairs > 0 ? kPairs / kLanes : 1;  // (no empty arrays)
-    static_assert(!(T::kMins && T::kBias != 0));
-
-    // Super-block i of the C columns, as the tiles read it: the q8_K values side by side (one
-    // base address for all columns), the scales dy (lane c: column c, 0 past C) and the
-    // transposed bsums.
-    struct ColumnBlock {
-        alignas(64) uint8_t q[C][256];
-        alignas(32) float dy[8];
-        alignas(32) int32_t bsums[kVectors][8];
+// The integer accumulator folded to 4 lanes (lane l: its lanes l mod 4).
+TANDEM_ALWAYS_INLINE __m128i fold4(__m256i x) {
+    return _mm_add_epi32(_mm256_castsi256_si128(x), _mm256_extracti128_si256(x, 1));
+}
+#if defined(TANDEM_SIMD_ZMM)
+TANDEM_ALWAYS_INLINE __m128i fold4(__m512i x) {
+    return fold4(fold(x));
+}
+#endif
+// The accumulators of kUnitCols columns folded to 4 lanes each, side by side.
+TANDEM_ALWAYS_INLINE UnitInt unit_sums(const Acc* v) {
+#if defined(TANDEM_SIMD_ZMM)
+    // 128-bit lanes [a0+a2, a1+a3, b0+b2, b1+b3], the same for c, d; then each column's two
+    const auto halves = [](__m512i a, __m512i b) {
+        return _mm512_add_epi32(_mm512_shuffle_i64x2(a, b, _MM_SHUFFLE(1, 0, 1, 0)),
+                                _mm512_shuffle_i64x2(a, b, _MM_SHUFFLE(3, 2, 3, 2)));
     };
-    static constexpr int64_t kChunk = kPreparedChunkBytes / sizeof(ColumnBlock);
-    static_assert(kChunk >= 1);
+    const __m512i ab = halves(v[0], v[1]), cd = halves(v[2], v[3]);
+    return _mm512_add_epi32(_mm512_shuffle_i64x2(ab, cd, _MM_SHUFFLE(2, 0, 2, 0)),
+                            _mm512_shuffle_i64x2(ab, cd, _MM_SHUFFLE(3, 1, 3, 1)));
+#else
+    return _mm256_add_epi32(_mm256_permute2x128_si256(v[0], v[1], 0x20),
+                            _mm256_permute2x128_si256(v[0], v[1], 0x31));
+#endif
+}
 
-    // Pair p of column c's bsums at y.
-    static uint32_t bsum_pair(const uint8_t* y, int p) {
-        if constexpr (kMins32) {  // (sums of 32 values fit int16)
-            const uint32_t x = load_u32(y + 260 + 8 * p), z = load_u32(y + 264 + 8 * p);
-            return ((x + (x >> 16)) & 0xffff) | (z + (z >> 16)) << 16;
-        } else {
-            return load_u32(y + 260 + 4 * p);
-        }
-    }
-
-    static void prepare(const uint8_t* a, size_t a_stride, int64_t i0, int64_t n,
-                        ColumnBlock* cols) {
-        for (int64_t i = 0; i < n; ++i) {
-            ColumnBlock& col = cols[i];
-            for (int c = 0; c < 8; ++c) {
-                const uint8_t* y = a + c * a_stride + (i0 + i) * kQ8KBytes;
-                if (c < C) __builtin_memcpy(col.q[c], y + 4, 256);
-                col.dy[c] = c < C ? load_f32(y) : 0.0f;
-            }
-            for (int j = 0; j < kPairs / kLanes; ++j) {
-                for (int l = 0; l < 8; ++l) {
-                    const int c = l / kLanes, p = kLanes * j + l % kLanes;
-                    col.bsums[j][l] = c < C ? static_cast<int32_t>(bsum_pair(
-                                                  a + c * a_stride + (i0 + i) * kQ8KBytes, p))
-                                            : 0;
-                }
-            }
-        }
-    }
-
-    // The small matmul: k in chunks of kChunk super-blocks, each with its prepared columns;
-    // a row's float sums continue from one chunk to the next through out (exact in floats, so
-    // a column's result does not depend on C).
-    static void tiles(int64_t k, const uint8_t* w, size_t w_stride, int n_rows, const uint8_t* a,
-                      size_t a_stride, float* out, size_t out_stride) {
-        constexpr int R = k_rows<T>(C);
-        const size_t ahead = prefetch_ahead(R, w_stride);
-        const int64_t n_blocks = k / 256;
-        ColumnBlock cols[kChunk];
-        for (int64_t i0 = 0; i0 < n_blocks; i0 += kChunk) {
-            const int64_t n = min_i64(kChunk, n_blocks - i0);
-            prepare(a, a_stride, i0, n, cols);
-            for_row_groups<R>(
-                w + i0 * T::kBytes, w_stride, n_rows,
-                [&](const uint8_t* const* rows, int n_valid, int r0) {
-                    tile<R>(rows, n_valid, ahead, cols, n, i0 > 0, out + r0, out_stride);
-                });
-        }
-    }
-
-    // R rows side by side over a chunk's n super-blocks, each row's steps decoded once for all
-    // C columns; float sums per row in one vector, lane c = column c (carried: continued from
-    // out).
-    template <int R>
-    static void tile(const uint8_t* const* rows, int n_valid, size_t ahead,
-                     const ColumnBlock* cols, int64_t n, bool carried, float* out,
-                     size_t out_stride) {
-        __m256 facc[R];
+// The float sums of one tile row: 4 lanes per column, kUnitCols columns to a unit.
+template <int C>
+struct UnitSums {
+    static constexpr int kUnits = (C + kUnitCols - 1) / kUnitCols;
+    Unit u[kUnits];
+    static UnitSums zero() {
+        UnitSums f;
         TANDEM_UNROLL
-        for (int r = 0; r < R; ++r) {
-            alignas(32) float lanes[8] = {};
-            if (carried && r < n_valid) {
-                for (int c = 0; c < C; ++c) lanes[c] = out[c * out_stride + r];
-            }
-            facc[r] = _mm256_load_ps(lanes);
-        }
-        for (int64_t i = 0; i < n; ++i) super_block<R>(i, rows, ahead, cols[i], facc);
-        TANDEM_UNROLL
-        for (int r = 0; r < R; ++r) {
-            if (r >= n_valid) break;
-            alignas(32) float lanes[8];
-            _mm256_store_ps(lanes, facc[r]);
-            for (int c = 0; c < C; ++c) out[c * out_stride + r] = lanes[c];
-        }
+        for (auto& x : f.u) x = Unit{};
+        return f;
     }
+    float result(int c) const {
+        alignas(64) float lanes[4 * kUnitCols];
+        __builtin_memcpy(lanes, &u[c / kUnitCols], sizeof(Unit));
+        const __m128 x = _mm_load_ps(lanes + 4 * (c % kUnitCols));
+        return hsum4(x);
+    }
+};
+// The matvec's: one column in an xmm.
+struct ColumnSums {
+    __m128 u[1];
+    static ColumnSums zero() { return {{_mm_setzero_ps()}}; }
+    float result(int) const { return hsum4(u[0]); }
+};
 
-    template <int R, int kJ>
-    TANDEM_ALWAYS_INLINE static void step(const Prepared<T, kScaled>* blk, const ColumnBlock& col,
-                                          Acc (&iacc)[R][C]) {
+// Super-block i of the C columns, as the tiles read it: the q8_K values side by side (one base
+// address for all columns), dy four times per column and the bsums split in halves (0..7,
+// 8..15), a unit's columns side by side; columns past C (up to a whole unit) are zero.
+template <int C>
+struct KColumns {
+    static constexpr int kCols = UnitSums<C>::kUnits * kUnitCols;
+    alignas(64) uint8_t q_[C][256];
+    alignas(64) float dy_[kCols][4];
+    alignas(64) int16_t bsums_lo[kCols][8];
+    alignas(64) int16_t bsums_hi[kCols][8];
+    const uint8_t* q(int c) const { return q_[c]; }
+    void prepare(const uint8_t* y, int c) {
+        if (c == 0) {  // (the columns past C)
+            for (int z = C; z < kCols; ++z) {
+                __builtin_memset(dy_[z], 0, sizeof dy_[z]);
+                __builtin_memset(bsums_lo[z], 0, sizeof bsums_lo[z]);
+                __builtin_memset(bsums_hi[z], 0, sizeof bsums_hi[z]);
+            }
+        }
+        __builtin_memcpy(q_[c], y + 4, 256);
+        _mm_store_ps(dy_[c], _mm_set1_ps(load_f32(y)));
+        __builtin_memcpy(bsums_lo[c], y + 260, 16);
+        __builtin_memcpy(bsums_hi[c], y + 276, 16);
+    }
+};
+
+// A unit's columns for the float steps: dy and the bsums' halves (u: the unit's index).
+template <int C>
+TANDEM_ALWAYS_INLINE Unit unit_dy(const KColumns<C>& cols, int u) {
+    return *reinterpret_cast<const Unit*>(cols.dy_[kUnitCols * u]);
+}
+template <int C>
+TANDEM_ALWAYS_INLINE UnitInt unit_bsums_lo(const KColumns<C>& cols, int u) {
+    return *reinterpret_cast<const UnitInt*>(cols.bsums_lo[kUnitCols * u]);
+}
+template <int C>
+TANDEM_ALWAYS_INLINE UnitInt unit_bsums_hi(const KColumns<C>& cols, int u) {
+    return *reinterpret_cast<const UnitInt*>(cols.bsums_hi[kUnitCols * u]);
+}
+TANDEM_ALWAYS_INLINE __m128 unit_dy(const RawColumns& cols, int) {
+    return _mm_set1_ps(load_f32(cols.y));
+}
+TANDEM_ALWAYS_INLINE __m128i unit_bsums_lo(const RawColumns& cols, int) {
+    return _mm_loadu_si128(reinterpret_cast<const __m128i*>(cols.y + 260));
+}
+TANDEM_ALWAYS_INLINE __m128i unit_bsums_hi(const RawColumns& cols, int) {
+    return _mm_loadu_si128(reinterpret_cast<const __m128i*>(cols.y + 276));
+}
+
+template <typename T, int C>
+struct KTile : SuperBlockTile<KTile<T, C>, C> {
+    static_assert(!(T::kMins && T::kBias != 0));
+    // For the frame (SuperBlockTile).
+    static constexpr int kBytes = T::kBytes, kRows = k_rows<T>(C);
+    using Sums = std::conditional_t<C == 1, ColumnSums, UnitSums<C>>;
+    using Cols = KColumns<C>;
+
+    // (iacc: C columns, then zeros up to a whole unit)
+    template <int R, int kJ, bool kScaled, typename Columns, int kN>
+    TANDEM_ALWAYS_INLINE static void step(const Prepared<T, kScaled>* blk, const Columns& cols,
+                                          Acc (&iacc)[R][kN]) {
         V u[R], scale[R];
         TANDEM_UNROLL
         for (int r = 0; r < R; ++r) blk[r].template step<kJ>(u[r], scale[r]);
         TANDEM_UNROLL
         for (int c = 0; c < C; ++c) {
-            const V q = load64(col.q[c] + 64 * kJ);
+            const V q = load64(cols.q(c) + 64 * kJ);
             TANDEM_UNROLL
             for (int r = 0; r < R; ++r) {
                 iacc[r][c] = step_dot<T, kScaled>(iacc[r][c], u[r], q, scale[r]);
                 // (16 registers: the sums in step order, else GCC spills; C = 4, 8 12-17%
                 // faster with AVX2 on Zen 5)
-                if constexpr (kRegisters < 32) keep_sum(iacc[r][c]);
+                if constexpr (kRegisters < 32 && C > 1) keep_sum(iacc[r][c]);
             }
         }
     }
 
-    // The int32 pairs of a row's super-block that meet the columns' bsums: the mins, or the
-    // scales times -kBias.
-    static __m256i row_pairs(const Prep& p) {
-        if constexpr (T::kBias != 0) {
-            return _mm256_sub_epi16(_mm256_setzero_si256(), biased_scales<T>(p));
-        } else if constexpr (kMins32) {
-            return p.sc16;  // (the mins in int16 lanes 8..15)
+    // The float steps of one unit (see "float sums" above): acc += (S d - M dmin) dy.
+    template <int kBits, typename Columns, typename L = Lanes<kBits>, typename F = typename L::F>
+    TANDEM_ALWAYS_INLINE static F unit_step(F acc, typename L::I sums, const Prep& p,
+                                            const Columns& cols, int u) {
+        const auto terms = [&](__m256i row16) {  // the row's 16 int16 times the bsums, 4 lanes
+            return L::add(L::madd(unit_bsums_lo(cols, u), L::low_half(row16)),
+                          L::madd(unit_bsums_hi(cols, u), L::high_half(row16)));
+        };
+        if constexpr (T::kBias != 0) sums = L::sub(sums, terms(biased_scales<T>(p)));
+        const F d = L::splat(_mm_cvtss_f32(p.dd));
+        F t;
+        if constexpr (T::kMins) {
+            const F dmin = L::splat(_mm_cvtss_f32(_mm_movehdup_ps(p.dd)));
+            t = L::fmsub(L::cvt(sums), d, L::mul(L::cvt(terms(p.mn16)), dmin));
         } else {
-            return p.mn16;
+            t = L::mul(L::cvt(sums), d);
         }
-    }
-    // The row's pairs dotted with the columns' bsums of one super-block, lane c = column c.
-    // (Independent of the integer sums, and in two chains: work that overlaps the
-    // super-block's dot products.)
-    TANDEM_ALWAYS_INLINE static __m256i bsum_terms(const Prep& p,
-                                                   const int32_t (&bsums)[kVectors][8]) {
-        // Through memory, so that the pairs are broadcast by loads rather than by shuffles
-        // (GCC's choice when it sees the store).
-        alignas(32) int32_t pairs[8];
-        _mm256_store_si256(reinterpret_cast<__m256i*>(pairs), row_pairs(p));
-        const int32_t* stored = pairs;
-        __asm__("" : "+r"(stored) : "m"(pairs));
-        __m256i acc[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
-        TANDEM_UNROLL
-        for (int j = 0; j < kVectors; ++j) {
-            const int32_t* first = stored + kFirstPair + kLanes * j;
-            __m256i row;
-            if constexpr (kLanes == 1) {
-                row = _mm256_set1_epi32(*first);
-            } else if constexpr (kLanes == 2) {
-                row = _mm256_set1_epi64x(static_cast<long long>(load_u64(
-                    reinterpret_cast<const uint8_t*>(first))));
-            } else {
-                row = _mm256_broadcastsi128_si256(
-                    _mm_loadu_si128(reinterpret_cast<const __m128i*>(first)));
-            }
-            acc[j % 2] = dpwssd(acc[j % 2], row,
-                                _mm256_load_si256(reinterpret_cast<const __m256i*>(bsums[j])));
-        }
-        __m256i t = _mm256_add_epi32(acc[0], acc[1]);
-        // A column's kLanes lanes summed into lane c.
-        if constexpr (kLanes >= 2) t = _mm256_add_epi32(t, _mm256_srli_epi64(t, 32));
-        if constexpr (kLanes == 4) t = _mm256_add_epi32(t, _mm256_srli_si256(t, 8));
-        if constexpr (kLanes == 2)
-            t = _mm256_permutevar8x32_epi32(t, _mm256_setr_epi32(0, 2, 4, 6, 0, 0, 0, 0));
-        if constexpr (kLanes == 4)
-            t = _mm256_permutevar8x32_epi32(t, _mm256_setr_epi32(0, 4, 0, 0, 0, 0, 0, 0));
-        return t;
+        return L::fmadd(t, unit_dy(cols, u), acc);
     }
 
-    // Super-block i of R rows against the C columns: acc += S * d * dy, then acc -= M * dmin *
-    // dy per column, the matvec's steps.
-    template <int R>
+    // Super-block i of R rows against the columns. The prescaled formats' tiles multiply the
+    // weights by their scales once per row; the matvec keeps the scales in vpmaddwd (both
+    // give the same exact sums in the same lanes).
+    template <int R, bool kMatvec, typename Columns>
     TANDEM_ALWAYS_INLINE static void super_block(int64_t i, const uint8_t* const* rows,
-                                                 size_t ahead, const ColumnBlock& col,
-                                                 __m256 (&facc)[R]) {
+                                                 size_t ahead, const Columns& cols, Sums (&f)[R]) {
+        constexpr bool kScaled = prescaled<T>() && !kMatvec;
         Prepared<T, kScaled> blk[R];
         TANDEM_UNROLL
         for (int r = 0; r < R; ++r) {
             const uint8_t* block = rows[r] + i * T::kBytes;
-            for (int line = 0; line < T::kBytes; line += 64) prefetch_l2(block + ahead + line);
+            prefetch_super_block<kMatvec>(block, T::kBytes, ahead);
             blk[r].prepare(block);
         }
-        Acc iacc[R][C];
+        constexpr int kCols = kMatvec ? 1 : UnitSums<C>::kUnits * kUnitCols;
+        Acc iacc[R][kCols];
         TANDEM_UNROLL
         for (auto& row : iacc) {
             TANDEM_UNROLL
             for (auto& x : row) x = acc_zero();
         }
-        step<R, 0>(blk, col, iacc);
-        step<R, 1>(blk, col, iacc);
-        step<R, 2>(blk, col, iacc);
-        step<R, 3>(blk, col, iacc);
+        step<R, 0>(blk, cols, iacc);
+        step<R, 1>(blk, cols, iacc);
+        step<R, 2>(blk, cols, iacc);
+        step<R, 3>(blk, cols, iacc);
 
-        const __m256 dy = _mm256_load_ps(col.dy);
         TANDEM_UNROLL
         for (int r = 0; r < R; ++r) {
-            const Prep& p = blk[r].p;
-            __m256i s = column_sums<C>(iacc[r]);
-            if constexpr (T::kBias != 0) s = _mm256_add_epi32(s, bsum_terms(p, col.bsums));
-            const __m256 d = _mm256_mul_ps(_mm256_broadcastss_ps(p.dd), dy);
-            facc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), d, facc[r]);
-            if constexpr (T::kMins) {
-                const __m256i m = bsum_terms(p, col.bsums);
-                const __m256 dmin = _mm256_mul_ps(_mm256_broadcastss_ps(_mm_movehdup_ps(p.dd)), dy);
-                facc[r] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(m), dmin, facc[r]);
+            if constexpr (kMatvec) {
+                f[r].u[0] = unit_step<128>(f[r].u[0], fold4(iacc[r][0]), blk[r].p, cols, 0);
+            } else {
+                TANDEM_UNROLL
+                for (int u = 0; u < UnitSums<C>::kUnits; ++u)
+                    f[r].u[u] = unit_step<kUnitBits>(f[r].u[u], unit_sums(&iacc[r][kUnitCols * u]),
+                                                     blk[r].p, cols, u);
             }
         }
     }
