@@ -230,11 +230,14 @@ inline Acc dot_scaled(Acc acc, V u, V s, V sc16) {
 inline Acc acc_zero() {
     return _mm512_setzero_si512();
 }
-// 16 int16 scales (one per 16 values of a super-block), ready for pick_scales.
-struct Scales16 {
+// A super-block's sub-block scales, one per kSub values (16 or 8 int16 lanes), ready for
+// pick_scales: one vpermw a step.
+template <int kSub>
+struct SubBlockScales {
     __m512i v;
 };
-inline Scales16 scales16(__m256i values) {
+template <int kSub>
+SubBlockScales<kSub> sub_block_scales(__m256i values) {
     return {_mm512_castsi256_si512(values)};
 }
 // The scales of step j (values 64j..64j+63) per int16 lane of a maddubs result.
@@ -348,17 +351,21 @@ inline V lookup16(V idx, __m128i table) {
     const __m256i t = _mm256_broadcastsi128_si256(table);
     return {_mm256_shuffle_epi8(t, idx.lo), _mm256_shuffle_epi8(t, idx.hi)};
 }
-// One q4-packed block (16 bytes) as 32 values in order.
+// One q4-packed block (16 bytes) as 32 values in order: the bytes in both 128-bit lanes (a
+// broadcast load), the high lane's shifted by 4. (No shuffle: an insert took the shuffle port.)
 inline __m256i nibbles16(const uint8_t* p) {
-    const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-    const __m256i y = _mm256_inserti128_si256(_mm256_castsi128_si256(x), _mm_srli_epi16(x, 4), 1);
-    return _mm256_and_si256(y, _mm256_set1_epi8(15));
+    const __m256i x =
+        _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    return _mm256_and_si256(_mm256_srlv_epi32(x, _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4)),
+                            _mm256_set1_epi8(15));
 }
 inline V nibbles16x2(const uint8_t* p0, const uint8_t* p1) {
     return {nibbles16(p0), nibbles16(p1)};
 }
 inline V nibbles32(const uint8_t* p) {
-    const __m256i x = loadu(p), m = _mm256_set1_epi8(15);
+    __m256i x = loadu(p);
+    asm("" : "+x"(x));  // one load (GCC loads the bytes again into the vpand)
+    const __m256i m = _mm256_set1_epi8(15);
     return {_mm256_and_si256(x, m), _mm256_and_si256(_mm256_srli_epi16(x, 4), m)};
 }
 inline V nibbles8x4(const uint8_t* p) {
@@ -441,12 +448,34 @@ inline Acc dot_scaled(Acc acc, V u, V s, V sc16) {
 inline Acc acc_zero() {
     return _mm256_setzero_si256();
 }
-struct Scales16 {
+template <int kSub>
+struct SubBlockScales;
+// 16-value sub-blocks: a ymm takes two scales (one per 128-bit lane), one vpshufb each.
+template <>
+struct SubBlockScales<16> {
     __m256i v0, v1;  // scales 0..7 and 8..15, each broadcast to both 128-bit lanes
 };
-inline Scales16 scales16(__m256i values) {
-    return {_mm256_permute2x128_si256(values, values, 0x00),
-            _mm256_permute2x128_si256(values, values, 0x11)};
+// 32-value sub-blocks: a ymm takes one scale, a dword broadcast from memory (the load ports
+// only: the vpshufb it replaces took the shuffle port, which the decode needs too).
+template <>
+struct SubBlockScales<32> {
+    alignas(16) int32_t pair[8];  // scale i in both int16 halves of dword i
+};
+template <int kSub>
+SubBlockScales<kSub> sub_block_scales(__m256i values) {
+    SubBlockScales<kSub> s;
+    if constexpr (kSub == 16) {
+        s.v0 = _mm256_permute2x128_si256(values, values, 0x00);
+        s.v1 = _mm256_permute2x128_si256(values, values, 0x11);
+    } else {
+        const __m128i x = _mm256_castsi256_si128(values);
+        _mm_store_si128(reinterpret_cast<__m128i*>(s.pair), _mm_unpacklo_epi16(x, x));
+        _mm_store_si128(reinterpret_cast<__m128i*>(s.pair + 4), _mm_unpackhi_epi16(x, x));
+        // (GCC would otherwise take the dwords from the register: an extract and a broadcast,
+        // both on the shuffle port)
+        asm("" : "+m"(s.pair));
+    }
+    return s;
 }
 inline VF cvt(V v) {
     return {_mm256_cvtepi32_ps(v.lo), _mm256_cvtepi32_ps(v.hi)};
@@ -503,15 +532,21 @@ consteval StepPatterns make_step_patterns() {
 inline constexpr StepPatterns kStepPatterns = make_step_patterns();
 
 template <int kStep, int kSub>
-V pick_scales(const Scales16& s) {
+V pick_scales(const SubBlockScales<kSub>& s) {
     const uint8_t* pattern = kStepPatterns.bytes[kSub == 32 ? 1 : 0][kStep];
 #if defined(TANDEM_SIMD_ZMM)
     return {_mm512_permutexvar_epi16(_mm512_load_si512(pattern), s.v)};
 #else
-    const __m256i src = kSub == 32 || kStep < 2 ? s.v0 : s.v1;
-    return {_mm256_shuffle_epi8(src, _mm256_load_si256(reinterpret_cast<const __m256i*>(pattern))),
-            _mm256_shuffle_epi8(src,
-                                _mm256_load_si256(reinterpret_cast<const __m256i*>(pattern + 32)))};
+    if constexpr (kSub == 32) {
+        return {_mm256_set1_epi32(s.pair[2 * kStep]), _mm256_set1_epi32(s.pair[2 * kStep + 1])};
+    } else {
+        const __m256i src = kStep < 2 ? s.v0 : s.v1;
+        const auto half = [&](int at) {
+            return _mm256_shuffle_epi8(
+                src, _mm256_load_si256(reinterpret_cast<const __m256i*>(pattern + at)));
+        };
+        return {half(0), half(32)};
+    }
 #endif
 }
 

@@ -567,8 +567,9 @@ struct IqTile : SuperBlockTile<IqTile<T, C>, C> {
     static constexpr int kP = kPairs<C>;
 
     template <int R, int kJ, typename Cols>
-    TANDEM_ALWAYS_INLINE static void step(const uint8_t* const* blocks, const Scales16* sc,
-                                          const Cols& cols, Acc (&iacc)[R][C]) {
+    TANDEM_ALWAYS_INLINE static void step(const uint8_t* const* blocks,
+                                          const SubBlockScales<T::kSub>* sc, const Cols& cols,
+                                          Acc (&iacc)[R][C]) {
         V u[R], scale[R];
         Signs s[R];
         TANDEM_UNROLL
@@ -601,13 +602,13 @@ struct IqTile : SuperBlockTile<IqTile<T, C>, C> {
                                                  RowSums<C> (&f)[R]) {
         const uint8_t* blocks[R];
         Prep prep[R];
-        Scales16 sc[R];
+        SubBlockScales<T::kSub> sc[R];
         TANDEM_UNROLL
         for (int r = 0; r < R; ++r) {
             blocks[r] = rows[r] + i * T::kBytes;
             prefetch_super_block<kMatvec>(blocks[r], T::kBytes, ahead);
             T::prepare(blocks[r], prep[r]);
-            sc[r] = scales16(prep[r].sc16);
+            if constexpr (!T::kUnitScales) sc[r] = sub_block_scales<T::kSub>(prep[r].sc16);
         }
         Acc iacc[R][C];
         TANDEM_UNROLL

@@ -49,14 +49,16 @@ inline __m128i k4_scales_mins(const uint8_t* s) {
         _mm_shuffle_epi8(x, _mm_setr_epi8(-1, -1, -1, -1, 0, 1, 2, 3, -1, -1, -1, -1, 4, 5, 6, 7));
     return _mm_or_si128(low, _mm_and_si128(_mm_srli_epi16(b, 2), _mm_set1_epi8(0x30)));
 }
-// int16 lanes 8..15 (the mins of 32-value sub-blocks), each twice: one per 16 values.
-inline __m256i dup_high8(__m256i x) {
+// Bytes 8..15 (the mins of 32-value sub-blocks) as int16, each twice: one per 16 values.
+// (AVX-512: one vpermw on the int16 the scales take too; AVX2: two operations on the bytes,
+// where from the int16 it took four)
+inline __m256i dup_high8(__m128i bytes) {
 #if defined(__AVX512BW__) && defined(__AVX512VL__)
     return _mm256_permutexvar_epi16(
-        _mm256_setr_epi16(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15), x);
+        _mm256_setr_epi16(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15),
+        _mm256_cvtepu8_epi16(bytes));
 #else
-    const __m128i h = _mm256_extracti128_si256(x, 1);
-    return _mm256_set_m128i(_mm_unpackhi_epi16(h, h), _mm_unpacklo_epi16(h, h));
+    return _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(bytes, bytes));
 #endif
 }
 
@@ -115,8 +117,9 @@ struct Q4K {
     static constexpr int kBytes = 144, kSub = 32, kBias = 0;
     static constexpr bool kMins = true, kSigned = false;
     static void prepare(const uint8_t* b, Prep& p) {
-        p.sc16 = _mm256_cvtepu8_epi16(k4_scales_mins(b + 4));
-        p.mn16 = dup_high8(p.sc16);
+        const __m128i sm = k4_scales_mins(b + 4);
+        p.sc16 = _mm256_cvtepu8_epi16(sm);
+        p.mn16 = dup_high8(sm);
         p.dd = fp16x2(b);
     }
     template <int kJ>
@@ -196,11 +199,11 @@ template <typename T, bool kScaled>
 struct Prepared {
     const uint8_t* b;
     Prep p;
-    Scales16 sc;
+    SubBlockScales<T::kSub> sc;
     TANDEM_ALWAYS_INLINE void prepare(const uint8_t* block) {
         b = block;
         T::prepare(b, p);
-        if constexpr (!kScaled) sc = scales16(p.sc16);
+        if constexpr (!kScaled) sc = sub_block_scales<T::kSub>(p.sc16);
     }
     // Step kJ's weights and the int16 scales of their sub-blocks (kScaled: applied already).
     template <int kJ>
