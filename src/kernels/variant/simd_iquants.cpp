@@ -367,7 +367,7 @@ struct Tq2 : Ternary {
     template <int kJ>
     TANDEM_ALWAYS_INLINE static void decode(const uint8_t* b, V& u, Signs&) {
         constexpr int n = kJ / 2, g0 = 2 * (kJ % 2);
-        u = and_(srl16_halves(bcast32(b + 32 * n), 2 * g0, 2 * g0 + 2), set1_8(3));
+        u = bits_to<2, 0>(bcast32(b + 32 * n), 2 * g0, 2 * g0 + 2);
     }
 };
 

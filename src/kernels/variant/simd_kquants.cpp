@@ -83,7 +83,7 @@ struct Q2K {
     template <int kJ>
     static V decode(const uint8_t* b) {
         constexpr int n = kJ / 2, g0 = 2 * (kJ % 2);
-        return and_(srl16_halves(bcast32(b + 16 + 32 * n), 2 * g0, 2 * g0 + 2), set1_8(3));
+        return bits_to<2, 0>(bcast32(b + 16 + 32 * n), 2 * g0, 2 * g0 + 2);
     }
 };
 struct Q3K {
@@ -108,9 +108,8 @@ struct Q3K {
     template <int kJ>
     static V decode(const uint8_t* b) {
         constexpr int n = kJ / 2, g0 = 2 * (kJ % 2);
-        const V low = and_(srl16_halves(bcast32(b + 32 + 32 * n), 2 * g0, 2 * g0 + 2), set1_8(3));
-        const V high = and_(srl16_halves(bcast32(b), 4 * n + g0, 4 * n + g0 + 1), set1_8(1));
-        return or_(low, sll16<2>(high));
+        const V low = bits_to<2, 0>(bcast32(b + 32 + 32 * n), 2 * g0, 2 * g0 + 2);
+        return or_(low, bits_to<1, 2>(bcast32(b), 4 * n + g0, 4 * n + g0 + 1));
     }
 };
 struct Q4K {
@@ -134,8 +133,8 @@ struct Q5K {
     // Bit 2j (first 32 values) and 2j + 1 (last 32) of qh[l] are bit 4.
     template <int kJ>
     static V decode(const uint8_t* b) {
-        const V high = and_(srl16_halves(bcast32(b + 16), 2 * kJ, 2 * kJ + 1), set1_8(1));
-        return or_(nibbles32(b + 48 + 32 * kJ), sll16<4>(high));
+        const V high = bits_to<1, 4>(bcast32(b + 16), 2 * kJ, 2 * kJ + 1);
+        return or_(nibbles32(b + 48 + 32 * kJ), high);
     }
 };
 struct Q6K {
@@ -150,10 +149,8 @@ struct Q6K {
     template <int kJ>
     static V decode(const uint8_t* b) {
         constexpr int n = kJ / 2, odd = kJ % 2;
-        const V low = and_(srl16_halves(load64(b + 64 * n), 4 * odd, 4 * odd), set1_8(15));
-        const V high =
-            and_(srl16_halves(bcast32(b + 128 + 32 * n), 4 * odd, 4 * odd + 2), set1_8(3));
-        return or_(low, sll16<4>(high));
+        const V low = bits_to<4, 0>(load64(b + 64 * n), 4 * odd, 4 * odd);
+        return or_(low, bits_to<2, 4>(bcast32(b + 128 + 32 * n), 4 * odd, 4 * odd + 2));
     }
 };
 struct Iq4Xs {
