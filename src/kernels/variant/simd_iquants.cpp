@@ -4,7 +4,7 @@
 // unsigned magnitudes u, the value signs are applied to the activations, products are summed in
 // int32 with the odd sub-block scales 2s+1 applied as int16 (vpmaddubsw then vpmaddwd / vpdpwssd).
 // The iq1 and ternary formats have no signs: their weights are u minus a bias (iq1 in eighths,
-// u = 8 grid + shift + 9), and bias x scale x the q8_K bsums comes off the integer sum.
+// see Iq1), and bias x scale x the q8_K bsums comes off the integer sum.
 //
 // Column invariance: the float work of one (row, column) pair is the same whatever the number
 // of columns of the call: per super-block one int32 sum (exact), one product d * factor * dy and
@@ -232,8 +232,10 @@ struct Iq3S : Lattice {
 };
 
 // The iq1 formats: grid values -1, 0, 1 and a shift of +-1/8 per group, in eighths w = 8 grid +
-// shift (odd). The table holds 8 (grid + 1), so u = 8 (grid + 1) + (shift + 1) = w + 9 (0..18)
-// is built in uint64 without carries between bytes, and the 9 is the bias.
+// shift (odd). The table holds 8 (grid + 1). iq1_m, a shift per group of 8 values: u = 8 (grid +
+// 1) + (shift + 1) = w + 9 (0..18) is built in uint64 without carries between bytes, and the 9
+// is the bias. iq1_s, a shift per sub-block of 32 values: u = the table's 8 (grid + 1), and the
+// sub-block's bias 8 - shift (7 or 9) goes with its bsums like the scales.
 constexpr uint64_t kShiftUp = 0x0202020202020202;  // shift + 1 for shift = +1 (bytes)
 // Bit i = bit 3 of nibble i of x: one pext on the CPUs the AVX-512 variants run on (Intel,
 // Zen 4 and later); Zen 2 microcodes pext and runs the AVX2 variants, so those shift.
@@ -252,8 +254,8 @@ struct Iq1 {
     static constexpr bool kSigned = false;
     static constexpr bool kBiased = true;
     static constexpr float kFactor = 0.125f;
-    // u from the step's biased grid points (kIq1sPointsEighths) and the groups whose shift is
-    // +1 (bits of up)
+    // iq1_m's u from the step's biased grid points (kIq1sPointsEighths) and the groups whose
+    // shift is +1 (bits of up)
     TANDEM_ALWAYS_INLINE static V magnitudes(V points, uint32_t up) {
         return or_(points, groups_where(up, kShiftUp));
     }
@@ -282,10 +284,15 @@ struct Iq1S : Iq1 {
         const __m128i s = _mm_and_si128(_mm_srli_epi16(qh, 12), _mm_set1_epi16(7));
         const __m128i odd = _mm_or_si128(_mm_slli_epi16(s, 1), _mm_set1_epi16(1));
         p.sc16 = _mm256_castsi128_si256(odd);
-        p.bias16 = bias16(_mm256_setr_m128i(_mm_unpacklo_epi16(odd, odd),
-                                            _mm_unpackhi_epi16(odd, odd)));
+        // the bias 8 - shift: 9 where bit 15 is set (shift -1), else 7; times 2s+1, per 16 values
+        const __m128i bias = _mm_add_epi16(
+            _mm_and_si128(_mm_srli_epi16(qh, 14), _mm_set1_epi16(2)), _mm_set1_epi16(7));
+        const __m128i odd_bias = _mm_mullo_epi16(odd, bias);
+        p.bias16 = _mm256_setr_m128i(_mm_unpacklo_epi16(odd_bias, odd_bias),
+                                     _mm_unpackhi_epi16(odd_bias, odd_bias));
         p.d = fp16_bits(load_u16(b)) * 0.125f;
     }
+    // (The shift per sub-block in the bias, not in u: AVX2 builds no shift vector per step.)
     template <int kJ>
     TANDEM_ALWAYS_INLINE static void decode(const uint8_t* b, V& u, Signs&) {
         const uint32_t h = load_u32(b + 34 + 4 * kJ);  // qh of the step's 2 sub-blocks
@@ -293,9 +300,7 @@ struct Iq1S : Iq1 {
         const __m128i idx = grid_indices(
             b + 2 + 8 * kJ, h,
             _mm_setr_epi16(1 << 13, 1 << 10, 1 << 7, 1 << 4, 1 << 13, 1 << 10, 1 << 7, 1 << 4));
-        // shift +1 (bit 15 of the word clear) for the groups of that sub-block
-        const uint32_t up = (h & 0x8000 ? 0 : 0x0f) | (h & 0x80000000 ? 0 : 0xf0);
-        u = magnitudes(lookup_u64x8(kIq1sPointsEighths.p, idx), up);
+        u = lookup_u64x8(kIq1sPointsEighths.p, idx);
     }
 };
 
