@@ -379,12 +379,14 @@ inline V nibbles32(const uint8_t* p) {
     const __m256i m = _mm256_set1_epi8(15);
     return {_mm256_and_si256(x, m), _mm256_and_si256(_mm256_srli_epi16(x, 4), m)};
 }
+// (Each 8-byte group twice, one vpermq per 16 groups' bytes, then the second copy shifted by 4:
+// two shuffles where unpacking the nibbles and moving the lanes took four.)
 inline V nibbles8x4(const uint8_t* p) {
-    const __m256i x = loadu(p), m = _mm256_set1_epi8(15);
-    const __m256i l = _mm256_and_si256(x, m), h = _mm256_and_si256(_mm256_srli_epi16(x, 4), m);
-    // per 128-bit lane: a = [l 0..7, h 0..7], b = [l 8..15, h 8..15]
-    const __m256i a = _mm256_unpacklo_epi64(l, h), b = _mm256_unpackhi_epi64(l, h);
-    return {_mm256_permute2x128_si256(a, b, 0x20), _mm256_permute2x128_si256(a, b, 0x31)};
+    const __m256i x = loadu(p), counts = _mm256_setr_epi64x(0, 4, 0, 4);
+    const auto half = [&](__m256i twice) {
+        return _mm256_and_si256(_mm256_srlv_epi64(twice, counts), _mm256_set1_epi8(15));
+    };
+    return {half(_mm256_permute4x64_epi64(x, 0x50)), half(_mm256_permute4x64_epi64(x, 0xFA))};
 }
 inline __m256i bits_to_bytes32(uint32_t m) {
     // Byte j gets byte j / 8 of m, then all other bits of its 8-byte group's pattern set:
