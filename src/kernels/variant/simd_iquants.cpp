@@ -237,28 +237,39 @@ struct Iq3S : Lattice {
 // is the bias. iq1_s, a shift per sub-block of 32 values: u = the table's 8 (grid + 1), and the
 // sub-block's bias 8 - shift (7 or 9) goes with its bsums like the scales.
 constexpr uint64_t kShiftUp = 0x0202020202020202;  // shift + 1 for shift = +1 (bytes)
+#if defined(TANDEM_SIMD_ZMM)
 // Bit i = bit 3 of nibble i of x: one pext on the CPUs the AVX-512 variants run on (Intel,
-// Zen 4 and later); Zen 2 microcodes pext and runs the AVX2 variants, so those shift.
+// Zen 4 and later; Zen 2, which runs the AVX2 variants, microcodes pext).
 TANDEM_ALWAYS_INLINE uint32_t bit3_of_nibbles(uint32_t x) {
-#if defined(__AVX512F__)
     return _pext_u32(x, 0x88888888);
-#else
-    x = (x >> 3) & 0x11111111;
-    x = (x | x >> 3) & 0x03030303;
-    x = (x | x >> 6) & 0x000f000f;
-    return (x | x >> 12) & 0xff;
-#endif
 }
+#endif
 struct Iq1 {
     static constexpr bool kUnitScales = false;
     static constexpr bool kSigned = false;
     static constexpr bool kBiased = true;
     static constexpr float kFactor = 0.125f;
+#if defined(TANDEM_SIMD_ZMM)
     // iq1_m's u from the step's biased grid points (kIq1sPointsEighths) and the groups whose
     // shift is +1 (bits of up)
     TANDEM_ALWAYS_INLINE static V magnitudes(V points, uint32_t up) {
         return or_(points, groups_where(up, kShiftUp));
     }
+#else
+    // The same from the step's 8 nibbles h, shift +1 where bit 3 of group i's nibble is clear:
+    // each 64-bit lane (a group) tests its bit of h broadcast (the bits gathered in scalar
+    // first took some 30 instructions a super-block more).
+    TANDEM_ALWAYS_INLINE static V magnitudes(V points, uint32_t h) {
+        const __m256i x = _mm256_set1_epi32(static_cast<int>(h));
+        const auto part = [&](__m256i bit) {
+            const __m256i clear =
+                _mm256_cmpeq_epi64(_mm256_and_si256(x, bit), _mm256_setzero_si256());
+            return _mm256_and_si256(clear, _mm256_set1_epi64x(static_cast<long long>(kShiftUp)));
+        };
+        return or_(points, {part(_mm256_setr_epi64x(1 << 3, 1 << 7, 1 << 11, 1 << 15)),
+                            part(_mm256_setr_epi64x(1 << 19, 1 << 23, 1 << 27, 1u << 31))});
+    }
+#endif
     // The 8 grid indices of a step: low 8 bits from the bytes at q, bits 8-10 from the 32 bits h
     // (group i's in word i / 4, put at the top of the word by the power of two of lane i).
     TANDEM_ALWAYS_INLINE static __m128i grid_indices(const uint8_t* q, uint32_t h, __m128i pow2) {
@@ -346,8 +357,7 @@ struct Iq1M : Iq1 {
         const uint8_t* q = b + 8 * kJ;
         const uint64_t* g = kIq1sPointsEighths.p;
         const auto at = [&](int i) { return g[q[i] | (h >> (4 * i) & 7) << 8]; };
-        u = magnitudes(set_u64x8(at(0), at(1), at(2), at(3), at(4), at(5), at(6), at(7)),
-                       bit3_of_nibbles(~h));
+        u = magnitudes(set_u64x8(at(0), at(1), at(2), at(3), at(4), at(5), at(6), at(7)), h);
 #endif
     }
 };
