@@ -249,16 +249,16 @@ struct Iq1 {
     static constexpr bool kSigned = false;
     static constexpr bool kBiased = true;
     static constexpr float kFactor = 0.125f;
+    // iq1_m's u from the step's biased grid points (kIq1sPointsEighths) and its 8 nibbles h:
+    // shift +1 for group i where bit 3 of nibble i is clear.
 #if defined(TANDEM_SIMD_ZMM)
-    // iq1_m's u from the step's biased grid points (kIq1sPointsEighths) and the groups whose
-    // shift is +1 (bits of up)
-    TANDEM_ALWAYS_INLINE static V magnitudes(V points, uint32_t up) {
-        return or_(points, groups_where(up, kShiftUp));
+    TANDEM_ALWAYS_INLINE static V magnitudes(V points, uint32_t h) {
+        return or_(points, groups_where(bit3_of_nibbles(~h), kShiftUp));
     }
 #else
-    // The same from the step's 8 nibbles h, shift +1 where bit 3 of group i's nibble is clear:
-    // each 64-bit lane (a group) tests its bit of h broadcast (the bits gathered in scalar
-    // first took some 30 instructions a super-block more).
+    // (Each 64-bit lane, a group, tests its bit of h broadcast: the bits gathered in scalar for
+    // groups_where took some 30 instructions a super-block more, 1.14x the matvec's time on
+    // Zen 5.)
     TANDEM_ALWAYS_INLINE static V magnitudes(V points, uint32_t h) {
         const __m256i x = _mm256_set1_epi32(static_cast<int>(h));
         const auto part = [&](__m256i bit) {
@@ -349,8 +349,7 @@ struct Iq1M : Iq1 {
         const __m128i idx = grid_indices(
             b + 8 * kJ, h,
             _mm_setr_epi16(1 << 13, 1 << 9, 1 << 5, 1 << 1, 1 << 13, 1 << 9, 1 << 5, 1 << 1));
-        // shift +1 where bit 3 of the nibble is clear: those bits gathered into bits 0..7
-        u = magnitudes(lookup_u64x8(kIq1sPointsEighths.p, idx), bit3_of_nibbles(~h));
+        u = magnitudes(lookup_u64x8(kIq1sPointsEighths.p, idx), h);
 #else  // AVX2: the indices in general-purpose registers, the points blended (set_u64x8):
         // 0.84-0.94x the time on Sapphire Rapids (iq1_s's matvec lost 10% that way: it keeps
         // the vector indices)
