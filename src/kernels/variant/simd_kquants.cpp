@@ -371,42 +371,47 @@ struct ColumnSums {
 };
 
 // Super-block i of the C columns, as the tiles read it: the q8_K values side by side (one base
-// address for all columns), dy four times per column and the bsums split in halves (0..7,
-// 8..15), a unit's columns side by side; columns past C (up to a whole unit) are zero.
-template <int C>
+// address for all columns), dy four times per column and, for the formats with bias or min
+// terms (kBsums), the bsums split in halves (0..7, 8..15), a unit's columns side by side;
+// columns past C (up to a whole unit) are zero.
+template <int C, bool kBsums>
 struct KColumns {
     static constexpr int kCols = UnitSums<C>::kUnits * kUnitCols;
     alignas(64) uint8_t q_[C][256];
     alignas(64) float dy_[kCols][4];
-    alignas(64) int16_t bsums_lo[kCols][8];
-    alignas(64) int16_t bsums_hi[kCols][8];
+    alignas(64) int16_t bsums_lo[kBsums ? kCols : 1][8];
+    alignas(64) int16_t bsums_hi[kBsums ? kCols : 1][8];
     const uint8_t* q(int c) const { return q_[c]; }
     void prepare(const uint8_t* y, int c) {
         if (c == 0) {  // (the columns past C)
             for (int z = C; z < kCols; ++z) {
                 __builtin_memset(dy_[z], 0, sizeof dy_[z]);
-                __builtin_memset(bsums_lo[z], 0, sizeof bsums_lo[z]);
-                __builtin_memset(bsums_hi[z], 0, sizeof bsums_hi[z]);
+                if constexpr (kBsums) {
+                    __builtin_memset(bsums_lo[z], 0, sizeof bsums_lo[z]);
+                    __builtin_memset(bsums_hi[z], 0, sizeof bsums_hi[z]);
+                }
             }
         }
         __builtin_memcpy(q_[c], y + 4, 256);
         _mm_store_ps(dy_[c], _mm_set1_ps(load_f32(y)));
-        __builtin_memcpy(bsums_lo[c], y + 260, 16);
-        __builtin_memcpy(bsums_hi[c], y + 276, 16);
+        if constexpr (kBsums) {
+            __builtin_memcpy(bsums_lo[c], y + 260, 16);
+            __builtin_memcpy(bsums_hi[c], y + 276, 16);
+        }
     }
 };
 
 // A unit's columns for the float steps: dy and the bsums' halves (u: the unit's index).
-template <int C>
-TANDEM_ALWAYS_INLINE Unit unit_dy(const KColumns<C>& cols, int u) {
+template <int C, bool kBsums>
+TANDEM_ALWAYS_INLINE Unit unit_dy(const KColumns<C, kBsums>& cols, int u) {
     return *reinterpret_cast<const Unit*>(cols.dy_[kUnitCols * u]);
 }
 template <int C>
-TANDEM_ALWAYS_INLINE UnitInt unit_bsums_lo(const KColumns<C>& cols, int u) {
+TANDEM_ALWAYS_INLINE UnitInt unit_bsums_lo(const KColumns<C, true>& cols, int u) {
     return *reinterpret_cast<const UnitInt*>(cols.bsums_lo[kUnitCols * u]);
 }
 template <int C>
-TANDEM_ALWAYS_INLINE UnitInt unit_bsums_hi(const KColumns<C>& cols, int u) {
+TANDEM_ALWAYS_INLINE UnitInt unit_bsums_hi(const KColumns<C, true>& cols, int u) {
     return *reinterpret_cast<const UnitInt*>(cols.bsums_hi[kUnitCols * u]);
 }
 TANDEM_ALWAYS_INLINE __m128 unit_dy(const RawColumns& cols, int) {
@@ -425,7 +430,7 @@ struct KTile : SuperBlockTile<KTile<T, C>, C> {
     // For the frame (SuperBlockTile).
     static constexpr int kBytes = T::kBytes, kRows = k_rows<T>(C);
     using Sums = std::conditional_t<C == 1, ColumnSums, UnitSums<C>>;
-    using Cols = KColumns<C>;
+    using Cols = KColumns<C, T::kMins || T::kBias != 0>;
 
     // (iacc: C columns, then zeros up to a whole unit)
     template <int R, int kJ, bool kScaled, typename Columns, int kN>
@@ -447,20 +452,25 @@ struct KTile : SuperBlockTile<KTile<T, C>, C> {
         }
     }
 
+    // The row's 16 int16 (the biased scales or the mins) times a unit's bsums, in 4 lanes.
+    template <typename L, typename Columns>
+    TANDEM_ALWAYS_INLINE static typename L::I bsum_terms(__m256i row16, const Columns& cols,
+                                                         int u) {
+        return L::add(L::madd(unit_bsums_lo(cols, u), L::low_half(row16)),
+                      L::madd(unit_bsums_hi(cols, u), L::high_half(row16)));
+    }
+
     // The float steps of one unit (see "float sums" above): acc += (S d - M dmin) dy.
     template <int kBits, typename Columns, typename L = Lanes<kBits>, typename F = typename L::F>
     TANDEM_ALWAYS_INLINE static F unit_step(F acc, typename L::I sums, const Prep& p,
                                             const Columns& cols, int u) {
-        const auto terms = [&](__m256i row16) {  // the row's 16 int16 times the bsums, 4 lanes
-            return L::add(L::madd(unit_bsums_lo(cols, u), L::low_half(row16)),
-                          L::madd(unit_bsums_hi(cols, u), L::high_half(row16)));
-        };
-        if constexpr (T::kBias != 0) sums = L::sub(sums, terms(biased_scales<T>(p)));
+        if constexpr (T::kBias != 0)
+            sums = L::sub(sums, bsum_terms<L>(biased_scales<T>(p), cols, u));
         const F d = L::splat(_mm_cvtss_f32(p.dd));
         F t;
         if constexpr (T::kMins) {
             const F dmin = L::splat(_mm_cvtss_f32(_mm_movehdup_ps(p.dd)));
-            t = L::fmsub(L::cvt(sums), d, L::mul(L::cvt(terms(p.mn16)), dmin));
+            t = L::fmsub(L::cvt(sums), d, L::mul(L::cvt(bsum_terms<L>(p.mn16, cols, u)), dmin));
         } else {
             t = L::mul(L::cvt(sums), d);
         }
