@@ -12,9 +12,12 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
+#include <vector>
 
 #include <fmt/format.h>
 
+#include "base/cpu_features.h"
 #include "base/error.h"
 #include "base/timer.h"
 
@@ -53,6 +56,28 @@ size_t cache_bytes(int level) {
     }
     const long v = sysconf(level == 2 ? _SC_LEVEL2_CACHE_SIZE : _SC_LEVEL3_CACHE_SIZE);
     return v > 0 ? static_cast<size_t>(v) : 0;
+}
+
+int threads_per_l2(int threads) {
+    const CpuFeatures& cpu = cpu_features();
+    const int logical = std::max(1, cpu.logical_cores);
+    // CPUs on one L2: CPU 0's from sysfs (a list such as "0-1" or "0,8"), else its SMT siblings.
+    int ways = 0;
+    std::ifstream list("/sys/devices/system/cpu/cpu0/cache/index2/shared_cpu_list");
+    std::string text;
+    if (list >> text) {
+        std::istringstream ranges(text);
+        std::string range;
+        while (std::getline(ranges, range, ',')) {
+            int first = 0, last = 0;
+            const int n = std::sscanf(range.c_str(), "%d-%d", &first, &last);
+            if (n >= 1) ways += n == 1 ? 1 : std::max(0, last - first + 1);
+        }
+    }
+    if (ways < 1 || ways > logical) ways = std::max(1, logical / std::max(1, cpu.physical_cores));
+    // The scheduler spreads the workers over the L2s.
+    const int n_l2 = std::max(1, logical / ways);
+    return std::max(1, (threads + n_l2 - 1) / n_l2);
 }
 
 namespace {

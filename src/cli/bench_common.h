@@ -33,6 +33,10 @@ class AlignedBuffer {
 // Bytes of the data (or unified) cache of a level (2 or 3) from sysfs, else sysconf; 0 unknown.
 size_t cache_bytes(int level);
 
+// How many of `threads` busy workers share one L2 cache, the scheduler spreading them evenly:
+// the CPUs per L2 from sysfs (else the SMT siblings of a core), and the threads over the L2s.
+int threads_per_l2(int threads);
+
 // STREAM-style read bandwidth in GB/s: every worker of the pool sums its slice of a `bytes`
 // buffer; the median (or best) pass over about `seconds`.
 double stream_read_gbs(ThreadPool& pool, size_t bytes, double seconds, bool best = false);

@@ -37,7 +37,7 @@ struct BenchKernelsOptions {
     bool json = false;
     int64_t k = 4096;
     double mib = 0;  // 0: four times the last-level cache, at least 256 MiB
-    double cache_kib = 0;  // 0: threads * L2 / 2, as kern
+    double cache_kib = 0;  // 0: half of each L2 for the threads on it (threads_per_l2)
     double seconds = 0.5;
     int rounds = 3;  // ours and ggml's runs alternate; medians over the rounds
     std::string variant;
@@ -232,8 +232,10 @@ void run_bench(BenchKernelsOptions o) {
     ThreadPool pool(o.threads);
     const int threads = pool.size();
     const size_t l2 = cache_bytes(2);
-    const double cache_kib =
-        o.cache_kib > 0 ? o.cache_kib : (l2 ? l2 / 2 : 256 << 10) * threads / 1024.0;
+    // Half of each L2 for the slices of the threads on it (hyperthreads share one).
+    const double cache_kib = o.cache_kib > 0 ? o.cache_kib
+                                             : (l2 ? l2 / 2 : 256 << 10) * threads /
+                                                   threads_per_l2(threads) / 1024.0;
     const size_t dram_bytes = static_cast<size_t>(o.mib * 1048576);
     const size_t cache_bytes_total = static_cast<size_t>(cache_kib * 1024);
 
@@ -388,8 +390,9 @@ void add_bench_kernels(CLI::App* bench) {
     cmd->add_option("-K,--cols", o->k, "Values per weight row")->capture_default_str();
     cmd->add_option("--mib", o->mib,
                     "Weights of the DRAM-sized cases, MiB (default: 4 x the LLC, at least 256)");
-    cmd->add_option("--cache-kib", o->cache_kib,
-                    "Weights of the in-cache case, KiB (default: threads x L2 / 2)");
+    cmd->add_option(
+        "--cache-kib", o->cache_kib,
+        "Weights of the in-cache case, KiB (default: half of each L2 for the threads on it)");
     cmd->add_option("--seconds", o->seconds, "Time per measurement and round")
         ->capture_default_str();
     cmd->add_option("--rounds", o->rounds,
