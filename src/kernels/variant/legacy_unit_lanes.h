@@ -625,10 +625,12 @@ struct UnitLaneTile {
             }
             return x;
         } else if constexpr (kTransposed) {
-            UnitSums x = bias;
+            // Two chains, the even and the odd steps: a column's sums are one dependent chain
+            // of multiply-adds (vpdpbusd: 5 cycles each) and the columns come one after another.
+            UnitSums x[2] = {bias, UnitSums{}};
             TANDEM_UNROLL
-            for (int t = 0; t < kG; ++t) x = unit_dot<T>(x, u[t], q[t]);
-            return x;
+            for (int t = 0; t < kG; ++t) x[t % 2] = unit_dot<T>(x[t % 2], u[t], q[t]);
+            return add_units(x[0], x[1]);
         } else {
             const UnitSums x = matvec_unit_sums<T>(u, q);
             return kBias ? add_units(x, bias) : x;
