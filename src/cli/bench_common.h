@@ -38,7 +38,8 @@ size_t cache_bytes(int level);
 int threads_per_l2(int threads);
 
 // STREAM-style read bandwidth in GB/s: every worker of the pool sums its slice of a `bytes`
-// buffer; the median (or best) pass over about `seconds`.
+// buffer; the median (or best) pass over about `seconds`, of passes with and without software
+// prefetch, whichever is faster.
 double stream_read_gbs(ThreadPool& pool, size_t bytes, double seconds, bool best = false);
 
 // The oracle kit (../shared/oracle): where setup.sh put its tools, libraries and headers, from
