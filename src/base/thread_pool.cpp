@@ -5,6 +5,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <system_error>
 
 #include "base/cpu_features.h"
 #include "base/error.h"
@@ -16,7 +17,12 @@ ThreadPool::ThreadPool(int n_threads, bool pin) {
     n_threads_ = std::max(1, n_threads_);
     threads_.reserve(n_threads_ - 1);
     for (int worker = 1; worker < n_threads_; ++worker) {
-        threads_.emplace_back([this, worker] { worker_loop(worker); });
+        try {
+            threads_.emplace_back([this, worker] { worker_loop(worker); });
+        } catch (const std::system_error& e) {
+            stop_workers();
+            fail("cannot start {} threads: thread {} failed ({})", n_threads_, worker, e.what());
+        }
         if (pin) {
             cpu_set_t set;
             CPU_ZERO(&set);
@@ -34,10 +40,15 @@ ThreadPool::ThreadPool(int n_threads, bool pin) {
 
 ThreadPool::~ThreadPool() {
     if (job_active_) wait();
+    stop_workers();
+}
+
+void ThreadPool::stop_workers() {
     stop_.store(true, std::memory_order_release);
     generation_.fetch_add(1, std::memory_order_acq_rel);
     generation_.notify_all();
     for (auto& t : threads_) t.join();
+    threads_.clear();
 }
 
 void ThreadPool::worker_loop(int worker) {

@@ -15,6 +15,7 @@ namespace tandem {
 class ThreadPool {
 public:
     // n_threads <= 0 means one per physical core. `pin` binds thread i to logical cpu i.
+    // Fails (tandem::fail) when the system cannot start that many threads.
     explicit ThreadPool(int n_threads = 0, bool pin = false);
     ~ThreadPool();
     ThreadPool(const ThreadPool&) = delete;
@@ -40,6 +41,8 @@ public:
 
 private:
     void worker_loop(int worker);
+    // Stops and joins the background workers (the destructor; a failed start).
+    void stop_workers();
     void run_job_as(int worker);
 
     int n_threads_;

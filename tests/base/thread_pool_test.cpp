@@ -3,9 +3,24 @@
 #include "base/thread_pool.h"
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <cstring>
+#include <fstream>
 #include <vector>
+
+#include "base/error.h"
+
+// ASan's shadow memory needs more address space than FailsCleanlyWhenThreadsCannotStart allows.
+#if defined(__SANITIZE_ADDRESS__)
+#define TANDEM_TEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TANDEM_TEST_ASAN 1
+#endif
+#endif
 
 namespace tandem {
 namespace {
@@ -66,6 +81,34 @@ TEST(ThreadPool, StartAndWaitOverlapTheCaller) {
     pool.wait();  // runs worker 0 on this thread
     EXPECT_FALSE(pool.busy());
     EXPECT_EQ(sum.load(), 1 + 2);
+}
+
+#if !defined(TANDEM_TEST_ASAN)
+// In a child process: limits the address space to 64 MiB more than now (a few 8 MiB thread
+// stacks, not 256), starts 256 threads and exits 0 when that fails with the expected Error.
+[[noreturn]] void start_pool_beyond_the_address_space() {
+    long pages = 0;
+    std::ifstream("/proc/self/statm") >> pages;
+    const auto limit = static_cast<rlim_t>(pages) * sysconf(_SC_PAGESIZE) + (64 << 20);
+    const rlimit rl{limit, limit};
+    if (setrlimit(RLIMIT_AS, &rl) != 0) _exit(3);
+    try {
+        ThreadPool pool(256);
+    } catch (const Error& e) {
+        _exit(std::strstr(e.what(), "cannot start 256 threads") != nullptr ? 0 : 1);
+    }
+    _exit(2);
+}
+#endif
+
+// A pool the system cannot start fails with an Error naming the count, after joining the
+// threads it did start (no std::terminate).
+TEST(ThreadPool, FailsCleanlyWhenThreadsCannotStart) {
+#if defined(TANDEM_TEST_ASAN)
+    GTEST_SKIP() << "ASan reserves more address space than the limit allows";
+#else
+    EXPECT_EXIT(start_pool_beyond_the_address_space(), ::testing::ExitedWithCode(0), "");
+#endif
 }
 
 }  // namespace
