@@ -4,10 +4,6 @@
 
 namespace tandem::cli {
 
-// (Declared here until commands.h is free to edit.)
-void add_bench_moe(CLI::App* bench);
-void add_bench_model(CLI::App* bench);
-
 void add_bench_command(CLI::App& app) {
     CLI::App* bench =
         app.add_subcommand("bench", "Benchmarks, with llama.cpp (the oracle kit) as the yardstick");

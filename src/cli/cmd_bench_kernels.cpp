@@ -24,6 +24,7 @@
 #include "base/timer.h"
 #include "cli/bench_common.h"
 #include "cli/commands.h"
+#include "cli/option_checks.h"
 #include "cli/type_option.h"
 #include "formats/format_table.h"
 #include "kernels/kernel_table.h"
@@ -228,6 +229,13 @@ void run_bench(BenchKernelsOptions o) {
     if (variant->score(cpu_features()) <= 0)
         fail("--variant {}: this CPU cannot run it", o.variant);
     const KernelTable& kt = *variant->table();
+    for (GgmlType type : types) {  // (before the minutes of measuring)
+        const FormatTraits& f = format_of(type);
+        if (kt.dot[type_id(type)] == nullptr || f.ref_dot == nullptr)
+            fail("--types: {} is not a weight type", f.name);
+        if (o.k % f.block_size != 0)
+            fail("K={} is not a multiple of the {} block size", o.k, f.name);
+    }
     if (o.ggml_variant.empty()) o.ggml_variant = ggml_variant_of_class(variant->name);
     ThreadPool pool(o.threads);
     const int threads = pool.size();
@@ -271,10 +279,6 @@ void run_bench(BenchKernelsOptions o) {
     std::string ggml_variant;
     for (GgmlType type : types) {
         const FormatTraits& f = format_of(type);
-        if (kt.dot[type_id(type)] == nullptr || f.ref_dot == nullptr)
-            fail("--types: {} is not a weight type", f.name);
-        if (o.k % f.block_size != 0)
-            fail("K={} is not a multiple of the {} block size", o.k, f.name);
         const Weights dram(f, o.k, dram_bytes, threads), cache(f, o.k, cache_bytes_total, threads);
         const Activations act(kt, f, o.k, kMaxTileCols);
 
@@ -385,16 +389,22 @@ void add_bench_kernels(CLI::App* bench) {
         "kernels", "CPU dot kernels per weight type vs ggml's vec_dot and the memory bandwidth");
     cmd->add_option("--types", o->types,
                     "Comma-separated weight types (default: every weight type)");
-    cmd->add_option("--threads", o->threads, "Threads (default: one per physical core)");
+    cmd->add_option("--threads", o->threads, "Threads (default: one per physical core)")
+        ->check(non_negative_number());
     cmd->add_flag("--json", o->json, "Print JSON instead of tables");
-    cmd->add_option("-K,--cols", o->k, "Values per weight row")->capture_default_str();
+    cmd->add_option("-K,--cols", o->k, "Values per weight row")
+        ->capture_default_str()
+        ->check(positive_number());
     cmd->add_option("--mib", o->mib,
-                    "Weights of the DRAM-sized cases, MiB (default: 4 x the LLC, at least 256)");
+                    "Weights of the DRAM-sized cases, MiB (default: 4 x the LLC, at least 256)")
+        ->check(non_negative_number());
     cmd->add_option(
         "--cache-kib", o->cache_kib,
-        "Weights of the in-cache case, KiB (default: half of each L2 for the threads on it)");
+        "Weights of the in-cache case, KiB (default: half of each L2 for the threads on it)")
+        ->check(non_negative_number());
     cmd->add_option("--seconds", o->seconds, "Time per measurement and round")
-        ->capture_default_str();
+        ->capture_default_str()
+        ->check(non_negative_number());
     cmd->add_option("--rounds", o->rounds,
                     "Rounds per type: ours and ggml's runs alternate, medians reported")
         ->capture_default_str();

@@ -22,6 +22,7 @@
 #include "base/thread_pool.h"
 #include "base/timer.h"
 #include "cli/bench_common.h"
+#include "cli/option_checks.h"
 #include "cli/commands.h"
 #include "cli/type_option.h"
 #include "cpu/moe_executor.h"
@@ -473,7 +474,8 @@ void add_bench_moe(CLI::App* bench) {
     cmd->add_option("--top-k", o->top_k, "Routes per token")->capture_default_str();
     cmd->add_option("--batch", o->batches, "Comma-separated batch sizes (tokens)")
         ->capture_default_str();
-    cmd->add_option("--threads", o->threads, "Threads (default: one per physical core)");
+    cmd->add_option("--threads", o->threads, "Threads (default: one per physical core)")
+        ->check(non_negative_number());
     cmd->add_option("--steps", o->steps, "Timed layer evaluations per batch size")
         ->capture_default_str();
     cmd->add_option("--seed", o->seed, "Seed of the weights, inputs and routes")

@@ -7,6 +7,7 @@
 #include "base/error.h"
 #include "base/timer.h"
 #include "cli/commands.h"
+#include "cli/option_checks.h"
 #include "cli/type_option.h"
 #include "model/synthetic_model.h"
 
@@ -63,7 +64,8 @@ void add_synth_command(CLI::App& app) {
     cmd->add_flag("--tied", s.tied_output, "No output.weight: the head reuses token_embd");
     cmd->add_flag("--fast-random", s.fast_random,
                   "Quantized tensors as random valid blocks (fast, for big models)");
-    cmd->add_option("--threads", s.threads, "Threads (default: one per physical core)");
+    cmd->add_option("--threads", s.threads, "Threads (default: one per physical core)")
+        ->check(non_negative_number());
     cmd->add_option("--wtype", o->wtype, "Default type of every weight (f32)");
     cmd->add_option("--embd-type", o->embd_type, "token_embd type");
     cmd->add_option("--attn-type", o->attn_type, "Attention weights type");

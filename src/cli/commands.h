@@ -15,5 +15,7 @@ void add_chat_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
 // Subcommands of `bench` (cmd_bench_*.cpp).
 void add_bench_kernels(CLI::App* bench);
+void add_bench_moe(CLI::App* bench);
+void add_bench_model(CLI::App* bench);
 
 }  // namespace tandem::cli

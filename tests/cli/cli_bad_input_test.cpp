@@ -144,6 +144,19 @@ TEST_F(CliBadInput, RunRefusesBadRequests) {
     expect_one_line_error("no-such-command", "no-such-command");
 }
 
+TEST_F(CliBadInput, BenchAndSynthRefuseBadNumbers) {
+    expect_one_line_error("bench kernels --no-ggml --types q4_0 -K 0", "--cols: 0 is not positive");
+    expect_one_line_error("bench kernels --no-ggml --types q4_0 -K -256", "-256 is not positive");
+    expect_one_line_error("bench kernels --no-ggml --types q4_0 -K 100", "not a multiple");
+    expect_one_line_error("bench kernels --no-ggml --types q4_0 --mib -5", "--mib: -5 is negative");
+    expect_one_line_error("bench kernels --no-ggml --types q4_0 --cache-kib x", "'x' is not a number");
+    expect_one_line_error("bench kernels --no-ggml --types q4_0 --seconds -1", "-1 is negative");
+    expect_one_line_error("bench kernels --no-ggml --types q4_0 --threads -2", "--threads: -2");
+    expect_one_line_error("bench kernels --no-ggml --types q9_9", "q9_9");
+    expect_one_line_error("bench moe --no-ggml --threads -1", "--threads: -1 is negative");
+    expect_one_line_error("synth -o " + dir_.file("x.gguf") + " --threads -1", "-1 is negative");
+}
+
 TEST_F(CliBadInput, RunRefusesBrokenModels) {
     GgufEdit drop_tensor;
     drop_tensor.keep_tensor = [](const GgufTensor& t) { return t.name != "output_norm.weight"; };
