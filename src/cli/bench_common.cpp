@@ -20,6 +20,7 @@
 #include "base/cpu_features.h"
 #include "base/error.h"
 #include "base/timer.h"
+#include "kernels/kernel_table.h"
 
 namespace tandem::cli {
 
@@ -82,22 +83,20 @@ int threads_per_l2(int threads) {
 
 namespace {
 
-// With kPrefetch each line is prefetched (into L2) this many bytes ahead, as the kernels'
-// matvecs do (kStreamAhead in kernels/variant/tile.h): with many cores reading, the hardware
-// prefetchers alone can stay well short of the machine's bandwidth (Sapphire Rapids, 16
-// threads, 1200 MiB: 51-77 GB/s without, 84-89 with; the q8_0 matvec reads 82-90).
-constexpr size_t kReadAhead = 6144;
-
 // Sums n bytes with 16-byte loads into independent sums (SSE2 is part of x86-64, so this stays
-// baseline code): the loads are the limit, as in STREAM's read kernels.
+// baseline code): the loads are the limit, as in STREAM's read kernels. With kPrefetch each
+// line is prefetched (into L2) kStreamAhead bytes ahead, as the kernels' matvecs do: with many
+// cores reading, the hardware prefetchers alone can stay well short of the machine's bandwidth
+// (Sapphire Rapids, 16 threads, 1200 MiB: 51-77 GB/s without, 84-89 with; the q8_0 matvec
+// reads 82-90).
 template <bool kPrefetch>
 uint64_t sum_bytes(const uint8_t* p, size_t n) {
 #if defined(__SSE2__)
     __m128i s0 = _mm_setzero_si128(), s1 = s0, s2 = s0, s3 = s0;
     for (size_t i = 0; i + 128 <= n; i += 128) {
         if constexpr (kPrefetch) {
-            __builtin_prefetch(p + i + kReadAhead, 0, 2);
-            __builtin_prefetch(p + i + kReadAhead + 64, 0, 2);
+            __builtin_prefetch(p + i + kStreamAhead, 0, 2);
+            __builtin_prefetch(p + i + kStreamAhead + 64, 0, 2);
         }
         const auto* q = reinterpret_cast<const __m128i*>(p + i);
         s0 = _mm_add_epi64(s0, _mm_load_si128(q + 0));
@@ -115,7 +114,7 @@ uint64_t sum_bytes(const uint8_t* p, size_t n) {
 #else
     uint64_t s[8] = {};
     for (size_t i = 0; i + 64 <= n; i += 64) {
-        if constexpr (kPrefetch) __builtin_prefetch(p + i + kReadAhead, 0, 2);
+        if constexpr (kPrefetch) __builtin_prefetch(p + i + kStreamAhead, 0, 2);
         for (int j = 0; j < 8; ++j) {
             uint64_t v;
             std::memcpy(&v, p + i + 8 * j, 8);
@@ -152,12 +151,10 @@ double stream_read_gbs(ThreadPool& pool, size_t bytes, double seconds, bool best
         runs[0].push_back(pass(false));
         runs[1].push_back(pass(true));
     }
-    double t = 0;
-    for (auto& r : runs) {
-        const double ti = best ? *std::min_element(r.begin(), r.end()) : median(r);
-        t = t == 0 ? ti : std::min(t, ti);
-    }
-    return static_cast<double>(bytes) / t / 1e9;
+    const auto pick = [&](std::vector<double>& r) {
+        return best ? *std::min_element(r.begin(), r.end()) : median(r);
+    };
+    return static_cast<double>(bytes) / std::min(pick(runs[0]), pick(runs[1])) / 1e9;
 }
 
 namespace {

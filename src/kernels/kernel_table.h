@@ -28,6 +28,10 @@ using ActQuantizeFn = void (*)(const float* x, void* dst, int64_t k);
 
 constexpr int kMaxTileCols = 8;
 
+// How far ahead of its reads a streaming matvec prefetches each line (why: variant/tile.h); the
+// benchmark's STREAM-style read prefetches the same way.
+constexpr int kStreamAhead = 6144;
+
 struct KernelTable {
     std::string_view name;
     DotTileFn dot[kGgmlTypeIdLimit];           // by weight type id; nullptr: not a weight type

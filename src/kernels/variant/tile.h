@@ -41,8 +41,7 @@ constexpr int64_t min_i64(int64_t a, int64_t b) {
 // the cheapest: 1.1x). (NEON keeps one per page: not measured there.)
 // (Forced inline: GCC 12 may judge a not yet inlined prefetch_l2 free of side effects, as if
 // it computed nothing, and delete its calls. It did so in the k-quant tiles.)
-constexpr int kPrefetchRows = 4;
-constexpr int kStreamAhead = 6144;
+constexpr int kPrefetchRows = 4;  // (kStreamAhead: kernels/kernel_table.h)
 __attribute__((always_inline)) inline void prefetch_l2(const uint8_t* p) {
     __builtin_prefetch(p, 0, 2);
 }
