@@ -67,9 +67,10 @@ const char* const kKernelTypes[] = {
 
 // Row lengths for a block size: one block, an odd count (the last half-step of 32-value
 // types), a few hundred, a few thousand, and more than the kernels prepare per chunk of the
-// activation (16384 values); float types also get ragged tails.
+// activation (16384 values); float types also get ragged tails, and a length of whole groups
+// of steps (4096: no padded tail, as in the models).
 std::vector<int64_t> row_lengths(int64_t block) {
-    if (block == 1) return {1, 7, 16, 33, 100, 4099};
+    if (block == 1) return {1, 7, 16, 33, 100, 4096, 4099};
     return {block, 3 * block, (640 / block + 1) * block, (4096 / block + 1) * block,
             (16384 / block + 1) * block};
 }
