@@ -174,7 +174,8 @@ struct LegacyTile {
         }
         // Steps before n_full hold two blocks; a last half step may end an odd block count.
         const int64_t n_full = min_i64(ns, n_act / 2 - s0);
-        RowGroup group[kGroups ? R : 1];
+        // (Zeroed: step 0 gathers before any use, but GCC for aarch64 warns it may not.)
+        RowGroup group[kGroups ? R : 1] = {};
         for (int64_t i = 0; i < ns; ++i) {
             if constexpr (kGroups) {
                 if (i % kGroupSteps == 0)
