@@ -108,8 +108,13 @@ inline V load32_lo(const void* p) {
 // the loads after it. GCC schedules a row's loads in any order, and the order matters to the
 // hardware prefetchers when the row streams from DRAM: with the steps of a q8_0 group loaded
 // from the sixth on, Zen 5 read 1.25x slower than in address order (1 thread).
+// The asm's operand is a copy: with v itself, an element of the caller's array of steps, GCC
+// kept the array in memory too, storing every step to the stack (AVX2: the unit-lane matvecs
+// took 0.7-0.88x the time from L2 on Zen 5 without those stores).
 TANDEM_ALWAYS_INLINE void keep_load_order(V& v) {
-    asm volatile("" : "+v"(v.x) : : "memory");
+    __m512i x = v.x;
+    asm volatile("" : "+v"(x) : : "memory");
+    v = {x};
 }
 inline V bcast32(const void* p) {
     return {_mm512_broadcast_i64x4(_mm256_loadu_si256(static_cast<const __m256i*>(p)))};
@@ -329,7 +334,9 @@ inline V load32_lo(const void* p) {
 }
 // As the AVX-512 keep_load_order.
 TANDEM_ALWAYS_INLINE void keep_load_order(V& v) {
-    asm volatile("" : "+x"(v.lo), "+x"(v.hi) : : "memory");
+    __m256i lo = v.lo, hi = v.hi;
+    asm volatile("" : "+x"(lo), "+x"(hi) : : "memory");
+    v = {lo, hi};
 }
 inline V bcast32(const void* p) {
     const __m256i x = loadu(p);
