@@ -109,8 +109,9 @@ inline V load32_lo(const void* p) {
 // hardware prefetchers when the row streams from DRAM: with the steps of a q8_0 group loaded
 // from the sixth on, Zen 5 read 1.25x slower than in address order (1 thread).
 // The asm's operand is a copy: with v itself, an element of the caller's array of steps, GCC
-// kept the array in memory too, storing every step to the stack (AVX2: the unit-lane matvecs
-// took 0.7-0.88x the time from L2 on Zen 5 without those stores).
+// kept the array in memory too, storing every step to the stack. Without those stores the
+// unit-lane matvecs took 0.68-0.9x the time from L2 on Sapphire Rapids (AVX2 and AVX-512) and
+// 0.7-0.88x on Zen 5 (AVX2).
 TANDEM_ALWAYS_INLINE void keep_load_order(V& v) {
     __m512i x = v.x;
     asm volatile("" : "+v"(x) : : "memory");
