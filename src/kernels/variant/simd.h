@@ -733,38 +733,48 @@ inline V set_u32x16(const uint32_t (&g)[16]) {
 #endif
 }
 
+// The uint16 lanes of a vector as scalars, for table lookups: the vector leaves as 64-bit
+// moves and the lanes are split with shifts. Per-lane extracts (vpextrw, what a store and
+// reload of the lanes compiles to) take the shuffle port the vector build needs; a real store
+// and reload (the asm forcing it) made iq3_s's AVX2 matvec 1.2x the time on Zen 3, the reloads
+// waiting for the store.
+template <int kQuads>
+struct Lanes16 {
+    uint64_t quad[kQuads];
+    uint32_t operator[](int i) const {
+        return static_cast<uint32_t>(quad[i / 4] >> (16 * (i % 4))) & 0xffff;
+    }
+};
+inline Lanes16<2> lanes16(__m128i x) {
+    return {{static_cast<uint64_t>(_mm_cvtsi128_si64(x)),
+             static_cast<uint64_t>(_mm_extract_epi64(x, 1))}};
+}
+inline Lanes16<4> lanes16(__m256i x) {
+    const Lanes16<2> lo = lanes16(_mm256_castsi256_si128(x)),
+                     hi = lanes16(_mm256_extracti128_si256(x, 1));
+    return {{lo.quad[0], lo.quad[1], hi.quad[0], hi.quad[1]}};
+}
+
 // Grid points by index: bytes 8i..8i+7 = g[uint16 lane i of idx]. Scalar loads: the gathers
-// are slower on Zen 4 (iq2_xxs 1.3x, iq3_xxs 1.5x the time per row). The indices leave the
-// vector as two 64-bit moves and are split with shifts: per-index extracts (vpextrw, what a
-// store and reload of the lanes compiles to) take the shuffle port the vector build needs.
-inline V lookup_u64x8(const uint64_t* g, __m128i idx) {
-    const auto lo = static_cast<uint64_t>(_mm_cvtsi128_si64(idx));
-    const auto hi = static_cast<uint64_t>(_mm_extract_epi64(idx, 1));
+// are slower on Zen 4 (iq2_xxs 1.3x, iq3_xxs 1.5x the time per row).
+TANDEM_ALWAYS_INLINE V lookup_u64x8(const uint64_t* g, __m128i idx) {
+    const Lanes16<2> i = lanes16(idx);
 #if defined(TANDEM_SIMD_ZMM)
-    return set_u64x8(g[lo & 0xffff], g[(lo >> 16) & 0xffff], g[(lo >> 32) & 0xffff], g[lo >> 48],
-                     g[hi & 0xffff], g[(hi >> 16) & 0xffff], g[(hi >> 32) & 0xffff], g[hi >> 48]);
+    return set_u64x8(g[i[0]], g[i[1]], g[i[2]], g[i[3]], g[i[4]], g[i[5]], g[i[6]], g[i[7]]);
 #else  // (inserts: the blends measured 0-7% slower here on Sapphire Rapids, iq1_s, iq1_m, iq2_xs)
     const auto ins = [](uint64_t a, uint64_t b, uint64_t c, uint64_t d) {
         return _mm256_set_epi64x(static_cast<long long>(d), static_cast<long long>(c),
                                  static_cast<long long>(b), static_cast<long long>(a));
     };
-    return {ins(g[lo & 0xffff], g[(lo >> 16) & 0xffff], g[(lo >> 32) & 0xffff], g[lo >> 48]),
-            ins(g[hi & 0xffff], g[(hi >> 16) & 0xffff], g[(hi >> 32) & 0xffff], g[hi >> 48])};
+    return {ins(g[i[0]], g[i[1]], g[i[2]], g[i[3]]), ins(g[i[4]], g[i[5]], g[i[6]], g[i[7]])};
 #endif
 }
-// Grid points by index: bytes 4i..4i+3 = g[uint16 lane i of idx]. The indices leave the
-// vector as four 64-bit moves and are split with shifts, as in lookup_u64x8 (a store and a
-// reload of each index instead: iq3_s's AVX2 matvec 1.2x the time on Zen 3, the reloads
-// waiting for the store).
+// Grid points by index: bytes 4i..4i+3 = g[uint16 lane i of idx].
 TANDEM_ALWAYS_INLINE V lookup_u32x16(const uint32_t* g, __m256i idx) {
-    const __m128i lo = _mm256_castsi256_si128(idx), hi = _mm256_extracti128_si256(idx, 1);
-    const uint64_t w[4] = {static_cast<uint64_t>(_mm_cvtsi128_si64(lo)),
-                           static_cast<uint64_t>(_mm_extract_epi64(lo, 1)),
-                           static_cast<uint64_t>(_mm_cvtsi128_si64(hi)),
-                           static_cast<uint64_t>(_mm_extract_epi64(hi, 1))};
-    const auto at = [&](int i) { return g[(w[i / 4] >> (16 * (i % 4))) & 0xffff]; };
-    const uint32_t pts[16] = {at(0), at(1), at(2),  at(3),  at(4),  at(5),  at(6),  at(7),
-                              at(8), at(9), at(10), at(11), at(12), at(13), at(14), at(15)};
+    const Lanes16<4> i = lanes16(idx);
+    const uint32_t pts[16] = {g[i[0]], g[i[1]], g[i[2]],  g[i[3]],  g[i[4]],  g[i[5]],
+                              g[i[6]], g[i[7]], g[i[8]],  g[i[9]],  g[i[10]], g[i[11]],
+                              g[i[12]], g[i[13]], g[i[14]], g[i[15]]};
     return set_u32x16(pts);
 }
 // Bytes 8i..8i+7 = pattern where bit i of mask8 is set, else 0.
