@@ -406,12 +406,13 @@ struct FloatTileOf {
                 acc[0][0] = fadd(acc[0][0], fadd(t01, t23));
             };
             constexpr int64_t kGroupValues = kGroup * kLanes;
-            int64_t i = 0;
-            for (; i + kGroupValues <= kc; i += kGroupValues) {
-                prefetch_next_page(row, kGroup * kStepBytes);
-                group_at(row, y + i);
-                row += kGroup * kStepBytes;
-            }
+            constexpr int kGroupBytes = kGroup * kStepBytes;
+            const int64_t n_groups = kc / kGroupValues;
+            for_steps_by_page<kGroupBytes>(row, n_groups, [&](int64_t g) {
+                group_at(row + g * kGroupBytes, y + g * kGroupValues);
+            });
+            const int64_t i = n_groups * kGroupValues;
+            row += n_groups * kGroupBytes;
             if (i < kc) {
                 // The last values, zero-padded to a group (y is zero beyond kc).
                 alignas(64) uint8_t wbuf[kGroup * kStepBytes] = {};
@@ -439,20 +440,21 @@ struct FloatTileOf {
             for (int c = 0; c < C; ++c) y[c] = a + c * a_stride;
             // Small matmuls: a prefetch per line of each row (fewer, one per 128 bytes, loses
             // a third of the DRAM bandwidth; their rows are read in chunks of k, so each chunk
-            // of a row starts a page); matvecs: one per page (tile.h), checked once per group.
-            int64_t i = 0;
-            for (; i + kGroupValues <= k; i += kGroupValues) {
-                if constexpr (C == 1) {
-                    prefetch_next_page(w[0], kGroup * kStepBytes);
-                } else {
+            // of a row starts a page); matvecs: one per page (for_steps_by_page, tile.h).
+            const int64_t n_groups = k / kGroupValues;
+            if constexpr (C == 1) {
+                for_steps_by_page<kGroup * kStepBytes>(w[0], n_groups,
+                                                       [&](int64_t) { group(w, y, acc); });
+            } else {
+                for (int64_t g = 0; g < n_groups; ++g) {
                     for (int line = 0; line < kGroup * kStepBytes; line += 64) {
                         TANDEM_UNROLL
                         for (int r = 0; r < R; ++r) prefetch_l2(w[r] + ahead + line);
                     }
+                    group(w, y, acc);
                 }
-                group(w, y, acc);
             }
-            last_group(k - i, w, y, acc);
+            last_group(k - n_groups * kGroupValues, w, y, acc);
             TANDEM_UNROLL
             for (int c = 0; c < C; ++c) {
                 TANDEM_UNROLL
