@@ -34,29 +34,30 @@ int score_reference(const CpuFeatures&) {
 int score_baseline(const CpuFeatures&) {
     return 10;
 }
+// (maybe_unused: a build may leave variants out, TANDEM_KERNEL_VARIANTS in CMakeLists.txt.)
 #if defined(__x86_64__)
-int score_avx2(const CpuFeatures& c) {
+[[maybe_unused]] int score_avx2(const CpuFeatures& c) {
     return has_avx2(c) ? 20 : 0;
 }
-int score_avx_vnni(const CpuFeatures& c) {
+[[maybe_unused]] int score_avx_vnni(const CpuFeatures& c) {
     return has_avx2(c) && c.avx_vnni ? 30 : 0;
 }
-int score_avx512(const CpuFeatures& c) {
+[[maybe_unused]] int score_avx512(const CpuFeatures& c) {
     return has_avx512(c) ? 40 : 0;
 }
-int score_avx512_vnni(const CpuFeatures& c) {
+[[maybe_unused]] int score_avx512_vnni(const CpuFeatures& c) {
     return has_avx512_vnni(c) ? 50 : 0;
 }
-int score_avx512_bf16(const CpuFeatures& c) {
+[[maybe_unused]] int score_avx512_bf16(const CpuFeatures& c) {
     return has_avx512_vnni(c) && c.avx512bf16 ? 60 : 0;
 }
 #endif
 #if defined(__aarch64__)
 // aarch64: the HWCAP bits (set by the kernel only for what it supports).
-int score_neon_dotprod(const CpuFeatures& c) {
+[[maybe_unused]] int score_neon_dotprod(const CpuFeatures& c) {
     return c.neon && c.dotprod ? 20 : 0;
 }
-int score_neon_i8mm(const CpuFeatures& c) {
+[[maybe_unused]] int score_neon_i8mm(const CpuFeatures& c) {
     return c.neon && c.dotprod && c.i8mm ? 30 : 0;
 }
 #endif
