@@ -35,8 +35,12 @@ ctest --test-dir build --output-on-failure -j"$jobs" --timeout 900
 asan_skip='LlamaConformance|LlamaGreedy|EveryTypeInEveryRole|TokenizerConformance|PreTokenizerFamilies'
 if [[ "${SKIP_SANITIZE:-0}" != 1 ]]; then
   stage "ASan + UBSan build"
-  # Only the kernel variants this CPU runs: the release run reports the others as skipped.
-  cmake --preset sanitize -DTANDEM_KERNEL_VARIANTS=host >/dev/null
+  # Only the kernel variants this CPU runs (scored above 0 by the release build): the release
+  # run reports the others as skipped.
+  runnable=$(build/tandem inspect --system |
+             awk '/^kernel variants/ { on = 1; next } on && /^  / && $1 != "reference" && $2 > 0 { print $1 }' |
+             paste -sd';')
+  cmake --preset sanitize -DTANDEM_KERNEL_VARIANTS="${runnable:-all}" >/dev/null
   cmake --build build-asan -- -j"$jobs"
   stage "ASan + UBSan tests"
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \

@@ -408,8 +408,8 @@ struct FloatTileOf {
             constexpr int64_t kGroupValues = kGroup * kLanes;
             constexpr int kGroupBytes = kGroup * kStepBytes;
             const int64_t n_groups = kc / kGroupValues;
-            for_steps_by_page<kGroupBytes>(row, n_groups, [&](int64_t g) {
-                group_at(row + g * kGroupBytes, y + g * kGroupValues);
+            for_steps_by_page<kGroupBytes>(row, n_groups, [&](const uint8_t* x, int64_t g) {
+                group_at(x, y + g * kGroupValues);
             });
             const int64_t i = n_groups * kGroupValues;
             row += n_groups * kGroupBytes;
@@ -444,7 +444,9 @@ struct FloatTileOf {
             const int64_t n_groups = k / kGroupValues;
             if constexpr (C == 1) {
                 for_steps_by_page<kGroup * kStepBytes>(w[0], n_groups,
-                                                       [&](int64_t) { group(w, y, acc); });
+                                                       [&](const uint8_t*, int64_t) {
+                                                           group(w, y, acc);
+                                                       });
             } else {
                 for (int64_t g = 0; g < n_groups; ++g) {
                     for (int line = 0; line < kGroup * kStepBytes; line += 64) {

@@ -58,18 +58,18 @@ __attribute__((always_inline)) inline void prefetch_next_page(const uint8_t* p, 
     if ((reinterpret_cast<uintptr_t>(p) & 4095) < static_cast<uintptr_t>(step_bytes))
         prefetch_l2(p + 4096);
 }
-// body(i) for the n steps of step_bytes of a row read front to back from p, with
-// prefetch_next_page's prefetches, made in an outer loop over the pages: the test per step
-// cost Zen 3 a fifth of the f16 matvec's speed from L2 (the float matvecs' steps are short).
+// body(step, i) for the n steps of kStepBytes of a row read front to back from p, with
+// prefetch_next_page's prefetches made in an outer loop over the pages: its test per step cost
+// Zen 3 up to a fifth of the f16 matvec's speed from L2 (the float matvecs' steps are short).
 template <int kStepBytes, typename Body>
 __attribute__((always_inline)) inline void for_steps_by_page(const uint8_t* p, int64_t n,
                                                              Body&& body) {
     for (int64_t i = 0; i < n;) {
-        const int64_t in_page = static_cast<int64_t>(reinterpret_cast<uintptr_t>(p) & 4095);
-        if (in_page < kStepBytes) prefetch_l2(p + 4096);
+        prefetch_next_page(p, kStepBytes);
         // The steps that start in this page.
+        const auto in_page = static_cast<int64_t>(reinterpret_cast<uintptr_t>(p) & 4095);
         const int64_t end = min_i64(n, i + (4096 - in_page + kStepBytes - 1) / kStepBytes);
-        for (; i < end; ++i, p += kStepBytes) body(i);
+        for (; i < end; ++i, p += kStepBytes) body(p, i);
     }
 }
 inline size_t prefetch_ahead(int rows_per_group, size_t w_stride) {
