@@ -23,13 +23,16 @@ if [[ -z "$(ls -A "$corpus/template")" ]]; then
     [[ -f "$f" ]] && cp "$f" "$corpus/template/t$((n++))"
   done
 fi
+# One target per core at a time, each for the full time; a target's summary printed when it ends.
 run() {
-  local target=$1 dir=$2
-  echo "fuzz: $target for $seconds s"
-  "build-fuzz/$target" -max_total_time="$seconds" -max_len=65536 -rss_limit_mb=2048 -timeout=20 \
-    -print_final_stats=1 "$dir" 2>&1 | tail -4
-  return "${PIPESTATUS[0]}"
+  local target=$1 dir=$2 out status
+  out=$("build-fuzz/$target" -max_total_time="$seconds" -max_len=65536 -rss_limit_mb=2048 \
+        -timeout=20 -print_final_stats=1 "$dir" 2>&1) && status=0 || status=$?
+  # (a failure's report whole: libFuzzer ends with the crash, the sanitizer's report before it)
+  printf 'fuzz: %s for %s s\n%s\n' "$target" "$seconds" "$(tail -n $((status ? 80 : 4)) <<<"$out")"
+  return "$status"
 }
-run gguf_reader_fuzz "$corpus/gguf"
-run tokenizer_fuzz "$corpus/text"
-run chat_template_fuzz "$corpus/template"
+export -f run
+export seconds
+printf '%s\n' "gguf_reader_fuzz $corpus/gguf" "tokenizer_fuzz $corpus/text" \
+  "chat_template_fuzz $corpus/template" | xargs -P "$(nproc)" -L 1 bash -c 'run "$@"' _
