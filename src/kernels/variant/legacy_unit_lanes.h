@@ -578,8 +578,8 @@ struct UnitLaneTile {
     // along itself; else (and with several rows) the same bytes `ahead` rows on are. Along the
     // row, with k in chunks, most lines prefetched were the chunks' still to come, not the next
     // rows': at K = 7168 (two chunks at C = 8) on Sapphire Rapids, from DRAM, rows ahead took
-    // 0.95x the time for q4_0 and q8_0 at 16 threads (q1_0, q2_0 level), 0.64-0.75x for q2_0,
-    // q4_0, q8_0 at one thread.
+    // 0.95x the time for q4_0 and q8_0 at 16 threads (q1_0, q2_0 level); at one thread
+    // 0.64-0.75x for q2_0, q4_0, q8_0, in a noisier run (C = 4, its code the same, 0.75-0.80x).
     TANDEM_ALWAYS_INLINE static void group(const uint8_t* const* rows, size_t ahead,
                                            bool whole_rows, int64_t g, int n, const Chunk& cols,
                                            FAcc (&acc)[R][C]) {
