@@ -554,10 +554,8 @@ struct UnitLaneTile {
                 acc[r][c] = carry.in && r < n_valid ? carry.acc[r][c] : facc_zero();
             }
         }
-        // (k in one chunk: the rows are read front to back, one after another)
-        const bool whole_rows = carry.acc == nullptr;
         for (int64_t g = 0; g < ng; ++g)
-            group(rows, ahead, whole_rows, g,
+            group(rows, ahead, carry.whole_k(), g,
                   static_cast<int>(min_i64(kUnits, n_units - kUnits * g)), cols, acc);
         TANDEM_UNROLL
         for (int c = 0; c < C; ++c) {
@@ -574,21 +572,21 @@ struct UnitLaneTile {
     }
 
     // Group g of the chunk, its first n units in the rows (kUnits but at the row's end).
-    // whole_rows: the chunk is all of k, so a single row streams front to back and is prefetched
+    // whole_k: the chunk is all of k, so a single row streams front to back and is prefetched
     // along itself; else (and with several rows) the same bytes `ahead` rows on are. Along the
     // row, with k in chunks, most lines prefetched were the chunks' still to come, not the next
     // rows': at K = 7168 (two chunks at C = 8) on Sapphire Rapids, from DRAM, rows ahead took
     // 0.95x the time for q4_0 and q8_0 at 16 threads (q1_0, q2_0 level); at one thread
     // 0.64-0.75x for q2_0, q4_0, q8_0, in a noisier run (C = 4, its code the same, 0.75-0.80x).
     TANDEM_ALWAYS_INLINE static void group(const uint8_t* const* rows, size_t ahead,
-                                           bool whole_rows, int64_t g, int n, const Chunk& cols,
+                                           bool whole_k, int64_t g, int n, const Chunk& cols,
                                            FAcc (&acc)[R][C]) {
         V u[R][kG];
         UnitFloats dw[R], mins[R];
         TANDEM_UNROLL
         for (int r = 0; r < R; ++r) {
             const uint8_t* p = rows[r] + g * kGroupBytes;
-            if (R == 1 && whole_rows) {
+            if (R == 1 && whole_k) {
                 prefetch_stream(p, kGroupBytes);
             } else {
                 for (int64_t o = 0; o < kGroupBytes; o += 64) prefetch_l2(p + ahead + o);

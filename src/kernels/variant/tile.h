@@ -87,6 +87,8 @@ template <typename Acc>
 struct ChunkCarry {
     Acc* acc = nullptr;  // [kRowBlock], offset to the tile's first row
     bool in = false, out = false;
+    // k in one chunk (run_chunks passes no carry then): each row is read front to back.
+    bool whole_k() const { return acc == nullptr; }
 };
 // The chunk loop of the tiles that prepare their columns per chunk of k (n_items steps or
 // groups of k, `chunk` of them at a time). When k fits one chunk: prepare(0, n_items), then
