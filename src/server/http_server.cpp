@@ -65,6 +65,7 @@ struct HttpServer::Impl {
     std::condition_variable in_flight_done;
     int in_flight = 0;
     std::thread thread;
+    std::atomic<bool> listener_ended{false};
     int port = -1;
     bool stopped = false;
 
@@ -284,7 +285,14 @@ int HttpServer::bind() {
 void HttpServer::start() {
     // A client that disconnects makes a write fail with EPIPE; the signal would end the process.
     std::signal(SIGPIPE, SIG_IGN);
-    impl_->thread = std::thread([this] { impl_->http.listen_after_bind(); });
+    Impl& s = *impl_;
+    s.thread = std::thread([&s] {
+        s.http.listen_after_bind();
+        s.listener_ended.store(true);
+    });
+    // httplib's stop() does nothing until its listener runs: a stop right after this (a model
+    // that fails to load at once) left the listener in accept() for good, and serve hanging.
+    while (!s.http.is_running() && !s.listener_ended.load()) std::this_thread::yield();
 }
 
 void HttpServer::set_model(const ServedModel* model) {
