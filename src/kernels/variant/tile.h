@@ -26,9 +26,9 @@ constexpr int64_t min_i64(int64_t a, int64_t b) {
 // back, but start late on each new 4 KiB page and, with 16 cores reading, do not run far enough
 // ahead; they do not follow several rows read side by side. So the matvec reads one row at a
 // time; the quantized formats' matvecs prefetch (into L2) every line kStreamAhead bytes ahead
-// (prefetch_stream), the float matvecs touch the next page's first line as they enter a page
-// (prefetch_next_page); multi-row tiles prefetch the same bytes kPrefetchRows rows further on
-// at every step.
+// (prefetch_stream), the float matvecs nothing (simd_float.cpp), NEON's the next page's first
+// line as they enter a page (prefetch_next_page); multi-row tiles prefetch the same bytes
+// kPrefetchRows rows further on at every step.
 // Measured on Zen 5, one thread, from DRAM: q8_0 with 4 rows side by side 20 GB/s, one row
 // 32 GB/s, + next page 35 GB/s; f32 one row + a prefetch per line 33 GB/s but 25 % slower from
 // L2 (load slots: its decode is free), one per page 32 GB/s at full L2 speed.
@@ -57,20 +57,6 @@ __attribute__((always_inline)) inline void prefetch_stream(const uint8_t* p, int
 __attribute__((always_inline)) inline void prefetch_next_page(const uint8_t* p, int step_bytes) {
     if ((reinterpret_cast<uintptr_t>(p) & 4095) < static_cast<uintptr_t>(step_bytes))
         prefetch_l2(p + 4096);
-}
-// body(step, i) for the n steps of kStepBytes of a row read front to back from p, with
-// prefetch_next_page's prefetches made in an outer loop over the pages: its test per step cost
-// Zen 3 up to a fifth of the f16 matvec's speed from L2 (the float matvecs' steps are short).
-template <int kStepBytes, typename Body>
-__attribute__((always_inline)) inline void for_steps_by_page(const uint8_t* p, int64_t n,
-                                                             Body&& body) {
-    for (int64_t i = 0; i < n;) {
-        prefetch_next_page(p, kStepBytes);
-        // The steps that start in this page.
-        const auto in_page = static_cast<int64_t>(reinterpret_cast<uintptr_t>(p) & 4095);
-        const int64_t end = min_i64(n, i + (4096 - in_page + kStepBytes - 1) / kStepBytes);
-        for (; i < end; ++i, p += kStepBytes) body(p, i);
-    }
 }
 inline size_t prefetch_ahead(int rows_per_group, size_t w_stride) {
     return static_cast<size_t>(rows_per_group > kPrefetchRows ? rows_per_group : kPrefetchRows) *
