@@ -22,6 +22,7 @@ using namespace simd;
 struct Prep {
     __m256i sc16;    // scale of sub-block i in int16 lane i (16 or 8 sub-blocks: T::kSub)
     __m256i mn16;    // min of values 16i..16i+15 in int16 lane i (types with mins)
+    __m256i sc8x2;   // AVX2, T::kByteScales: the scale bytes in both 128-bit lanes
     __m128 dd;       // lane 0: d, lane 1: dmin
     Multiples mult;  // kPrescaled: the sub-block scales' multiples
 };
@@ -50,15 +51,20 @@ inline __m128i k4_scales_mins(const uint8_t* s) {
     return _mm_or_si128(low, _mm_and_si128(_mm_srli_epi16(b, 2), _mm_set1_epi8(0x30)));
 }
 // Bytes 8..15 (the mins of 32-value sub-blocks) as int16, each twice: one per 16 values.
-// (AVX-512: one vpermw on the int16 the scales take too; AVX2: two operations on the bytes,
-// where from the int16 it took four)
+// (AVX-512: one vpermw on the int16 the scales take too; AVX2: one vpshufb of the bytes in both
+// 128-bit lanes, the broadcast the scales take too (ByteScales), where vpunpckhbw and vpmovzxbw
+// took two shuffles, and from the int16 four)
 inline __m256i dup_high8(__m128i bytes) {
 #if defined(__AVX512BW__) && defined(__AVX512VL__)
     return _mm256_permutexvar_epi16(
         _mm256_setr_epi16(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15),
         _mm256_cvtepu8_epi16(bytes));
 #else
-    return _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(bytes, bytes));
+    constexpr char z = -128;  // (a zero byte)
+    return _mm256_shuffle_epi8(
+        _mm256_broadcastsi128_si256(bytes),
+        _mm256_setr_epi8(8, z, 8, z, 9, z, 9, z, 10, z, 10, z, 11, z, 11, z, 12, z, 12, z, 13, z,
+                         13, z, 14, z, 14, z, 15, z, 15, z));
 #endif
 }
 
@@ -71,12 +77,20 @@ inline __m256i dup_high8(__m128i bytes) {
 struct Q2K {
     static constexpr int kBytes = 84, kSub = 16, kBias = 0;
     static constexpr bool kMins = true, kSigned = false, kPrescaled = true;
+    static constexpr bool kByteScales = true;
     static void prepare(const uint8_t* b, Prep& p) {
         const __m128i s = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b));
         const __m128i sc = _mm_and_si128(s, _mm_set1_epi8(15));
-        p.sc16 = _mm256_cvtepu8_epi16(sc);
         p.mult = multiples_of(sc);
+#if defined(TANDEM_SIMD_ZMM)
+        p.sc16 = _mm256_cvtepu8_epi16(sc);
         p.mn16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(s, 4), _mm_set1_epi8(15)));
+#else
+        // (scales and mins from one broadcast load, no vpmovzxbw: see ByteScales)
+        const __m256i x = _mm256_broadcastsi128_si256(s);
+        p.sc8x2 = _mm256_and_si256(x, _mm256_set1_epi8(15));
+        p.mn16 = widen_u8_in_lanes(_mm256_and_si256(_mm256_srli_epi16(x, 4), _mm256_set1_epi8(15)));
+#endif
         p.dd = fp16x2(b + 80);
     }
     // Step j = half n = j / 2, 2-bit groups g0 = 2 (j % 2) and g0 + 1 of qs[32n..32n+31].
@@ -115,8 +129,10 @@ struct Q3K {
 struct Q4K {
     static constexpr int kBytes = 144, kSub = 32, kBias = 0;
     static constexpr bool kMins = true, kSigned = false;
+    static constexpr bool kByteScales = true;
     static void prepare(const uint8_t* b, Prep& p) {
         const __m128i sm = k4_scales_mins(b + 4);
+        p.sc8x2 = _mm256_broadcastsi128_si256(sm);
         p.sc16 = _mm256_cvtepu8_epi16(sm);
         p.mn16 = dup_high8(sm);
         p.dd = fp16x2(b);
@@ -129,6 +145,7 @@ struct Q4K {
 struct Q5K {
     static constexpr int kBytes = 176, kSub = 32, kBias = 0;
     static constexpr bool kMins = true, kSigned = false;
+    static constexpr bool kByteScales = true;
     static void prepare(const uint8_t* b, Prep& p) { Q4K::prepare(b, p); }
     // Bit 2j (first 32 values) and 2j + 1 (last 32) of qh[l] are bit 4.
     template <int kJ>
@@ -181,6 +198,15 @@ struct Iq4Xs {
     }
 };
 
+// T::kByteScales: the scales picked from the bytes on AVX2 (ByteScales), not from int16.
+template <typename T>
+constexpr bool byte_scales() {
+    if constexpr (requires { T::kByteScales; }) {
+        return T::kByteScales && !kZmm;
+    } else {
+        return false;
+    }
+}
 template <typename T>
 constexpr bool prescaled() {
     if constexpr (requires { T::kPrescaled; }) {
@@ -196,11 +222,16 @@ template <typename T, bool kScaled>
 struct Prepared {
     const uint8_t* b;
     Prep p;
-    SubBlockScales<T::kSub> sc;
+    std::conditional_t<byte_scales<T>(), ByteScales<T::kSub>, SubBlockScales<T::kSub>> sc;
     TANDEM_ALWAYS_INLINE void prepare(const uint8_t* block) {
         b = block;
         T::prepare(b, p);
-        if constexpr (!kScaled) sc = sub_block_scales<T::kSub>(p.sc16);
+        if constexpr (kScaled) {
+        } else if constexpr (byte_scales<T>()) {
+            sc = {p.sc8x2};
+        } else {
+            sc = sub_block_scales<T::kSub>(p.sc16);
+        }
     }
     // Step kJ's weights and the int16 scales of their sub-blocks (kScaled: applied already).
     template <int kJ>
