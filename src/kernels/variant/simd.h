@@ -230,6 +230,11 @@ inline void sign_split(V w, V s, V& abs_w, V& signed_s) {
     abs_w.x = _mm512_abs_epi8(w.x);
     signed_s.x = _mm512_mask_sub_epi8(s.x, _mm512_movepi8_mask(w.x), _mm512_setzero_si512(), s.x);
 }
+// The same where the weights' signs come as a mask of their negative lanes.
+using SignMask = __mmask64;
+inline V negate_where(V s, SignMask negative) {
+    return {_mm512_mask_sub_epi8(s.x, negative, _mm512_setzero_si512(), s.x)};
+}
 // acc + sum over pairs of (u * s products, as int16) * sc16 per int32 lane: sub-block scales
 // applied in integers (the k-quants).
 inline Acc dot_scaled(Acc acc, V u, V s, V sc16) {
@@ -472,6 +477,7 @@ inline void sign_split(V w, V s, V& abs_w, V& signed_s) {
     abs_w = {_mm256_sign_epi8(w.lo, w.lo), _mm256_sign_epi8(w.hi, w.hi)};
     signed_s = {_mm256_sign_epi8(s.lo, w.lo), _mm256_sign_epi8(s.hi, w.hi)};
 }
+using SignMask = int;  // (AVX2 takes the signs from the weights by vpsignb: sign_split)
 inline Acc dot_scaled(Acc acc, V u, V s, V sc16) {
     acc = dpwssd(acc, _mm256_maddubs_epi16(u.lo, s.lo), sc16.lo);
     return dpwssd(acc, _mm256_maddubs_epi16(u.hi, s.hi), sc16.hi);

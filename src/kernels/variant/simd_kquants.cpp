@@ -196,6 +196,19 @@ struct Iq4Xs {
         return lookup16(nibbles16x2(q, q + 16),
                         _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues)));
     }
+#if defined(TANDEM_SIMD_ZMM)
+    // AVX-512 (no vpsignb): |w| from a table of the values' magnitudes and the negative lanes
+    // from the indices (the values ascend through 0: negative exactly for indices 0..7), one
+    // vptestnmb where sign_split takes vpabsb and vpmovb2m after the lookup.
+    template <int kJ>
+    static V decode_abs(const uint8_t* b, SignMask& negative) {
+        const uint8_t* q = b + 8 + 32 * kJ;
+        const V idx = nibbles16x2(q, q + 16);
+        negative = _mm512_testn_epi8_mask(idx.x, _mm512_set1_epi8(8));
+        return lookup16(
+            idx, _mm_abs_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues))));
+    }
+#endif
 };
 
 // T::kByteScales: the scales picked from the bytes on AVX2 (ByteScales), not from int16.
@@ -206,6 +219,11 @@ constexpr bool byte_scales() {
     } else {
         return false;
     }
+}
+// T::decode_abs: the decode gives |w| and a mask of the negative lanes (AVX-512).
+template <typename T>
+constexpr bool abs_decode() {
+    return requires(const uint8_t* b, SignMask& m) { T::template decode_abs<0>(b, m); };
 }
 template <typename T>
 constexpr bool prescaled() {
@@ -233,10 +251,14 @@ struct Prepared {
             sc = sub_block_scales<T::kSub>(p.sc16);
         }
     }
-    // Step kJ's weights and the int16 scales of their sub-blocks (kScaled: applied already).
+    // Step kJ's weights and the int16 scales of their sub-blocks (kScaled: applied already;
+    // abs_decode<T>(): |w|, and the negative lanes in negative).
     template <int kJ>
-    TANDEM_ALWAYS_INLINE void step(V& w, V& scale) const {
-        if constexpr (kScaled) {
+    TANDEM_ALWAYS_INLINE void step(V& w, V& scale, SignMask& negative) const {
+        if constexpr (abs_decode<T>()) {
+            w = T::template decode_abs<kJ>(b, negative);
+            scale = pick_scales<kJ, T::kSub>(sc);
+        } else if constexpr (kScaled) {
             w = times_scales<kJ>(p.mult, T::template decode<kJ>(b));
         } else {
             w = T::template decode<kJ>(b);
@@ -247,7 +269,10 @@ struct Prepared {
 
 // One step of one row against one column: int32 sums of sc * w * q.
 template <typename T, bool kScaled>
-TANDEM_ALWAYS_INLINE Acc step_dot(Acc acc, V w, V q, V scale) {
+TANDEM_ALWAYS_INLINE Acc step_dot(Acc acc, V w, V q, V scale, [[maybe_unused]] SignMask negative) {
+#if defined(TANDEM_SIMD_ZMM)
+    if constexpr (abs_decode<T>()) return dot_scaled(acc, w, negate_where(q, negative), scale);
+#endif
     if constexpr (kScaled) {
         return dot_unit_small(acc, w, q);  // (q2_K: 3 s <= 45)
     } else if constexpr (T::kSigned) {
@@ -468,14 +493,15 @@ struct KTile : SuperBlockTile<KTile<T, C>, C> {
     TANDEM_ALWAYS_INLINE static void step(const Prepared<T, kScaled>* blk, const Columns& cols,
                                           Acc (&iacc)[R][kN]) {
         V u[R], scale[R];
+        SignMask negative[R] = {};
         TANDEM_UNROLL
-        for (int r = 0; r < R; ++r) blk[r].template step<kJ>(u[r], scale[r]);
+        for (int r = 0; r < R; ++r) blk[r].template step<kJ>(u[r], scale[r], negative[r]);
         TANDEM_UNROLL
         for (int c = 0; c < C; ++c) {
             const V q = load64(cols.q(c) + 64 * kJ);
             TANDEM_UNROLL
             for (int r = 0; r < R; ++r) {
-                iacc[r][c] = step_dot<T, kScaled>(iacc[r][c], u[r], q, scale[r]);
+                iacc[r][c] = step_dot<T, kScaled>(iacc[r][c], u[r], q, scale[r], negative[r]);
                 // (16 registers: the sums in step order, else GCC spills; C = 4, 8 12-17%
                 // faster with AVX2 on Zen 5)
                 if constexpr (kRegisters < 32 && C > 1) keep_sum(iacc[r][c]);
