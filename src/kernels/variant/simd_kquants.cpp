@@ -23,32 +23,34 @@ struct Prep {
     __m256i sc16;    // scale of sub-block i in int16 lane i (16 or 8 sub-blocks: T::kSub)
     __m256i mn16;    // min of values 16i..16i+15 in int16 lane i (types with mins)
     __m256i sc8x2;   // AVX2, T::kByteScales: the scale bytes in both 128-bit lanes
-    __m128 dd;       // lane 0: d, lane 1: dmin
+    __m128 d4;       // d in all 4 lanes
+    __m128 dmin4;    // dmin in all 4 lanes (types with mins)
     Multiples mult;  // kPrescaled: the sub-block scales' multiples
 };
 
-inline __m128 fp16x2(const uint8_t* p) {
-    return _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(load_u32(p))));
-}
-inline __m128 fp16x1(const uint8_t* p) {
-    return _mm_cvtph_ps(_mm_cvtsi32_si128(load_u16(p)));
+// The IEEE half at p in all 4 lanes: a broadcast load and a conversion. (Converted in one
+// register with d and dmin side by side, each took a shuffle to spread it over the lanes:
+// Intel's shuffle port.)
+inline __m128 fp16_splat4(const uint8_t* p) {
+    return _mm_cvtph_ps(_mm_set1_epi16(static_cast<short>(load_u16(p))));
 }
 
 // q4_K / q5_K: the eight 6-bit scales and mins packed in 12 bytes (ggml's get_scale_min_k4):
 //   j < 4: sc = s[j] & 63, m = s[j+4] & 63; j >= 4: sc = (s[j+4] & 15) | (s[j-4] >> 6) << 4,
 //   m = (s[j+4] >> 4) | (s[j] >> 6) << 4.
-// Unpacked with byte shuffles into [sc0..sc7, m0..m7] (the 16-byte load reads 4 bytes of qs).
+// Unpacked into [sc0..sc7, m0..m7] in 64-bit general-purpose registers, bytes side by side,
+// and moved to the vector unit (two moves where byte shuffles and masks took seven vector
+// operations; the vector ports are what the matvecs wait on).
 inline __m128i k4_scales_mins(const uint8_t* s) {
-    const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s));
-    const __m128i a =
-        _mm_shuffle_epi8(x, _mm_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11));
-    const __m128i low = _mm_or_si128(
-        _mm_and_si128(a, _mm_setr_epi8(63, 63, 63, 63, 15, 15, 15, 15, 63, 63, 63, 63, 0, 0, 0, 0)),
-        _mm_and_si128(_mm_srli_epi16(a, 4),
-                      _mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 15, 15, 15, 15)));
-    const __m128i b =
-        _mm_shuffle_epi8(x, _mm_setr_epi8(-1, -1, -1, -1, 0, 1, 2, 3, -1, -1, -1, -1, 4, 5, 6, 7));
-    return _mm_or_si128(low, _mm_and_si128(_mm_srli_epi16(b, 2), _mm_set1_epi8(0x30)));
+    const uint64_t a01 = load_u64(s), a2 = load_u32(s + 8);
+    const uint64_t low = a01 & 0x3F3F3F3F3F3F3F3F;  // [sc0..3, m0..3]
+    // [sc4..7, m4..7]: the low nibbles of s[8..11], then their high nibbles (a2 << 28 puts
+    // a2 >> 4 in the high dword), each with bits 6-7 of s[0..7] as bits 4-5
+    const uint64_t high =
+        ((a2 | a2 << 28) & 0x0F0F0F0F0F0F0F0F) | ((a01 >> 2) & 0x3030303030303030);
+    const uint64_t sc = (low & 0xFFFFFFFF) | high << 32;
+    const uint64_t mn = low >> 32 | (high & 0xFFFFFFFF00000000);
+    return _mm_set_epi64x(static_cast<long long>(mn), static_cast<long long>(sc));
 }
 // Bytes 8..15 (the mins of 32-value sub-blocks) as int16, each twice: one per 16 values.
 // (AVX-512: one vpermw on the int16 the scales take too; AVX2: one vpshufb of the bytes in both
@@ -91,7 +93,8 @@ struct Q2K {
         p.sc8x2 = _mm256_and_si256(x, _mm256_set1_epi8(15));
         p.mn16 = widen_u8_in_lanes(_mm256_and_si256(_mm256_srli_epi16(x, 4), _mm256_set1_epi8(15)));
 #endif
-        p.dd = fp16x2(b + 80);
+        p.d4 = fp16_splat4(b + 80);
+        p.dmin4 = fp16_splat4(b + 82);
     }
     // Step j = half n = j / 2, 2-bit groups g0 = 2 (j % 2) and g0 + 1 of qs[32n..32n+31].
     template <int kJ>
@@ -116,7 +119,7 @@ struct Q3K {
                                                      static_cast<int>(t1), static_cast<int>(t0)),
                                        _mm_set1_epi8(32));
         p.sc16 = _mm256_cvtepi8_epi16(s);
-        p.dd = fp16x1(b + 108);
+        p.d4 = fp16_splat4(b + 108);
     }
     // Low 2 bits as q2_K; bit 4n + g of hmask[l] is the third bit (set: q = low, else low - 4).
     template <int kJ>
@@ -135,7 +138,8 @@ struct Q4K {
         p.sc8x2 = _mm256_broadcastsi128_si256(sm);
         p.sc16 = _mm256_cvtepu8_epi16(sm);
         p.mn16 = dup_high8(sm);
-        p.dd = fp16x2(b);
+        p.d4 = fp16_splat4(b);
+        p.dmin4 = fp16_splat4(b + 2);
     }
     template <int kJ>
     static V decode(const uint8_t* b) {
@@ -159,7 +163,7 @@ struct Q6K {
     static constexpr bool kMins = false, kSigned = false;
     static void prepare(const uint8_t* b, Prep& p) {
         p.sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 192)));
-        p.dd = fp16x1(b + 208);
+        p.d4 = fp16_splat4(b + 208);
     }
     // Step j = half n, odd = j % 2: low nibbles (odd = 0) or high nibbles of ql[64n..64n+63];
     // 2-bit groups 2 odd and 2 odd + 1 of qh[32n..32n+31] on top.
@@ -188,7 +192,7 @@ struct Iq4Xs {
         const __m128i ls = _mm_or_si128(_mm_cvtepu8_epi16(lo), _mm_slli_epi16(h, 4));
         p.sc16 = _mm256_inserti128_si256(_mm256_setzero_si256(),
                                          _mm_sub_epi16(ls, _mm_set1_epi16(32)), 0);
-        p.dd = fp16x1(b);
+        p.d4 = fp16_splat4(b);
     }
     template <int kJ>
     static V decode(const uint8_t* b) {
@@ -326,7 +330,7 @@ struct Lanes<128> {
     using F = __m128;
     using I = __m128i;
     static __m128 cvt(I x) { return _mm_cvtepi32_ps(x); }
-    static __m128 splat(float x) { return _mm_set1_ps(x); }
+    static __m128 splat4(__m128 x4) { return x4; }
     static __m128 mul(__m128 a, __m128 b) { return _mm_mul_ps(a, b); }
     static __m128 fmadd(__m128 a, __m128 b, __m128 c) { return _mm_fmadd_ps(a, b, c); }
     static __m128 fmsub(__m128 a, __m128 b, __m128 c) { return _mm_fmsub_ps(a, b, c); }
@@ -342,7 +346,7 @@ struct Lanes<256> {
     using F = __m256;
     using I = __m256i;
     static __m256 cvt(I x) { return _mm256_cvtepi32_ps(x); }
-    static __m256 splat(float x) { return _mm256_set1_ps(x); }
+    static __m256 splat4(__m128 x4) { return _mm256_broadcastss_ps(x4); }
     static __m256 mul(__m256 a, __m256 b) { return _mm256_mul_ps(a, b); }
     static __m256 fmadd(__m256 a, __m256 b, __m256 c) { return _mm256_fmadd_ps(a, b, c); }
     static __m256 fmsub(__m256 a, __m256 b, __m256 c) { return _mm256_fmsub_ps(a, b, c); }
@@ -358,7 +362,7 @@ struct Lanes<512> {
     using F = __m512;
     using I = __m512i;
     static __m512 cvt(I x) { return _mm512_cvtepi32_ps(x); }
-    static __m512 splat(float x) { return _mm512_set1_ps(x); }
+    static __m512 splat4(__m128 x4) { return _mm512_broadcastss_ps(x4); }
     static __m512 mul(__m512 a, __m512 b) { return _mm512_mul_ps(a, b); }
     static __m512 fmadd(__m512 a, __m512 b, __m512 c) { return _mm512_fmadd_ps(a, b, c); }
     static __m512 fmsub(__m512 a, __m512 b, __m512 c) { return _mm512_fmsub_ps(a, b, c); }
@@ -523,10 +527,10 @@ struct KTile : SuperBlockTile<KTile<T, C>, C> {
                                             const Columns& cols, int u) {
         if constexpr (T::kBias != 0)
             sums = L::sub(sums, bsum_terms<L>(biased_scales<T>(p), cols, u));
-        const F d = L::splat(_mm_cvtss_f32(p.dd));
+        const F d = L::splat4(p.d4);
         F t;
         if constexpr (T::kMins) {
-            const F dmin = L::splat(_mm_cvtss_f32(_mm_movehdup_ps(p.dd)));
+            const F dmin = L::splat4(p.dmin4);
             t = L::fmsub(L::cvt(sums), d, L::mul(L::cvt(bsum_terms<L>(p.mn16, cols, u)), dmin));
         } else {
             t = L::mul(L::cvt(sums), d);
