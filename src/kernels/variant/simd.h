@@ -225,15 +225,15 @@ inline V dot4(V acc, V u, V s) {
         acc.x, _mm512_madd_epi16(_mm512_maddubs_epi16(u.x, s.x), _mm512_set1_epi16(1)))};
 #endif
 }
-// |w| and s with the sign of w: vpmaddubsw needs an unsigned operand (AVX-512 has no vpsignb).
-inline void sign_split(V w, V s, V& abs_w, V& signed_s) {
-    abs_w.x = _mm512_abs_epi8(w.x);
-    signed_s.x = _mm512_mask_sub_epi8(s.x, _mm512_movepi8_mask(w.x), _mm512_setzero_si512(), s.x);
-}
-// The same where the weights' signs come as a mask of their negative lanes.
+// s negated in the lanes of a mask (the negative weights' lanes).
 using SignMask = __mmask64;
 inline V negate_where(V s, SignMask negative) {
     return {_mm512_mask_sub_epi8(s.x, negative, _mm512_setzero_si512(), s.x)};
+}
+// |w| and s with the sign of w: vpmaddubsw needs an unsigned operand (AVX-512 has no vpsignb).
+inline void sign_split(V w, V s, V& abs_w, V& signed_s) {
+    abs_w.x = _mm512_abs_epi8(w.x);
+    signed_s = negate_where(s, _mm512_movepi8_mask(w.x));
 }
 // acc + sum over pairs of (u * s products, as int16) * sc16 per int32 lane: sub-block scales
 // applied in integers (the k-quants).
@@ -545,28 +545,34 @@ inline Acc acc_low(__m256i x) {
 // Step j of a super-block covers values 64j..64j+63, one 16-value quarter per 16 bytes of V;
 // each int16 lane of the maddubs result takes its sub-block's scale: with 16-value sub-blocks
 // (kSub = 16) scale 4j + quarter of 16, with 32-value sub-blocks scale 2j + quarter / 2 of 8.
+// from_bytes (AVX2, ByteScales below): the patterns pick each int16 lane from scale bytes.
 struct StepPatterns {
     alignas(64) uint8_t bytes[2][4][64];  // [kSub == 32][step]
 };
-consteval StepPatterns make_step_patterns() {
+consteval StepPatterns make_step_patterns(bool from_bytes) {
     StepPatterns p{};
     for (int sub32 = 0; sub32 < 2; ++sub32) {
         for (int j = 0; j < 4; ++j) {
             for (int i = 0; i < 64; ++i) {
                 const int scale = sub32 ? 2 * j + i / 32 : 4 * j + i / 16;
-#if defined(TANDEM_SIMD_ZMM)
-                // vpermw indices, little-endian int16
-                p.bytes[sub32][j][i] = static_cast<uint8_t>(i % 2 == 0 ? scale : 0);
-#else
-                // vpshufb within a broadcast 128-bit half holding 8 scales
-                p.bytes[sub32][j][i] = static_cast<uint8_t>(2 * (scale % 8) + i % 2);
-#endif
+                int index;
+                if (from_bytes) {
+                    // vpshufb: the scale's byte, then a zero byte (index 0x80)
+                    index = i % 2 == 0 ? scale : 0x80;
+                } else if (kZmm) {
+                    // vpermw indices, little-endian int16
+                    index = i % 2 == 0 ? scale : 0;
+                } else {
+                    // vpshufb within a broadcast 128-bit half holding 8 int16 scales
+                    index = 2 * (scale % 8) + i % 2;
+                }
+                p.bytes[sub32][j][i] = static_cast<uint8_t>(index);
             }
         }
     }
     return p;
 }
-inline constexpr StepPatterns kStepPatterns = make_step_patterns();
+inline constexpr StepPatterns kStepPatterns = make_step_patterns(false);
 
 template <int kStep, int kSub>
 V pick_scales(const SubBlockScales<kSub>& s) {
@@ -601,22 +607,7 @@ struct ByteScales {
     __m256i bytes;  // scale i in byte i of each 128-bit lane
 };
 #if !defined(TANDEM_SIMD_ZMM)
-struct ByteStepPatterns {
-    alignas(64) uint8_t bytes[2][4][64];  // [kSub == 32][step]
-};
-consteval ByteStepPatterns make_byte_step_patterns() {
-    ByteStepPatterns p{};
-    for (int sub32 = 0; sub32 < 2; ++sub32) {
-        for (int j = 0; j < 4; ++j) {
-            for (int i = 0; i < 64; ++i) {
-                const int scale = sub32 ? 2 * j + i / 32 : 4 * j + i / 16;
-                p.bytes[sub32][j][i] = static_cast<uint8_t>(i % 2 == 0 ? scale : 0x80);
-            }
-        }
-    }
-    return p;
-}
-inline constexpr ByteStepPatterns kByteStepPatterns = make_byte_step_patterns();
+inline constexpr StepPatterns kByteStepPatterns = make_step_patterns(true);
 template <int kStep, int kSub>
 V pick_scales(const ByteScales<kSub>& s) {
     const uint8_t* pattern = kByteStepPatterns.bytes[kSub == 32][kStep];

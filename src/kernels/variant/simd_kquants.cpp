@@ -20,7 +20,8 @@ using namespace simd;
 // A row's super-block, prepared once for all columns: sub-block scales (and mins) as int16,
 // and the float factors.
 struct Prep {
-    __m256i sc16;    // scale of sub-block i in int16 lane i (16 or 8 sub-blocks: T::kSub)
+    __m256i sc16;    // scale of sub-block i in int16 lane i (16 or 8 sub-blocks: T::kSub;
+                     // AVX2 byte_scales<T>(): unset)
     __m256i mn16;    // min of values 16i..16i+15 in int16 lane i (types with mins)
     __m256i sc8x2;   // AVX2, T::kByteScales: the scale bytes in both 128-bit lanes
     __m128 d4;       // d in all 4 lanes
@@ -135,8 +136,11 @@ struct Q4K {
     static constexpr bool kByteScales = true;
     static void prepare(const uint8_t* b, Prep& p) {
         const __m128i sm = k4_scales_mins(b + 4);
-        p.sc8x2 = _mm256_broadcastsi128_si256(sm);
+#if defined(TANDEM_SIMD_ZMM)
         p.sc16 = _mm256_cvtepu8_epi16(sm);
+#else
+        p.sc8x2 = _mm256_broadcastsi128_si256(sm);
+#endif
         p.mn16 = dup_high8(sm);
         p.d4 = fp16_splat4(b);
         p.dmin4 = fp16_splat4(b + 2);
@@ -248,11 +252,12 @@ struct Prepared {
     TANDEM_ALWAYS_INLINE void prepare(const uint8_t* block) {
         b = block;
         T::prepare(b, p);
-        if constexpr (kScaled) {
-        } else if constexpr (byte_scales<T>()) {
-            sc = {p.sc8x2};
-        } else {
-            sc = sub_block_scales<T::kSub>(p.sc16);
+        if constexpr (!kScaled) {
+            if constexpr (byte_scales<T>()) {
+                sc = {p.sc8x2};
+            } else {
+                sc = sub_block_scales<T::kSub>(p.sc16);
+            }
         }
     }
     // Step kJ's weights and the int16 scales of their sub-blocks (kScaled: applied already;
