@@ -462,10 +462,9 @@ struct UnitLaneTile {
         V q[kG];
         UnitFloats d;
     };
-    // Column data that stays in L1: K = 4096 is one chunk at C = 8 (two chunks of 32 KiB:
-    // 5-12% slower on Zen 5).
+    // Column data that stays in L1: chunks of kUnitLaneChunkBytes (tile.h).
     static constexpr int64_t kColBytes = sizeof(ColGroup) + (kBias ? 64 : 0) + (kQ8_1 ? 64 : 0);
-    static constexpr int64_t kChunk = kPreparedChunkBytes / (C * kColBytes);  // groups
+    static constexpr int64_t kChunk = kUnitLaneChunkBytes / (C * kColBytes);  // groups
     struct Chunk {
         ColGroup cols[kChunk][C];
         UnitSums bias[kBias ? kChunk : 1][C];
@@ -478,10 +477,11 @@ struct UnitLaneTile {
     static void run(int64_t k, const uint8_t* w, size_t w_stride, int n_rows, const uint8_t* a,
                     size_t a_stride, float* out, size_t out_stride) {
         const int64_t n_act = k / 32, n_units = k / kUnitValues;
+        const int64_t n_groups = (n_units + kUnits - 1) / kUnits;
         alignas(64) Chunk cols;
         alignas(64) AccRow<C> carried[kRowBlock];
         run_chunks<kRowBlock>(
-            n_rows, (n_units + kUnits - 1) / kUnits, kChunk, carried,
+            n_rows, n_groups, even_chunk(n_groups, kChunk), carried,
             [&](int64_t g0, int64_t ng) { prepare(a, a_stride, n_act, g0, ng, cols); },
             [&](int rb, int count, int64_t g0, int64_t ng, const Carry& carry) {
                 rows(w, w_stride, rb, count, n_units, g0, ng, cols, out, out_stride, carry);

@@ -78,14 +78,14 @@ struct SuperBlockTile {
         using Sums = typename Tile::Sums;
         using Cols = typename Tile::Cols;
         using Carry = ChunkCarry<Sums>;
-        constexpr int64_t kChunk = kPreparedChunkBytes / sizeof(Cols);
+        constexpr int64_t kChunk = kSuperBlockChunkBytes / sizeof(Cols);
         static_assert(kChunk >= 1);
         constexpr int R = Tile::kRows;
         const size_t ahead = prefetch_ahead(R, w_stride);
         Cols cols[kChunk];
         Sums carried[kRowBlock];
         run_chunks<kRowBlock>(
-            n_rows, k / 256, kChunk, carried,
+            n_rows, k / 256, even_chunk(k / 256, kChunk), carried,
             [&](int64_t i0, int64_t n) {
                 for (int64_t i = 0; i < n; ++i) {
                     for (int c = 0; c < C; ++c)
