@@ -67,15 +67,16 @@ inline size_t prefetch_ahead(int rows_per_group, size_t w_stride) {
 // - The super-block tiles (k-quants, i-quants, ternary): 32 KiB, so K = 4096 takes two even
 //   chunks at C = 8 (20 KiB each) where 40 KiB took one. C = 8 took 0.73-0.98x the time on
 //   Zen 3 (32 KiB L1; tq2_0 0.73-0.76, tq1_0 0.92, the k-quants 0.97-0.98, one and two
-//   threads) and 0.83-0.98x on Sapphire Rapids (48 KiB L1; 16 threads: tq2_0 0.83, tq1_0
-//   0.90, q6_K 0.94, the other k-quants 0.97-0.98).
+//   threads) and 0.83-1.01x on Sapphire Rapids (48 KiB L1; 16 threads: tq2_0 0.83, tq1_0
+//   0.90, q6_K 0.94, the other k-quants 0.97-0.98, iq2_xxs and iq1_s level).
 // - The 32-value block tiles (legacy_unit_lanes.h): 40 KiB, K = 4096 one chunk at C = 8 with
 //   AVX-512 (two chunks of 32 KiB: 5-12% slower on Zen 5; 28 KiB on Zen 3: q8_0 1.15x).
 constexpr int64_t kSuperBlockChunkBytes = 32768;
 constexpr int64_t kUnitLaneChunkBytes = 40960;
-// The chunk for n items when at most max_chunk fit: the fewest chunks, as even as they go
-// (a remainder of one super-block is a chunk that costs as much to prepare and carry as a
-// whole one: two even chunks made C = 8 0.89-0.94x the time for q1_0 and q5_1 on Zen 3).
+// The chunk for n items (super-blocks, groups) when at most max_chunk fit: the fewest chunks,
+// as even as they go. A short last chunk costs almost as much to prepare and carry as a whole
+// one: two even chunks made C = 8 0.89-0.94x the time for q1_0 and q5_1 on Zen 3. (Not inside
+// run_chunks: NEON's step tiles need chunks of whole groups of steps.)
 inline int64_t even_chunk(int64_t n, int64_t max_chunk) {
     const int64_t parts = (n + max_chunk - 1) / max_chunk;
     return parts > 0 ? (n + parts - 1) / parts : max_chunk;
