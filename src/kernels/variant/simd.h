@@ -401,16 +401,20 @@ inline V nibbles8x4(const uint8_t* p) {
     };
     return {half(_mm256_permute4x64_epi64(x, 0x50)), half(_mm256_permute4x64_epi64(x, 0xFA))};
 }
-// Byte j = 0xff where bit j of the 32 bits at byte kFirst of each 128-bit lane of b is set,
-// else 0. Byte j gets byte kFirst + j / 8, then all other bits of its 8-byte group's pattern
-// set: all ones exactly when bit j % 8 was set.
+// Byte j = 0xff where bit j % 8 of byte `from` (of its 128-bit lane of b) is set, else 0, where
+// `from` is byte j of `from_bytes` (the same for the 8 bytes of a group). Byte j gets byte
+// `from`, then all other bits of its 8-byte group's pattern set: all ones exactly when bit
+// j % 8 was set.
+inline __m256i spread_bits(__m256i b, __m256i from_bytes) {
+    const __m256i spread = _mm256_shuffle_epi8(b, from_bytes);
+    const __m256i others = _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe);
+    return _mm256_cmpeq_epi8(_mm256_or_si256(spread, others), _mm256_set1_epi64x(-1));
+}
+// Byte j = 0xff where bit j of the 32 bits at byte kFirst of each 128-bit lane of b is set.
 template <int kFirst>
 inline __m256i spread_bits(__m256i b) {
     constexpr long long kOnes = 0x0101010101010101, k = kFirst * kOnes;
-    const __m256i spread =
-        _mm256_shuffle_epi8(b, _mm256_setr_epi64x(k, k + kOnes, k + 2 * kOnes, k + 3 * kOnes));
-    const __m256i others = _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe);
-    return _mm256_cmpeq_epi8(_mm256_or_si256(spread, others), _mm256_set1_epi64x(-1));
+    return spread_bits(b, _mm256_setr_epi64x(k, k + kOnes, k + 2 * kOnes, k + 3 * kOnes));
 }
 inline __m256i bits_to_bytes32(uint32_t m) {
     return spread_bits<0>(_mm256_set1_epi32(static_cast<int>(m)));
@@ -716,11 +720,13 @@ inline V apply_signs(V q, Signs s) {
     return {_mm512_mask_sub_epi8(q.x, s.m, _mm512_setzero_si512(), q.x)};
 }
 #else
-// As blend_u32x8, for 8-byte points: iq2_xxs 5-7% faster on Sapphire Rapids.
+// Two inserts (vmovq, vpinsrq) per 128 bits and a vinserti128. Against broadcast loads blended
+// in a tree (as blend_u32x8: 5-7% faster for iq2_xxs on Sapphire Rapids at the time), on Zen 3,
+// whose broadcast loads take a shuffle pipe each: matvecs 0.92-0.98x the time (iq2_xxs with
+// its signs in vectors, iq2_xs, iq2_s), C = 8 0.89-1.0x.
 inline __m256i set_u64x4(uint64_t g0, uint64_t g1, uint64_t g2, uint64_t g3) {
-    const auto at = [](uint64_t g) { return _mm256_set1_epi64x(static_cast<long long>(g)); };
-    return _mm256_blend_epi32(_mm256_blend_epi32(at(g0), at(g1), 0x0C),
-                              _mm256_blend_epi32(at(g2), at(g3), 0xC0), 0xF0);
+    return _mm256_set_epi64x(static_cast<long long>(g3), static_cast<long long>(g2),
+                             static_cast<long long>(g1), static_cast<long long>(g0));
 }
 inline V set_u64x8(uint64_t g0, uint64_t g1, uint64_t g2, uint64_t g3, uint64_t g4, uint64_t g5,
                    uint64_t g6, uint64_t g7) {
@@ -805,15 +811,7 @@ inline Lanes16<4> lanes16(__m256i x) {
 // are slower on Zen 4 (iq2_xxs 1.3x, iq3_xxs 1.5x the time per row).
 TANDEM_ALWAYS_INLINE V lookup_u64x8(const uint64_t* g, __m128i idx) {
     const Lanes16<2> i = lanes16(idx);
-#if defined(TANDEM_SIMD_ZMM)
     return set_u64x8(g[i[0]], g[i[1]], g[i[2]], g[i[3]], g[i[4]], g[i[5]], g[i[6]], g[i[7]]);
-#else  // (inserts: the blends measured 0-7% slower here on Sapphire Rapids, iq1_s, iq1_m, iq2_xs)
-    const auto ins = [](uint64_t a, uint64_t b, uint64_t c, uint64_t d) {
-        return _mm256_set_epi64x(static_cast<long long>(d), static_cast<long long>(c),
-                                 static_cast<long long>(b), static_cast<long long>(a));
-    };
-    return {ins(g[i[0]], g[i[1]], g[i[2]], g[i[3]]), ins(g[i[4]], g[i[5]], g[i[6]], g[i[7]])};
-#endif
 }
 // Grid points by index: bytes 4i..4i+3 = g[uint16 lane i of idx].
 TANDEM_ALWAYS_INLINE V lookup_u32x16(const uint32_t* g, __m256i idx) {

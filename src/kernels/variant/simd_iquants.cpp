@@ -79,6 +79,12 @@ TANDEM_ALWAYS_INLINE Signs signs_of_indices(uint32_t i0, uint32_t i1, uint32_t i
     const uint64_t* t = kSignBytes.of;
     return {set_u64x8(t[i0], t[i1], t[i2], t[i3], t[i4], t[i5], t[i6], t[i7])};
 }
+// Byte n < 16: 0x80 where n has an odd number of bits set, else 0 (a vpshufb table).
+inline __m128i parity_top16() {
+    constexpr auto p = [](int i) -> char { return __builtin_parity(i) ? -128 : 0; };
+    return _mm_setr_epi8(p(0), p(1), p(2), p(3), p(4), p(5), p(6), p(7), p(8), p(9), p(10), p(11),
+                         p(12), p(13), p(14), p(15));
+}
 // The signs of 8 groups whose 7-bit sign indices are bits 9-15 of the 8 words of x (iq2_xs),
 // made without leaving the vector registers: the eighth bit, the parity of the seven, is the
 // parity of the 4 bits index ^ (index >> 4), looked up by vpshufb. Against looking the sign
@@ -86,9 +92,7 @@ TANDEM_ALWAYS_INLINE Signs signs_of_indices(uint32_t i0, uint32_t i1, uint32_t i
 // the matvec took 0.76-0.88x the time on Zen 3, where its instructions were the limit (355 a
 // super-block, now 270), and 0.87x on Sapphire Rapids.
 TANDEM_ALWAYS_INLINE Signs signs_of_words(__m128i x) {
-    constexpr auto p = [](int i) -> char { return __builtin_parity(i) ? -128 : 0; };
-    const __m128i parity_top = _mm_setr_epi8(p(0), p(1), p(2), p(3), p(4), p(5), p(6), p(7), p(8),
-                                             p(9), p(10), p(11), p(12), p(13), p(14), p(15));
+    const __m128i parity_top = parity_top16();
     const __m128i index = _mm_srli_epi16(x, 9);
     const __m128i parity =
         _mm_shuffle_epi8(parity_top, _mm_xor_si128(index, _mm_srli_epi16(x, 13)));
@@ -96,17 +100,51 @@ TANDEM_ALWAYS_INLINE Signs signs_of_words(__m128i x) {
     return signs_of_bits(_mm_packus_epi16(bits, bits));
 }
 #endif
-// Signs of the 8 groups of a step from two words of 4 sign indices each (iq2_xxs, iq3_xxs).
-// AVX2 looks the groups' sign bytes up (broadcast loads and blends, set_u64x8): the bits
-// spread to bytes took two shuffles and some 30 scalar operations a step (Sapphire Rapids:
-// iq2_xxs 0.79-0.85x, iq3_xxs 0.71-0.86x the time per row, iq2_xs 0.91x).
-TANDEM_ALWAYS_INLINE Signs signs_of_fields(uint32_t a0, uint32_t a1) {
+// Signs of the 8 groups of a step from two words of 4 sign indices each (iq2_xxs, iq3_xxs), the
+// words at p + kOff0 and p + kOff1 (within 16 readable bytes at p; 8 when kOff1 < 8).
+// AVX2 has two ways, one per shape of call:
+// - kInVectors (the matvec): as signs_of_words, without leaving the vector registers. Against
+//   the lookup, the matvec took 0.94-0.95x the time on Zen 3 for iq2_xxs and iq3_xxs (their
+//   shuffle pipes the limit: these are fewer operations, but more of them shuffles);
+// - else (the small matmul, whose columns' work needs those pipes: there kInVectors took
+//   1.04-1.08x the time at C = 4 and 8): the groups' sign bytes looked up (kSignBytes). The
+//   bits spread to bytes by scalar operations (about 30 a step) were slower still on Sapphire
+//   Rapids (iq2_xxs 1.2-1.3x, iq3_xxs 1.2-1.4x the time per row).
+template <int kOff0, int kOff1, bool kInVectors>
+TANDEM_ALWAYS_INLINE Signs signs_of_fields(const uint8_t* p) {
 #if defined(TANDEM_SIMD_ZMM)
-    return signs_of_bits(
-        sign_bits(bytes_of_7bit_fields(a0) | bytes_of_7bit_fields(a1) << 32));
+    return signs_of_bits(sign_bits(bytes_of_7bit_fields(load_u32(p + kOff0)) |
+                                   bytes_of_7bit_fields(load_u32(p + kOff1)) << 32));
 #else
-    return signs_of_indices(a0 & 127, (a0 >> 7) & 127, (a0 >> 14) & 127, (a0 >> 21) & 127,
-                            a1 & 127, (a1 >> 7) & 127, (a1 >> 14) & 127, (a1 >> 21) & 127);
+    if constexpr (!kInVectors) {
+        const uint32_t w0 = load_u32(p + kOff0), w1 = load_u32(p + kOff1);
+        return signs_of_indices(w0 & 127, (w0 >> 7) & 127, (w0 >> 14) & 127, (w0 >> 21) & 127,
+                                w1 & 127, (w1 >> 7) & 127, (w1 >> 14) & 127, (w1 >> 21) & 127);
+    }
+    // One index per dword lane, in the lane order g0 g1 g4 g5 | g2 g3 g6 g7 (g: group), so
+    // that one in-lane vpshufb spreads each 32 values' groups over their bytes.
+    static_assert(kOff0 % 4 == 0 && kOff1 % 4 == 0 && kOff1 + 4 <= 16);
+    constexpr int a0 = kOff0 / 4, a1 = kOff1 / 4;
+    const __m256i words =
+        kOff1 + 4 <= 8
+            ? _mm256_set1_epi64x(static_cast<long long>(load_u64(p)))
+            : _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    const __m256i index =
+        _mm256_and_si256(_mm256_srlv_epi32(_mm256_shuffle_epi32(words, _MM_SHUFFLE(a1, a1, a0, a0)),
+                                           _mm256_setr_epi32(0, 7, 0, 7, 14, 21, 14, 21)),
+                         _mm256_set1_epi32(127));
+    const __m256i parity_top = _mm256_broadcastsi128_si256(parity_top16());
+    const __m256i bits = _mm256_or_si256(
+        index, _mm256_xor_si256(_mm256_shuffle_epi8(parity_top, index),
+                                _mm256_shuffle_epi8(parity_top, _mm256_srli_epi32(index, 4))));
+    // byte j of group g: 0xff where bit j of its sign bits is set, else 1 (vpsignb's operand)
+    const auto spread = [&](long long first, long long second) {
+        constexpr long long kOnes = 0x0101010101010101;
+        const long long f = first * kOnes, g = second * kOnes;
+        return _mm256_or_si256(spread_bits(bits, _mm256_setr_epi64x(f, g, f, g)),
+                               _mm256_set1_epi8(1));
+    };
+    return {{spread(0, 4), spread(8, 12)}};
 #endif
 }
 // uint16 lane i = bits [shift_i, shift_i + width) of lane i of x, at bit 8 (indices' high bits):
@@ -119,7 +157,8 @@ TANDEM_ALWAYS_INLINE __m128i high_index_bits(__m128i x, __m128i pow2) {
 }
 
 // Traits: prepare(block, Prep&); decode<j>(block, u, signs) gives step j (values 64j..64j+63):
-// magnitudes u (unsigned bytes) and the signs to apply to the activations. kSub: values per
+// magnitudes u (unsigned bytes) and the signs to apply to the activations (decode<j, kMatvec>
+// where the matvec's differs: iq2_xxs, iq3_xxs, see signs_of_fields). kSub: values per
 // sub-block scale (kUnitScales: all 1); kSigned: decode gives signs; kBiased: weight = u - a bias
 // constant per format (the iq1 and ternary formats), the bias times the scales taken off the
 // sum with the q8_K bsums (iq1: Prep::bias16; ternary, all scales 1: per column, see
@@ -144,12 +183,12 @@ struct Iq2Xxs : Lattice {
         p.sc16 = odd_scales8(_mm256_srli_epi32(_mm256_blend_epi32(lo, hi, 0xF0), 28));
         p.d = fp16_bits(load_u16(b)) * 0.125f;
     }
-    template <int kJ>
+    template <int kJ, bool kMatvec>
     TANDEM_ALWAYS_INLINE static void decode(const uint8_t* b, V& u, Signs& s) {
         const uint8_t* q = b + 2 + 16 * kJ;
         const uint64_t* g = kIq2xxsPoints.p;
         u = set_u64x8(g[q[0]], g[q[1]], g[q[2]], g[q[3]], g[q[8]], g[q[9]], g[q[10]], g[q[11]]);
-        s = signs_of_fields(load_u32(q + 4), load_u32(q + 12));
+        s = signs_of_fields<4, 12, kMatvec>(q);
     }
     static constexpr float kFactor = 0.125f;
 };
@@ -210,7 +249,7 @@ struct Iq3Xxs : Lattice {
         p.sc16 = odd_scales8(_mm256_srli_epi32(aux, 28));
         p.d = fp16_bits(load_u16(b)) * 0.25f;
     }
-    template <int kJ>
+    template <int kJ, bool kMatvec>
     TANDEM_ALWAYS_INLINE static void decode(const uint8_t* b, V& u, Signs& s) {
         const uint8_t* q = b + 2 + 16 * kJ;
         const uint32_t* g = kIq3xxsPoints.p;
@@ -218,7 +257,7 @@ struct Iq3Xxs : Lattice {
         TANDEM_UNROLL
         for (int i = 0; i < 16; ++i) pts[i] = g[q[i]];
         u = set_u32x16(pts);
-        s = signs_of_fields(load_u32(b + 66 + 8 * kJ), load_u32(b + 70 + 8 * kJ));
+        s = signs_of_fields<0, 4, kMatvec>(b + 66 + 8 * kJ);
     }
     static constexpr float kFactor = 0.25f;
 };
@@ -607,7 +646,11 @@ struct IqTile : SuperBlockTile<IqTile<T, C>, C> {
         Signs s[R];
         TANDEM_UNROLL
         for (int r = 0; r < R; ++r) {
-            T::template decode<kJ>(blocks[r], u[r], s[r]);
+            if constexpr (requires { T::template decode<kJ, true>(blocks[r], u[r], s[r]); }) {
+                T::template decode<kJ, C == 1>(blocks[r], u[r], s[r]);
+            } else {
+                T::template decode<kJ>(blocks[r], u[r], s[r]);
+            }
             if constexpr (!T::kUnitScales) scale[r] = pick_scales<kJ, T::kSub>(sc[r]);
         }
         TANDEM_UNROLL
