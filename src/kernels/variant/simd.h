@@ -549,7 +549,7 @@ inline Acc acc_low(__m256i x) {
 // Step j of a super-block covers values 64j..64j+63, one 16-value quarter per 16 bytes of V;
 // each int16 lane of the maddubs result takes its sub-block's scale: with 16-value sub-blocks
 // (kSub = 16) scale 4j + quarter of 16, with 32-value sub-blocks scale 2j + quarter / 2 of 8.
-// from_bytes (AVX2, ByteScales below): the patterns pick each int16 lane from scale bytes.
+// from_bytes (ByteScales below): the patterns pick each int16 lane from scale bytes.
 struct StepPatterns {
     alignas(64) uint8_t bytes[2][4][64];  // [kSub == 32][step]
 };
@@ -606,20 +606,39 @@ V pick_scales(const SubBlockScales<kSub>& s) {
 // threads; 0.70x at one thread); q4_K 0.88-0.89x on Zen 3, whose broadcasts take a vector pipe
 // as a vpshufb does, but 1.03-1.06x on Sapphire Rapids, whose broadcasts take a load port and
 // vpshufb its one shuffle port (q5_K the same). Signed scales (q3_K, q6_K, iq4_xs) stay there.
+// AVX-512 takes the same from the 16 bytes in all four 128-bit lanes: one vpshufb a step where
+// SubBlockScales takes a vpermw (two operations on Intel's shuffle port, llvm-mca's Ice Lake
+// model: q2_K, q4_K matvecs 2-6% fewer cycles). Sapphire Rapids, 16 threads: q2_K matvec
+// 0.89-0.92x the time, q4_K 0.92-0.96x, their small matmuls level (one noisy run, medians of 5).
+#if defined(TANDEM_SIMD_ZMM)
+using ScaleByteLanes = __m512i;
+inline ScaleByteLanes scale_byte_lanes(__m128i bytes) {
+    return _mm512_broadcast_i32x4(bytes);
+}
+#else
+using ScaleByteLanes = __m256i;
+inline ScaleByteLanes scale_byte_lanes(__m128i bytes) {
+    return _mm256_broadcastsi128_si256(bytes);
+}
+#endif
 template <int kSub>
 struct ByteScales {
-    __m256i bytes;  // scale i in byte i of each 128-bit lane
+    ScaleByteLanes bytes;  // scale i in byte i of each 128-bit lane
 };
-#if !defined(TANDEM_SIMD_ZMM)
 inline constexpr StepPatterns kByteStepPatterns = make_step_patterns(true);
 template <int kStep, int kSub>
 V pick_scales(const ByteScales<kSub>& s) {
     const uint8_t* pattern = kByteStepPatterns.bytes[kSub == 32][kStep];
+#if defined(TANDEM_SIMD_ZMM)
+    return {_mm512_shuffle_epi8(s.bytes, _mm512_load_si512(pattern))};
+#else
     return {
         _mm256_shuffle_epi8(s.bytes, _mm256_load_si256(reinterpret_cast<const __m256i*>(pattern))),
         _mm256_shuffle_epi8(s.bytes,
                             _mm256_load_si256(reinterpret_cast<const __m256i*>(pattern + 32)))};
+#endif
 }
+#if !defined(TANDEM_SIMD_ZMM)
 // Byte i of each 128-bit lane as int16 lane i of the ymm (lanes 0..7: bytes 0..7 of the low
 // lane, 8..15: bytes 8..15 of the high lane), when the 16 bytes are in both lanes already: one
 // vpshufb (vpmovzxbw from an xmm: 3 Zen 3 slots).

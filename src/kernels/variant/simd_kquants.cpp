@@ -21,9 +21,9 @@ using namespace simd;
 // and the float factors.
 struct Prep {
     __m256i sc16;    // scale of sub-block i in int16 lane i (16 or 8 sub-blocks: T::kSub;
-                     // AVX2 byte_scales<T>(): unset)
+                     // T::kByteScales: unset)
     __m256i mn16;    // min of values 16i..16i+15 in int16 lane i (types with mins)
-    __m256i sc8x2;   // AVX2, T::kByteScales: the scale bytes in both 128-bit lanes
+    ScaleByteLanes sc8;  // T::kByteScales: the scale bytes in every 128-bit lane
     __m128 d4;       // d in all 4 lanes
     __m128 dmin4;    // dmin in all 4 lanes (types with mins)
     Multiples mult;  // kPrescaled: the sub-block scales' multiples
@@ -53,22 +53,19 @@ inline __m128i k4_scales_mins(const uint8_t* s) {
     const uint64_t mn = low >> 32 | (high & 0xFFFFFFFF00000000);
     return _mm_set_epi64x(static_cast<long long>(mn), static_cast<long long>(sc));
 }
-// Bytes 8..15 (the mins of 32-value sub-blocks) as int16, each twice: one per 16 values.
-// (AVX-512: one vpermw on the int16 the scales take too; AVX2: one vpshufb of the bytes in both
-// 128-bit lanes, the broadcast the scales take too (ByteScales), where vpunpckhbw and vpmovzxbw
-// took two shuffles, and from the int16 four)
-inline __m256i dup_high8(__m128i bytes) {
-#if defined(__AVX512BW__) && defined(__AVX512VL__)
-    return _mm256_permutexvar_epi16(
-        _mm256_setr_epi16(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15),
-        _mm256_cvtepu8_epi16(bytes));
-#else
+// Bytes 8..15 (the mins of 32-value sub-blocks) as int16, each twice: one per 16 values: one
+// vpshufb of the bytes in every 128-bit lane, the broadcast the scales take too (ByteScales),
+// where vpunpckhbw and vpmovzxbw took two shuffles, and from the int16 four.
+inline __m256i dup_high8(ScaleByteLanes bytes) {
     constexpr char z = -128;  // (a zero byte)
-    return _mm256_shuffle_epi8(
-        _mm256_broadcastsi128_si256(bytes),
-        _mm256_setr_epi8(8, z, 8, z, 9, z, 9, z, 10, z, 10, z, 11, z, 11, z, 12, z, 12, z, 13, z,
-                         13, z, 14, z, 14, z, 15, z, 15, z));
+#if defined(TANDEM_SIMD_ZMM)
+    const __m256i both = _mm512_castsi512_si256(bytes);
+#else
+    const __m256i both = bytes;
 #endif
+    return _mm256_shuffle_epi8(
+        both, _mm256_setr_epi8(8, z, 8, z, 9, z, 9, z, 10, z, 10, z, 11, z, 11, z, 12, z, 12, z, 13,
+                               z, 13, z, 14, z, 14, z, 15, z, 15, z));
 }
 
 // Traits: prepare(block, Prep&), decode<j>(block) -> the u (or signed) bytes of step j.
@@ -86,12 +83,12 @@ struct Q2K {
         const __m128i sc = _mm_and_si128(s, _mm_set1_epi8(15));
         p.mult = multiples_of(sc);
 #if defined(TANDEM_SIMD_ZMM)
-        p.sc16 = _mm256_cvtepu8_epi16(sc);
+        p.sc8 = scale_byte_lanes(sc);
         p.mn16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(s, 4), _mm_set1_epi8(15)));
 #else
         // (scales and mins from one broadcast load, no vpmovzxbw: see ByteScales)
         const __m256i x = _mm256_broadcastsi128_si256(s);
-        p.sc8x2 = _mm256_and_si256(x, _mm256_set1_epi8(15));
+        p.sc8 = _mm256_and_si256(x, _mm256_set1_epi8(15));
         p.mn16 = widen_u8_in_lanes(_mm256_and_si256(_mm256_srli_epi16(x, 4), _mm256_set1_epi8(15)));
 #endif
         p.d4 = fp16_splat4(b + 80);
@@ -135,13 +132,8 @@ struct Q4K {
     static constexpr bool kMins = true, kSigned = false;
     static constexpr bool kByteScales = true;
     static void prepare(const uint8_t* b, Prep& p) {
-        const __m128i sm = k4_scales_mins(b + 4);
-#if defined(TANDEM_SIMD_ZMM)
-        p.sc16 = _mm256_cvtepu8_epi16(sm);
-#else
-        p.sc8x2 = _mm256_broadcastsi128_si256(sm);
-#endif
-        p.mn16 = dup_high8(sm);
+        p.sc8 = scale_byte_lanes(k4_scales_mins(b + 4));
+        p.mn16 = dup_high8(p.sc8);
         p.d4 = fp16_splat4(b);
         p.dmin4 = fp16_splat4(b + 2);
     }
@@ -219,11 +211,11 @@ struct Iq4Xs {
 #endif
 };
 
-// T::kByteScales: the scales picked from the bytes on AVX2 (ByteScales), not from int16.
+// T::kByteScales: the scales picked from the bytes (ByteScales), not from int16.
 template <typename T>
 constexpr bool byte_scales() {
     if constexpr (requires { T::kByteScales; }) {
-        return T::kByteScales && !kZmm;
+        return T::kByteScales;
     } else {
         return false;
     }
@@ -254,7 +246,7 @@ struct Prepared {
         T::prepare(b, p);
         if constexpr (!kScaled) {
             if constexpr (byte_scales<T>()) {
-                sc = {p.sc8x2};
+                sc = {p.sc8};
             } else {
                 sc = sub_block_scales<T::kSub>(p.sc16);
             }
