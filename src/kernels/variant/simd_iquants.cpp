@@ -101,7 +101,7 @@ TANDEM_ALWAYS_INLINE Signs signs_of_words(__m128i x) {
 }
 #endif
 // Signs of the 8 groups of a step from two words of 4 sign indices each (iq2_xxs, iq3_xxs), the
-// words at p + kOff0 and p + kOff1 (within 16 readable bytes at p; 8 when kOff1 < 8).
+// words at p + kOff0 and p + kOff1 (the 16 bytes at p must be readable; 8 when kOff1 <= 4).
 // AVX2 has two ways, one per shape of call:
 // - kInVectors (the matvec): as signs_of_words, without leaving the vector registers. Against
 //   the lookup, the matvec took 0.94-0.95x the time on Zen 3 for iq2_xxs and iq3_xxs (their
