@@ -735,6 +735,10 @@ struct Signs {
 inline Signs signs_of_bits(uint64_t bits) {
     return {static_cast<__mmask64>(bits)};
 }
+// Negate byte j where bit j of x's low quadword is set.
+inline Signs signs_of_bits(__m128i x) {
+    return signs_of_bits(static_cast<uint64_t>(_mm_cvtsi128_si64(x)));
+}
 inline V apply_signs(V q, Signs s) {
     return {_mm512_mask_sub_epi8(q.x, s.m, _mm512_setzero_si512(), q.x)};
 }

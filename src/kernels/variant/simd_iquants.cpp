@@ -55,10 +55,13 @@ TANDEM_ALWAYS_INLINE constexpr uint64_t sign_bits(uint64_t b) {
     parity ^= parity >> 1;
     return b | (parity & 0x0101010101010101) << 7;
 }
-// The four 7-bit fields of a (bits 0..27) into bytes 0..3.
+#if defined(TANDEM_SIMD_ZMM)
+// The four 7-bit fields of a (bits 0..27) into bytes 0..3: one pdep on the CPUs the AVX-512
+// variants run on (Intel, Zen 4 and later; see signs_of_fields).
 TANDEM_ALWAYS_INLINE uint64_t bytes_of_7bit_fields(uint32_t a) {
-    return (a & 0x7f) | ((a << 1) & 0x7f00) | ((a << 2) & 0x7f0000) | ((a << 3) & 0x7f000000);
+    return _pdep_u32(a, 0x7f7f7f7f);
 }
+#endif
 #if !defined(TANDEM_SIMD_ZMM)
 // AVX2's sign operands by 7-bit sign index: 8 bytes, 0xff where the value is negated, else 1.
 struct SignBytes {
@@ -79,6 +82,7 @@ TANDEM_ALWAYS_INLINE Signs signs_of_indices(uint32_t i0, uint32_t i1, uint32_t i
     const uint64_t* t = kSignBytes.of;
     return {set_u64x8(t[i0], t[i1], t[i2], t[i3], t[i4], t[i5], t[i6], t[i7])};
 }
+#endif
 // Byte n < 16: 0x80 where n has an odd number of bits set, else 0 (a vpshufb table).
 inline __m128i parity_top16() {
     constexpr auto p = [](int i) -> char { return __builtin_parity(i) ? -128 : 0; };
@@ -90,7 +94,10 @@ inline __m128i parity_top16() {
 // parity of the 4 bits index ^ (index >> 4), looked up by vpshufb. Against looking the sign
 // bytes up by index (kSignBytes: 3 scalar operations, a broadcast load and a blend per group)
 // the matvec took 0.76-0.88x the time on Zen 3, where its instructions were the limit (355 a
-// super-block, now 270), and 0.87x on Sapphire Rapids.
+// super-block, now 270), and 0.87x on Sapphire Rapids. AVX-512 takes the same bytes as its
+// mask, and its grid indices as AVX2 does (16-bit loads): against the indices split from a
+// vector and the parity made in scalar (llvm-mca, Ice Lake: 70 cycles a super-block, now 51),
+// Sapphire Rapids took 0.97-0.99x the time for the matvec, 0.87x at C = 4.
 TANDEM_ALWAYS_INLINE Signs signs_of_words(__m128i x) {
     const __m128i parity_top = parity_top16();
     const __m128i index = _mm_srli_epi16(x, 9);
@@ -99,7 +106,6 @@ TANDEM_ALWAYS_INLINE Signs signs_of_words(__m128i x) {
     const __m128i bits = _mm_or_si128(index, parity);  // low byte of each word; high byte 0
     return signs_of_bits(_mm_packus_epi16(bits, bits));
 }
-#endif
 // Signs of the 8 groups of a step from two words of 4 sign indices each (iq2_xxs, iq3_xxs), the
 // words at p + kOff0 and p + kOff1 (the 16 bytes at p must be readable; 8 when kOff1 <= 4).
 // AVX2 has two ways, one per shape of call:
@@ -110,6 +116,9 @@ TANDEM_ALWAYS_INLINE Signs signs_of_words(__m128i x) {
 //   1.04-1.08x the time at C = 4 and 8): the groups' sign bytes looked up (kSignBytes). The
 //   bits spread to bytes by scalar operations (about 30 a step) were slower still on Sapphire
 //   Rapids (iq2_xxs 1.2-1.3x, iq3_xxs 1.2-1.4x the time per row).
+// AVX-512 makes the mask in general-purpose registers, the fields to bytes by pdep (where
+// shifts and masks took iq2_xxs's matvec 1.24x the time on Sapphire Rapids, iq3_xxs
+// 1.10-1.15x; C = 4 1.18-1.35x).
 template <int kOff0, int kOff1, bool kInVectors>
 TANDEM_ALWAYS_INLINE Signs signs_of_fields(const uint8_t* p) {
 #if defined(TANDEM_SIMD_ZMM)
@@ -203,19 +212,12 @@ struct Iq2Xs : Lattice {
     }
     template <int kJ>
     TANDEM_ALWAYS_INLINE static void decode(const uint8_t* b, V& u, Signs& s) {
-#if defined(TANDEM_SIMD_ZMM)
-        const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 2 + 16 * kJ));
-        u = lookup_u64x8(kIq2xsPoints.p, _mm_and_si128(x, _mm_set1_epi16(511)));
-        const __m128i sign_idx = _mm_packus_epi16(_mm_srli_epi16(x, 9), _mm_setzero_si128());
-        s = signs_of_bits(sign_bits(static_cast<uint64_t>(_mm_cvtsi128_si64(sign_idx))));
-#else  // (AVX2: the grid indices read as scalars, the signs made in vector registers)
         const uint8_t* q = b + 2 + 16 * kJ;
         const auto w = [&](int i) -> uint32_t { return load_u16(q + 2 * i); };
         const uint64_t* g = kIq2xsPoints.p;
         u = set_u64x8(g[w(0) & 511], g[w(1) & 511], g[w(2) & 511], g[w(3) & 511], g[w(4) & 511],
                       g[w(5) & 511], g[w(6) & 511], g[w(7) & 511]);
         s = signs_of_words(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q)));
-#endif
     }
     static constexpr float kFactor = 0.125f;
 };
