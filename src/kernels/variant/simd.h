@@ -790,8 +790,10 @@ inline V join(__m256i lo, __m256i hi) {
 // loads (load ports only) blended in a tree (any vector ALU port): no shuffle-port operation,
 // where pairing in GPRs and vpinsrq take seven per 16 points. With AVX-512 iq3_s 10-14% and
 // iq3_xxs 5% faster on Zen 5, more on Sapphire Rapids; with AVX2 iq3_xxs, iq3_s 3-5% on
-// Sapphire Rapids. (AVX-512's lookup_u64x8 does not gain from it: iq1_s and iq2_xs lost 13-17%
-// on Zen 5.)
+// Sapphire Rapids. (AVX-512's lookup_u64x8 does not gain from it: iq1_s and iq2_xs, which used
+// it then, lost 13-17% on Zen 5.) With AVX-512 GCC copies the broadcasts it puts in registers
+// 16..31 back to 0..15 (vpblendd has no EVEX form); building set_u32x16 from masked broadcast
+// loads instead took iq3_s and iq3_xxs 1.14-1.28x the time on Sapphire Rapids (kernels README).
 inline __m256i blend_u32x8(const uint32_t* g) {
     const auto at = [&](int i) { return _mm256_set1_epi32(static_cast<int>(g[i])); };
     const __m256i a = _mm256_blend_epi32(_mm256_blend_epi32(at(0), at(1), 0x02),
