@@ -105,22 +105,18 @@ struct Nvfp4 {
 // block_scales). Their values decode in an order of their own (simd.h), the activations put
 // in the same order within each unit once per column (act_q).
 // q1_0, 18 bytes, 128 values: d, then bit j of qs[16] = value j: weight = bit ? 1 : -1, here
-// u = 2 bit, bias 1. Two steps per block: decode gets the block (p0) and the step's half of it
-// (p1 = p0 or p0 + 8); AVX2 decodes a group at once instead (decode_unit_lanes).
+// u = 2 bit, bias 1. Two steps per block; a group's blocks decode at once, straight into unit
+// lanes (legacy_unit_lanes.h's decode_unit_lanes), as q2_0's do.
 struct Q1_0 {
     static constexpr int kBlockBytes = 18, kBlocksPerStep = 1, kStepsPerBlock = 2, kBias = 1,
                          kMaxU = 2;
     static constexpr bool kMin = false, kFp16Scale = false, kOneScale = true;
-#if defined(TANDEM_SIMD_ZMM)
-    static V decode(const uint8_t*, const uint8_t* p1) { return bits2(p1 + 2); }
-#endif
     static V act_q(V q) { return to_bit_order(q); }
 };
 // q2_0, 18 bytes, 64 values: d, then value j = bits 2(j % 4).. of qs[j / 4], weight = q - 1.
 struct Q2_0 {
     static constexpr int kBlockBytes = 18, kBlocksPerStep = 1, kBias = 1, kMaxU = 3;
     static constexpr bool kMin = false, kFp16Scale = false, kOneScale = true;
-    static V decode(const uint8_t* p0, const uint8_t*) { return crumbs_by_unit(p0 + 2); }
     static V act_q(V q) { return to_crumb_order(q); }
 };
 #endif
@@ -151,6 +147,11 @@ constexpr int scales_per_step() {
     } else {
         return 2;
     }
+}
+// Units (values of one activation block, or of one weight scale) per weight block.
+template <typename T>
+constexpr int units_per_block() {
+    return steps_per_block<T>() * scales_per_step<T>() / T::kBlocksPerStep;
 }
 template <typename T>
 V act_q(V q) {

@@ -12,8 +12,8 @@
 //    (AVX-512: the row's steps dealt into a 128-bit lane per unit first, 8 shuffles; nvfp4
 //    none; then 6 shuffles; AVX2: a tree of pair additions, 12 shuffles and 2 lane permutes;
 //    nvfp4 6 shuffles);
-//  - except AVX2's q1_0, whose bits decode straight into unit lanes (2 shuffles a group), for
-//    the matvec too.
+//  - except q1_0 and q2_0, whose bits decode straight into unit lanes (1 to 4 shuffles a
+//    group), for the matvec too.
 // Both give one float order for every C. The columns are prepared alike once per chunk.
 #pragma once
 
@@ -22,6 +22,22 @@
 
 #if !defined(__aarch64__)
 namespace tandem::TANDEM_VARIANT_NS::legacy {
+
+// The one-scale formats (q1_0, q2_0) decode a group straight into unit lanes, for the matvec
+// too (no transposition, no reduction): each unit's code bits go to its lane (q2_0's 64 bits
+// as two halves, A and B), and planes of them, a shift and a mask each, are the dwords that
+// to_unit_lanes puts the activations' in (decode_unit_lanes, one per ISA). q1_0's activations
+// are in bit order (dword t of a unit = values 8 m + t), so plane t = bits 8 m + t; q2_0's in
+// crumb order (dword 2 k + h = values 16 h + 4 m + k), so plane k of half h = crumbs k.
+template <typename T>
+constexpr bool kDecodesUnitLanes = one_scale<T>();
+// The 16 code bytes of block b of a one-scale group (after its fp16 d; zero past the n units).
+template <typename T>
+TANDEM_ALWAYS_INLINE __m128i code_bytes(const uint8_t* p, int b, int n) {
+    return b * units_per_block<T>() < n
+               ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + b * T::kBlockBytes + 2))
+               : _mm_setzero_si128();
+}
 
 #if defined(TANDEM_SIMD_ZMM)
 constexpr int kUnits = 16;
@@ -232,11 +248,56 @@ TANDEM_ALWAYS_INLINE UnitFloats spread_blocks(__m128i words) {
                           b(11), b(12), b(13), b(14), b(15)),
         _mm512_castps256_ps512(_mm256_cvtph_ps(words)))};
 }
-// (Every format decodes by steps here: see the AVX2 decode_unit_lanes.)
+// With AVX-512, u[v] holds the activations' dword v / 2 + 4 (v % 2) of each unit: q1_0's
+// u[2 t] = plane(t), u[2 t + 1] = plane(t + 4); q2_0's u = A0, A2, B0, B2, A1, A3, B1, B3.
+// Blocks 4 i .. 4 i + 3 of the group side by side.
 template <typename T>
-constexpr bool kDecodesUnitLanes = false;
+TANDEM_ALWAYS_INLINE __m512i code_bytes4(const uint8_t* p, int i, int n) {
+    const int b = 4 * i;
+    const __m256i lo = _mm256_setr_m128i(code_bytes<T>(p, b, n), code_bytes<T>(p, b + 1, n));
+    const __m256i hi = _mm256_setr_m128i(code_bytes<T>(p, b + 2, n), code_bytes<T>(p, b + 3, n));
+    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
 template <typename T, int G>
-void decode_unit_lanes(const uint8_t* p, int n, V (&u)[G]);
+TANDEM_ALWAYS_INLINE void decode_unit_lanes(const uint8_t* p, int n, V (&u)[G]) {
+    static_assert(G == 8 && T::kBlockBytes == 18);
+    // dword scale * unit_lane(p) + add of the source in lane p
+    const auto lanes = [](int scale, int add) {
+        const auto i = [&](int p) { return scale * unit_lane(p) + add; };
+        return _mm512_setr_epi32(i(0), i(1), i(2), i(3), i(4), i(5), i(6), i(7), i(8), i(9), i(10),
+                                 i(11), i(12), i(13), i(14), i(15));
+    };
+    if constexpr (steps_per_block<T>() == 2) {  // q1_0: 4 units (dwords) a block
+        const __m512i x = _mm512_permutexvar_epi32(lanes(1, 0), code_bytes4<T>(p, 0, n));
+        // plane t: bit 8 m + t at bit 8 m + 1 (u = 2 bit); x doubled first, but for t = 7
+        const __m512i x2 = _mm512_add_epi32(x, x), two = _mm512_set1_epi8(2);
+        const auto plane = [&](int t) {
+            return V{
+                _mm512_and_si512(t < 7 ? _mm512_srli_epi32(x2, t) : _mm512_srli_epi32(x, 6), two)};
+        };
+        TANDEM_UNROLL
+        for (int t = 0; t < 4; ++t) {
+            u[2 * t] = plane(t);
+            u[2 * t + 1] = plane(t + 4);
+        }
+    } else {  // q2_0: 2 units (qwords) a block, units 0..7 in x0, 8..15 in x1
+        const __m512i x0 = code_bytes4<T>(p, 0, n), x1 = code_bytes4<T>(p, 1, n);
+        const __m512i a = _mm512_permutex2var_epi32(x0, lanes(2, 0), x1);
+        const __m512i b = _mm512_permutex2var_epi32(x0, lanes(2, 1), x1);
+        const __m512i three = _mm512_set1_epi8(3);
+        const auto plane = [&](__m512i half, int k) {
+            return V{_mm512_and_si512(_mm512_srli_epi32(half, 2 * k), three)};
+        };
+        u[0] = plane(a, 0);
+        u[1] = plane(a, 2);
+        u[2] = plane(b, 0);
+        u[3] = plane(b, 2);
+        u[4] = plane(a, 1);
+        u[5] = plane(a, 3);
+        u[6] = plane(b, 1);
+        u[7] = plane(b, 3);
+    }
+}
 
 #else  // AVX2: a ymm holds 32 values, a group is 8 units (4 steps; nvfp4 2)
 constexpr int kUnits = 8;
@@ -383,27 +444,42 @@ TANDEM_ALWAYS_INLINE UnitFloats spread_blocks(__m128i words) {
         _mm256_castps128_ps256(_mm_cvtph_ps(words)),
         _mm256_setr_epi32(b(0), b(1), b(2), b(3), b(4), b(5), b(6), b(7)));
 }
-// q1_0 decodes straight into unit lanes, for the matvec too (no transposition, no reduction):
-// a unit's 32 bits go to its lane, and to_bit_order's planes of them (bits 8 m + t, m < 4)
-// are where to_unit_lanes puts the activations' dword t: u[t].lo for t < 4, u[t - 4].hi after.
-template <typename T>
-constexpr bool kDecodesUnitLanes = steps_per_block<T>() == 2;
+// With AVX2, the activations' dword t of each unit is in u[t].lo for t < 4, u[t - 4].hi after:
+// q1_0's u[t] = {plane(t), plane(t + 4)}; q2_0's u = {A0, A2}, {B0, B2}, {A1, A3}, {B1, B3}.
 template <typename T, int G>
 TANDEM_ALWAYS_INLINE void decode_unit_lanes(const uint8_t* p, int n, V (&u)[G]) {
     static_assert(G == 4 && T::kBlockBytes == 18);
-    const __m128i b0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2));  // units 0-3
-    const __m128i b1 = n > 4 ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 20))
-                             : _mm_setzero_si128();
-    const __m256i x = _mm256_permutevar8x32_epi32(_mm256_setr_m128i(b0, b1),
-                                                  _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7));
-    // plane t: bit 8 m + t of x at bit 8 m + 1 (u = 2 bit); x doubled first, but for t = 7
-    // (bit 31 would leave the lane)
-    const __m256i x2 = _mm256_add_epi32(x, x), two = _mm256_set1_epi8(2);
-    const auto plane = [&](int t) {
-        return _mm256_and_si256(t < 7 ? _mm256_srli_epi32(x2, t) : _mm256_srli_epi32(x, 6), two);
+    const auto blocks = [&](int b) {  // blocks b and b + 1 side by side
+        return _mm256_setr_m128i(code_bytes<T>(p, b, n), code_bytes<T>(p, b + 1, n));
     };
-    TANDEM_UNROLL
-    for (int t = 0; t < 4; ++t) u[t] = {plane(t), plane(t + 4)};
+    if constexpr (steps_per_block<T>() == 2) {  // q1_0: 4 units (dwords) a block
+        const __m256i x =
+            _mm256_permutevar8x32_epi32(blocks(0), _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7));
+        // plane t: bit 8 m + t of x at bit 8 m + 1 (u = 2 bit); x doubled first, but for t = 7
+        // (bit 31 would leave the lane)
+        const __m256i x2 = _mm256_add_epi32(x, x), two = _mm256_set1_epi8(2);
+        const auto plane = [&](int t) {
+            return _mm256_and_si256(t < 7 ? _mm256_srli_epi32(x2, t) : _mm256_srli_epi32(x, 6),
+                                    two);
+        };
+        TANDEM_UNROLL
+        for (int t = 0; t < 4; ++t) u[t] = {plane(t), plane(t + 4)};
+    } else {  // q2_0: 2 units (qwords) a block
+        // per 128-bit lane, the units' low dwords then their high dwords: [0L 2L 0H 2H | 1L 3L
+        // 1H 3H] of units 0..3 and of 4..7, then their low and high quadwords side by side
+        const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+        const __m256i x0 = _mm256_permutevar8x32_epi32(blocks(0), order);
+        const __m256i x1 = _mm256_permutevar8x32_epi32(blocks(2), order);
+        const __m256i a = _mm256_unpacklo_epi64(x0, x1), b = _mm256_unpackhi_epi64(x0, x1);
+        const __m256i three = _mm256_set1_epi8(3);
+        const auto plane = [&](__m256i half, int k) {
+            return _mm256_and_si256(_mm256_srli_epi32(half, 2 * k), three);
+        };
+        u[0] = {plane(a, 0), plane(a, 2)};
+        u[1] = {plane(b, 0), plane(b, 2)};
+        u[2] = {plane(a, 1), plane(a, 3)};
+        u[3] = {plane(b, 1), plane(b, 3)};
+    }
 }
 #endif
 
@@ -412,7 +488,7 @@ TANDEM_ALWAYS_INLINE void decode_unit_lanes(const uint8_t* p, int n, V (&u)[G]) 
 // registers, converted and spread to the lanes in one permute.
 template <typename T>
 TANDEM_ALWAYS_INLINE UnitFloats block_scales(const uint8_t* p, int n) {
-    constexpr int kPerBlock = steps_per_block<T>() * scales_per_step<T>() / T::kBlocksPerStep;
+    constexpr int kPerBlock = units_per_block<T>();
     constexpr int kBlocks = kUnits / kPerBlock;
     static_assert(kBlocks <= 8);
     const auto d = [&](int b) -> uint64_t {
@@ -662,13 +738,10 @@ struct UnitLaneTile {
     }
     // Step s of the group at p; whole: both of its units (else only the first).
     TANDEM_ALWAYS_INLINE static V decode_step(const uint8_t* p, int s, bool whole) {
-        if constexpr (kStepsPerBlock == 2) {  // q1_0: decode(block, the step's half of it)
-            const uint8_t* block = p + (s / 2) * T::kBlockBytes;
-            return T::decode(block, block + 8 * (s % 2));
-        } else {
-            const uint8_t* p0 = p + s * kStepBytes;
-            return T::decode(p0, whole ? p0 + T::kBlockBytes : p0);
-        }
+        static_assert(kStepsPerBlock ==
+                      1);  // (the one-scale formats decode by groups: decode_unit_lanes)
+        const uint8_t* p0 = p + s * kStepBytes;
+        return T::decode(p0, whole ? p0 + T::kBlockBytes : p0);
     }
 };
 

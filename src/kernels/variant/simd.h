@@ -186,29 +186,24 @@ inline V bits_to_bytes(uint32_t m0, uint32_t m1) {
     return {_mm512_movm_epi8(static_cast<__mmask64>(m0) | static_cast<__mmask64>(m1) << 32)};
 }
 
-// Byte j (of 64) = value where bit j of the 64 bits at p is set, else 0 (q1_0).
-inline V bits_select(const uint8_t* p, uint8_t value) {
-    return {_mm512_maskz_mov_epi8(static_cast<__mmask64>(load_u64(p)),
-                                  _mm512_set1_epi8(static_cast<char>(value)))};
-}
-// q1_0 (u = 2 bit): the 64 bits at p as bytes 0 / 2 in "bit order", the order to_bit_order
-// puts activations in. Here: value order.
-inline V bits2(const uint8_t* p) {
-    return bits_select(p, 2);
-}
+// Two 32-value units of activations in "bit order", the order legacy_unit_lanes.h's
+// decode_unit_lanes gives q1_0's bits in: dword t of a unit = its values 8 m + t (m < 4).
 inline V to_bit_order(V q) {
-    return q;
+    // per 16 values: word k = (value k, value 8 + k) ...
+    const __m512i pairs =
+        _mm512_shuffle_epi8(q.x, _mm512_broadcast_i32x4(_mm_setr_epi8(0, 8, 1, 9, 2, 10, 3, 11, 4,
+                                                                      12, 5, 13, 6, 14, 7, 15)));
+    // ... words 0-3 of both 16-value halves of a unit side by side, then words 4-7 ...
+    const __m512i halves =
+        _mm512_permutexvar_epi64(_mm512_setr_epi64(0, 2, 1, 3, 4, 6, 5, 7), pairs);
+    // ... and dword k = word k of the first half, then of the second
+    return {
+        _mm512_shuffle_epi8(halves, _mm512_broadcast_i32x4(_mm_setr_epi8(
+                                        0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15)))};
 }
-// q2_0's 16 code bytes at p, two 32-value units of 8 bytes, each by planes ("crumb order"):
-// byte 8k + m of unit h (256-bit half h) = bits 2k..2k+1 of p[8h + m] (value 4m + k).
-inline V crumbs_by_unit(const uint8_t* p) {
-    const __m512i x = _mm512_permutexvar_epi64(
-        _mm512_setr_epi64(0, 0, 0, 0, 1, 1, 1, 1),
-        _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
-    return {_mm512_and_si512(_mm512_srlv_epi64(x, _mm512_setr_epi64(0, 2, 4, 6, 0, 2, 4, 6)),
-                             _mm512_set1_epi8(3))};
-}
-// Two 32-value units in crumb order: byte 8k + m of a unit = its value 4m + k.
+// Two 32-value units of activations in "crumb order", the order q2_0's code bytes decode in
+// (legacy_unit_lanes.h's decode_unit_lanes): byte 8k + m of a unit = its value 4m + k (crumb k
+// of code byte m).
 inline V to_crumb_order(V q) {
     const __m512i t = _mm512_shuffle_epi8(  // per 16 values: dword k = values 4m + k of its 4 m
         q.x, _mm512_broadcast_i32x4(_mm_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7,
@@ -445,15 +440,7 @@ inline V to_bit_order(V q) {
     };
     return {unit(q.lo), unit(q.hi)};
 }
-// Crumb order here: a ymm per unit, the same bytes; a broadcast and shifts, no shuffle.
-inline __m256i crumbs_unit(const uint8_t* p) {
-    const __m256i x = _mm256_set1_epi64x(static_cast<long long>(load_u64(p)));
-    return _mm256_and_si256(_mm256_srlv_epi64(x, _mm256_setr_epi64x(0, 2, 4, 6)),
-                            _mm256_set1_epi8(3));
-}
-inline V crumbs_by_unit(const uint8_t* p) {
-    return {crumbs_unit(p), crumbs_unit(p + 8)};
-}
+// Crumb order here: as with AVX-512, a ymm per unit.
 inline V to_crumb_order(V q) {
     const auto unit = [](__m256i x) {
         const __m256i t = _mm256_shuffle_epi8(
