@@ -102,8 +102,8 @@ struct Nvfp4 {
 #if !defined(__aarch64__)
 // The low-bit formats (x86; NEON: neon_lowbit.cpp). Only the unit-lane tiles take them, each
 // block's fp16 d at its start scaling several units (kOneScale; legacy_unit_lanes.h's
-// block_scales). Their values decode in an order of their own (simd.h), the activations put
-// in the same order within each unit once per column (act_q).
+// block_scales). Their values decode in an order of their own (decode_unit_lanes there), the
+// activations put in the same order within each unit once per column (act_q).
 // q1_0, 18 bytes, 128 values: d, then bit j of qs[16] = value j: weight = bit ? 1 : -1, here
 // u = 2 bit, bias 1. Two steps per block; a group's blocks decode at once, straight into unit
 // lanes (legacy_unit_lanes.h's decode_unit_lanes), as q2_0's do.
@@ -148,7 +148,7 @@ constexpr int scales_per_step() {
         return 2;
     }
 }
-// Units (values of one activation block, or of one weight scale) per weight block.
+// Units per weight block: the one-scale formats' 32-value units (q1_0 4, q2_0 2).
 template <typename T>
 constexpr int units_per_block() {
     return steps_per_block<T>() * scales_per_step<T>() / T::kBlocksPerStep;
