@@ -738,8 +738,9 @@ struct UnitLaneTile {
     }
     // Step s of the group at p; whole: both of its units (else only the first).
     TANDEM_ALWAYS_INLINE static V decode_step(const uint8_t* p, int s, bool whole) {
-        static_assert(kStepsPerBlock ==
-                      1);  // (the one-scale formats decode by groups: decode_unit_lanes)
+        // (the one-scale formats, q1_0's two steps a block among them, decode by groups:
+        // decode_unit_lanes)
+        static_assert(kStepsPerBlock == 1);
         const uint8_t* p0 = p + s * kStepBytes;
         return T::decode(p0, whole ? p0 + T::kBlockBytes : p0);
     }
