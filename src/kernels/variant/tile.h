@@ -70,7 +70,10 @@ inline size_t prefetch_ahead(int rows_per_group, size_t w_stride) {
 //   threads) and 0.83-1.01x on Sapphire Rapids (48 KiB L1; 16 threads: tq2_0 0.83, tq1_0
 //   0.90, q6_K 0.94, the other k-quants 0.97-0.98, iq2_xxs and iq1_s level).
 // - The 32-value block tiles (legacy_unit_lanes.h): 40 KiB, K = 4096 one chunk at C = 8 with
-//   AVX-512 (two chunks of 32 KiB: 5-12% slower on Zen 5; 28 KiB on Zen 3: q8_0 1.15x).
+//   AVX-512 (two chunks of 32 KiB: 5-12% slower on Zen 5; 28 KiB on Zen 3: q8_0 1.15x). 20 KiB
+//   pays where two threads share a core's L1 (the lent Sapphire Rapids' virtual CPUs); with a
+//   core to itself a thread took 1.14-1.22x the time for q4_0, q8_0, q5_1 there (q1_0 0.93x)
+//   and 1.03-1.14x on Zen 3 (kernels README, "Chunk size").
 constexpr int64_t kSuperBlockChunkBytes = 32768;
 constexpr int64_t kUnitLaneChunkBytes = 40960;
 // The chunk for n items (super-blocks, groups) when at most max_chunk fit: the fewest chunks,
