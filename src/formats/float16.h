@@ -2,25 +2,22 @@
 // bfloat16, E8M0 (MXFP4 block exponents) and UE4M3 (NVFP4 block scales). Bit-exact with ggml.
 #pragma once
 
+#include <array>
+#include <bit>
 #include <cstdint>
-#include <cstring>
 
 namespace tandem {
 
-inline uint32_t f32_bits(float f) {
-    uint32_t u;
-    std::memcpy(&u, &f, 4);
-    return u;
+constexpr uint32_t f32_bits(float f) {
+    return std::bit_cast<uint32_t>(f);
 }
-inline float f32_from_bits(uint32_t u) {
-    float f;
-    std::memcpy(&f, &u, 4);
-    return f;
+constexpr float f32_from_bits(uint32_t u) {
+    return std::bit_cast<float>(u);
 }
 
 // IEEE binary16 -> binary32, exact for every input (subnormals, infinities). A NaN keeps its
 // payload and comes back quiet, as from ggml's scalar conversion and F16C's vcvtph2ps.
-inline float fp16_to_f32(uint16_t h) {
+constexpr float fp16_to_f32(uint16_t h) {
     uint32_t sign = static_cast<uint32_t>(h & 0x8000) << 16;
     uint32_t exp = (h >> 10) & 0x1f;
     uint32_t mant = h & 0x3ff;
@@ -36,6 +33,11 @@ inline float fp16_to_f32(uint16_t h) {
     }
     return f32_from_bits(sign | ((exp + 112) << 23) | (mant << 13));
 }
+
+// fp16_to_f32 of every half, indexed by its bits (float16_table.cpp, built at compile time):
+// the kernels' scale of a super-block by one load and a broadcast from memory, where F16C's
+// conversion took two vector operations and a broadcast of the half a third.
+extern const std::array<float, 65536> kFp16Values;
 
 // binary32 -> binary16 with round-to-nearest-even (what F16C's vcvtps2ph and ggml's scalar
 // path do); overflow goes to infinity. A NaN becomes the quiet NaN 0x7e00 with its sign, as in
