@@ -35,8 +35,8 @@ constexpr float fp16_to_f32(uint16_t h) {
 }
 
 // fp16_to_f32 of every half, indexed by its bits (float16_table.cpp, built at compile time):
-// the kernels' scale of a super-block by one load and a broadcast from memory, where F16C's
-// conversion took two vector operations and a broadcast of the half a third.
+// the AVX-512 k-quant tiles read their super-block scales from it as a broadcast memory
+// operand, where F16C's conversion costs vector operations (simd_kquants.cpp).
 extern const std::array<float, 65536> kFp16Values;
 
 // binary32 -> binary16 with round-to-nearest-even (what F16C's vcvtps2ph and ggml's scalar

@@ -31,9 +31,9 @@ struct Prep {
 };
 
 // The IEEE half at p in all 4 lanes. AVX-512: its value from the table of every half, which
-// the compiler folds into the float step as a broadcast memory operand ({1to4}), where F16C's
-// conversion of a broadcast half took about four operations on Intel's ports 0 and 5, the
-// ones the zmm loops wait on (Sapphire Rapids, 16 threads, from L2, one noisy ABBA of 4 runs
+// the compiler folds into the float step as a broadcast memory operand ({1to4}), where the
+// half's broadcast and F16C's conversion took three vector operations, two on port 5, which
+// with port 0 is all the zmm loops have (Sapphire Rapids, 16 threads, from L2, one noisy ABBA of 4 runs
 // a side: q2_K 0.64x the time, q4_K 0.75x, q6_K 0.86x, q3_K 0.88x, iq4_xs level; minimums
 // 0.87-0.91x). AVX2 keeps F16C: on Zen 3 the table took 1.04-1.10x the time for q4_K and q6_K
 // (a second, dependent load, and the table's lines in L1). (Converted in one register with d
