@@ -33,11 +33,11 @@ struct Prep {
 // The IEEE half at p in all 4 lanes. AVX-512: its value from the table of every half, which
 // the compiler folds into the float step as a broadcast memory operand ({1to4}), where the
 // half's broadcast and F16C's conversion took three vector operations, two on port 5, which
-// with port 0 is all the zmm loops have (Sapphire Rapids, 16 threads, from L2, one noisy ABBA of 4 runs
-// a side: q2_K 0.64x the time, q4_K 0.75x, q6_K 0.86x, q3_K 0.88x, iq4_xs level; minimums
-// 0.87-0.91x). AVX2 keeps F16C: on Zen 3 the table took 1.04-1.10x the time for q4_K and q6_K
-// (a second, dependent load, and the table's lines in L1). (Converted in one register with d
-// and dmin side by side, each took a shuffle to spread it over the lanes.)
+// with port 0 is all the zmm loops have (Sapphire Rapids, 16 threads, from L2, one noisy
+// ABBA of 4 runs a side: q2_K 0.64x the time, q4_K 0.75x, q6_K 0.86x, q3_K 0.88x, iq4_xs
+// level; minimums 0.87-0.91x). AVX2 keeps F16C: on Zen 3 the table took 1.04-1.10x the time
+// for q4_K and q6_K (a second, dependent load, and the table's lines in L1). (Converted in
+// one register with d and dmin side by side, each took a shuffle to spread it over the lanes.)
 inline __m128 fp16_splat4(const uint8_t* p) {
 #if defined(TANDEM_SIMD_ZMM)
     return _mm_broadcast_ss(&kFp16Values[load_u16(p)]);
