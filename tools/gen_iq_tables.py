@@ -11,6 +11,7 @@ Usage: eval "$(../shared/oracle/setup.sh)"; python3 tools/gen_iq_tables.py [OUT.
 Needs only the Python standard library and the kit (TANDEM_ORACLE_KIT, else ../shared/oracle).
 """
 import os
+import re
 import struct
 import sys
 
@@ -161,18 +162,26 @@ def c_array(ctype, name, values, per_line, fmt, qualifier="const"):
     return f"{qualifier} {ctype} {name}[{len(values)}] = {{\n" + "\n".join(lines) + "\n};\n"
 
 
+def check_header_array(name, values):
+    """Tables kept in iq_tables.h (constexpr, for the kernels) are checked, not written."""
+    with open(os.path.join(REPO, "src", "formats", "iq_tables.h")) as f:
+        m = re.search(name + r"\[\d+\] = \{([^}]*)\}", f.read())
+    if m is None or [int(v) for v in m.group(1).replace(",", " ").split()] != list(values):
+        raise SystemExit(f"iq_tables.h's {name} differs from ggml's: {values}")
+
+
 # The kernels' expanded grids (iq_tables.h), computed by the compiler from the codes.
 EXPAND_CODE = """
 // The kernels' forms of the grids (iq_tables.h), expanded from the codes at compile time.
 template <typename T, int N>
 constexpr IqPoints<T, N> expand_points(const uint16_t (&codes)[N], const int8_t* levels,
-                                       int dims, int code_bits, int bias) {
+                                       int dims, int code_bits, int bias, int scale = 1) {
     IqPoints<T, N> out{};
     for (int p = 0; p < N; ++p) {
         T word = 0;
         for (int j = 0; j < dims; ++j) {
             const int code = (codes[p] >> (code_bits * j)) & ((1 << code_bits) - 1);
-            word |= static_cast<T>(static_cast<uint8_t>(levels[code] + bias)) << (8 * j);
+            word |= static_cast<T>(static_cast<uint8_t>((levels[code] + bias) * scale)) << (8 * j);
         }
         out.p[p] = word;
     }
@@ -190,8 +199,8 @@ constinit const IqPoints<uint32_t, 256> kIq3xxsPoints =
     expand_points<uint32_t>(kIq3xxsCodes, kIq3xxsLevels, 4, 3, 0);
 constinit const IqPoints<uint32_t, 512> kIq3sPoints =
     expand_points<uint32_t>(kIq3sCodes, kIq3sLevels, 4, 3, 0);
-constinit const IqPoints<uint64_t, 2048> kIq1sPointsBiased =
-    expand_points<uint64_t>(kIq1sCodes, kIq1sLevels, 8, 2, 1);
+constinit const IqPoints<uint64_t, 2048> kIq1sPointsEighths =
+    expand_points<uint64_t>(kIq1sCodes, kIq1sLevels, 8, 2, 1, 8);
 """
 
 
@@ -213,6 +222,7 @@ def main():
         ("iq1s", "kIq1sGrid", probe_iq1s(g)),
     ]
     iq4nl = probe_nibble_values(g, "iq4_nl", struct.pack("<H", FP16_ONE))
+    check_header_array("kIq4nlValues", iq4nl)
     e2m1 = probe_nibble_values(g, "mxfp4", bytes([128]))  # E8M0 128 -> half scale 1.0
 
     src = [
@@ -240,7 +250,6 @@ def main():
     src.append("")
     src += objects
     src.append(POINT_TABLES)
-    src.append(c_array("int8_t", "kIq4nlValues", iq4nl, 16, str))
     src.append(c_array("int8_t", "kE2m1DoubledValues", e2m1, 16, str))
     src.append("}  // namespace tandem")
     text = "\n".join(src).replace("\n\n\n", "\n\n") + "\n"

@@ -476,10 +476,6 @@ constinit const IqPoints<uint32_t, 512> kIq3sPoints =
 constinit const IqPoints<uint64_t, 2048> kIq1sPointsEighths =
     expand_points<uint64_t>(kIq1sCodes, kIq1sLevels, 8, 2, 1, 8);
 
-const int8_t kIq4nlValues[16] = {
-    -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113,
-};
-
 const int8_t kE2m1DoubledValues[16] = {
     0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12,
 };

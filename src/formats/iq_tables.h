@@ -56,7 +56,11 @@ extern const IqPoints<uint32_t, 256> kIq3xxsPoints;
 extern const IqPoints<uint32_t, 512> kIq3sPoints;
 extern const IqPoints<uint64_t, 2048> kIq1sPointsEighths;
 // iq4_nl and iq4_xs: the 16 non-linear levels a 4-bit code selects (value = scale * level).
-extern const int8_t kIq4nlValues[16];
+// Here rather than generated, so kernels can derive constant tables from them at compile time;
+// tools/gen_iq_tables.py checks them against ggml's dequantizer.
+inline constexpr int8_t kIq4nlValues[16] = {
+    -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113,
+};
 
 // E2M1 (FP4) values times two, indexed by the 4-bit code (bit 3 = sign): 0, 0.5, 1, 1.5, 2, 3,
 // 4, 6 become 0, 1, 2, 3, 4, 6, 8, 12. ggml halves the block scales to compensate (float16.h).
