@@ -243,15 +243,26 @@ inline Acc dot_scaled(Acc acc, V u, V s, V sc16) {
 inline Acc acc_zero() {
     return _mm512_setzero_si512();
 }
-// A super-block's sub-block scales, one per kSub values (16 or 8 int16 lanes), ready for
-// pick_scales: one vpermw a step.
+// A super-block's sub-block scales, one per kSub values (16 or 8 int16 lanes), in memory: a
+// step's scales (one 128-bit half of them) come to every 128-bit lane by a broadcast load (the
+// load ports) and to their int16 lanes by one vpshufb (pick_scales), where a vpermw from the
+// register takes the shuffle port twice in llvm-mca's model of Intel's. Sapphire Rapids, 16
+// threads, two ABBA runs of 4 and 6 a side: q6_K's matvec from L2 0.90-0.93x the time, q3_K
+// 0.98x, iq4_xs, iq2_s and the other i-quants 0.95-1.04x, the small matmuls level.
 template <int kSub>
 struct SubBlockScales {
-    __m512i v;
+    alignas(32) int16_t v[16];
 };
 template <int kSub>
 SubBlockScales<kSub> sub_block_scales(__m256i values) {
-    return {_mm512_castsi256_si512(values)};
+    SubBlockScales<kSub> s;
+    if constexpr (kSub == 16) {
+        _mm256_store_si256(reinterpret_cast<__m256i*>(s.v), values);
+    } else {  // (8 scales: lanes 8..15 of values are not read)
+        _mm_store_si128(reinterpret_cast<__m128i*>(s.v), _mm256_castsi256_si128(values));
+    }
+    asm("" : "+m"(s.v));  // (else GCC takes the halves from the register, on the shuffle port)
+    return s;
 }
 // The scales of step j (values 64j..64j+63) per int16 lane of a maddubs result.
 inline VF cvt(V v) {
@@ -550,9 +561,6 @@ consteval StepPatterns make_step_patterns(bool from_bytes) {
                 if (from_bytes) {
                     // vpshufb: the scale's byte, then a zero byte (index 0x80)
                     index = i % 2 == 0 ? scale : 0x80;
-                } else if (kZmm) {
-                    // vpermw indices, little-endian int16
-                    index = i % 2 == 0 ? scale : 0;
                 } else {
                     // vpshufb within a broadcast 128-bit half holding 8 int16 scales
                     index = 2 * (scale % 8) + i % 2;
@@ -569,7 +577,9 @@ template <int kStep, int kSub>
 V pick_scales(const SubBlockScales<kSub>& s) {
     const uint8_t* pattern = kStepPatterns.bytes[kSub == 32 ? 1 : 0][kStep];
 #if defined(TANDEM_SIMD_ZMM)
-    return {_mm512_permutexvar_epi16(_mm512_load_si512(pattern), s.v)};
+    const __m512i half = _mm512_broadcast_i32x4(
+        _mm_load_si128(reinterpret_cast<const __m128i*>(s.v + (kSub == 16 && kStep >= 2 ? 8 : 0))));
+    return {_mm512_shuffle_epi8(half, _mm512_load_si512(pattern))};
 #else
     if constexpr (kSub == 32) {
         return {_mm256_set1_epi32(s.pair[2 * kStep]), _mm256_set1_epi32(s.pair[2 * kStep + 1])};
@@ -594,7 +604,7 @@ V pick_scales(const SubBlockScales<kSub>& s) {
 // as a vpshufb does, but 1.03-1.06x on Sapphire Rapids, whose broadcasts take a load port and
 // vpshufb its one shuffle port (q5_K the same). Signed scales (q3_K, q6_K, iq4_xs) stay there.
 // AVX-512 takes the same from the 16 bytes in all four 128-bit lanes: one vpshufb a step where
-// SubBlockScales takes a vpermw (two operations on Intel's shuffle port, llvm-mca's Ice Lake
+// SubBlockScales took a vpermw then (two operations on Intel's shuffle port, llvm-mca's Ice Lake
 // model: q2_K, q4_K matvecs 2-6% fewer cycles). Sapphire Rapids, 16 threads: q2_K matvec
 // 0.89-0.92x the time, q4_K 0.92-0.96x, their small matmuls level (one noisy run, medians of 5).
 #if defined(TANDEM_SIMD_ZMM)
