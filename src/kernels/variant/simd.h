@@ -831,9 +831,11 @@ inline Lanes16<4> lanes16(__m256i x) {
 
 // Grid points by index: bytes 8i..8i+7 = g[uint16 lane i of idx]. Scalar loads: the gathers
 // are slower on Zen 4 (iq2_xxs 1.3x, iq3_xxs 1.5x the time per row).
-TANDEM_ALWAYS_INLINE V lookup_u64x8(const uint64_t* g, __m128i idx) {
-    const Lanes16<2> i = lanes16(idx);
+TANDEM_ALWAYS_INLINE V lookup_u64x8(const uint64_t* g, const Lanes16<2>& i) {
     return set_u64x8(g[i[0]], g[i[1]], g[i[2]], g[i[3]], g[i[4]], g[i[5]], g[i[6]], g[i[7]]);
+}
+TANDEM_ALWAYS_INLINE V lookup_u64x8(const uint64_t* g, __m128i idx) {
+    return lookup_u64x8(g, lanes16(idx));
 }
 // Grid points by index: bytes 4i..4i+3 = g[uint16 lane i of idx].
 TANDEM_ALWAYS_INLINE V lookup_u32x16(const uint32_t* g, __m256i idx) {

@@ -330,6 +330,19 @@ struct Iq1 {
                             part(_mm256_setr_epi64x(1 << 19, 1 << 23, 1 << 27, 1u << 31))});
     }
 #endif
+#if defined(TANDEM_SIMD_ZMM)
+    // The biased grid points of a step's 8 groups: index i = byte q[i] | bits 3 (i % 4).. of
+    // high03 (i < 4) or high47 as bits 8-10, made in the uint16 lanes of two general-purpose
+    // registers by pdep (one cycle on the CPUs the AVX-512 variants run on), where the vector
+    // indices took five vector operations and two moves out a step.
+    TANDEM_ALWAYS_INLINE static V points(const uint8_t* q, uint32_t high03, uint32_t high47) {
+        constexpr uint64_t kLow = 0x00FF00FF00FF00FF, kHigh = 0x0700070007000700;
+        return lookup_u64x8(
+            kIq1sPointsEighths.p,
+            Lanes16<2>{{_pdep_u64(load_u32(q), kLow) | _pdep_u64(high03, kHigh),
+                        _pdep_u64(load_u32(q + 4), kLow) | _pdep_u64(high47, kHigh)}});
+    }
+#else
     // The 8 grid indices of a step: low 8 bits from the bytes at q, bits 8-10 from the 32 bits h
     // (group i's in word i / 4, put at the top of the word by the power of two of lane i).
     TANDEM_ALWAYS_INLINE static __m128i grid_indices(const uint8_t* q, uint32_t h, __m128i pow2) {
@@ -339,6 +352,7 @@ struct Iq1 {
             _mm_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3));
         return _mm_or_si128(low, high_index_bits<3>(words, pow2));
     }
+#endif
     // 9 (2s+1) per 16 values from the odd scales per 16 values
     TANDEM_ALWAYS_INLINE static __m256i bias16(__m256i odd16) {
         return _mm256_mullo_epi16(odd16, _mm256_set1_epi16(9));
@@ -367,11 +381,15 @@ struct Iq1S : Iq1 {
     template <int kJ>
     TANDEM_ALWAYS_INLINE static void decode(const uint8_t* b, V& u, Signs&) {
         const uint32_t h = load_u32(b + 34 + 4 * kJ);  // qh of the step's 2 sub-blocks
+#if defined(TANDEM_SIMD_ZMM)
+        u = points(b + 2 + 8 * kJ, h, h >> 16);
+#else
         // group i's index bits 8-10: bits 3 (i % 4).. of qh word i / 4
         const __m128i idx = grid_indices(
             b + 2 + 8 * kJ, h,
             _mm_setr_epi16(1 << 13, 1 << 10, 1 << 7, 1 << 4, 1 << 13, 1 << 10, 1 << 7, 1 << 4));
         u = lookup_u64x8(kIq1sPointsEighths.p, idx);
+#endif
     }
 };
 
@@ -404,16 +422,14 @@ struct Iq1M : Iq1 {
     template <int kJ>
     TANDEM_ALWAYS_INLINE static void decode(const uint8_t* b, V& u, Signs&) {
         const uint32_t h = load_u32(b + 32 + 4 * kJ);  // nibble i: group i of this step
-#if defined(TANDEM_SIMD_ZMM)
-        // group i's index bits 8-10: bits 0-2 of its nibble, in word i / 4 at bit 4 (i % 4)
-        const __m128i idx = grid_indices(
-            b + 8 * kJ, h,
-            _mm_setr_epi16(1 << 13, 1 << 9, 1 << 5, 1 << 1, 1 << 13, 1 << 9, 1 << 5, 1 << 1));
-        u = magnitudes(lookup_u64x8(kIq1sPointsEighths.p, idx), h);
-#else  // AVX2: the indices in general-purpose registers, the points blended (set_u64x8):
-        // 0.84-0.94x the time on Sapphire Rapids (iq1_s's matvec lost 10% that way: it keeps
-        // the vector indices)
         const uint8_t* q = b + 8 * kJ;
+#if defined(TANDEM_SIMD_ZMM)
+        const uint32_t high = _pext_u32(h, 0x77777777);  // (the nibbles' bits 0-2, packed)
+        u = magnitudes(points(q, high, high >> 12), h);
+#else
+        // AVX2: the indices in general-purpose registers by shifts, the points blended
+        // (set_u64x8): 0.84-0.94x the time on Sapphire Rapids (iq1_s's matvec lost 10% that
+        // way: it keeps the vector indices)
         const uint64_t* g = kIq1sPointsEighths.p;
         const auto at = [&](int i) { return g[q[i] | (h >> (4 * i) & 7) << 8]; };
         u = magnitudes(set_u64x8(at(0), at(1), at(2), at(3), at(4), at(5), at(6), at(7)), h);
