@@ -66,8 +66,9 @@ inline ScalesMins k4_scales_mins(const uint8_t* s) {
     return {(low & 0xFFFFFFFF) | high << 32, low >> 32 | (high & 0xFFFFFFFF00000000)};
 }
 // Bytes 8..15 (the mins of 32-value sub-blocks) as int16, each twice: one per 16 values: one
-// vpshufb of the bytes in every 128-bit lane, the broadcast the scales take too (ByteScales),
-// where vpunpckhbw and vpmovzxbw took two shuffles, and from the int16 four.
+// vpshufb of the bytes in every 128-bit lane (AVX2: the broadcast the scales take too,
+// ByteScales; AVX-512: the mins' own 8-byte broadcast, bytes 8..15 repeating 0..7), where
+// vpunpckhbw and vpmovzxbw took two shuffles, and from the int16 four.
 inline __m256i dup_high8(ScaleByteLanes bytes) {
     constexpr char z = -128;  // (a zero byte)
 #if defined(TANDEM_SIMD_ZMM)
