@@ -172,6 +172,16 @@ template <typename T>
 TANDEM_ALWAYS_INLINE UnitSums unit_dot(UnitSums x, V u, V q) {
     return weight_dot<T>(x, u, q);
 }
+// (32 registers hold a row's weights and their magnitudes: see the AVX2 unit_dot_split)
+inline constexpr bool kSignsFromMemory = false;
+inline V abs_weights(V w) {
+    return {_mm512_abs_epi8(w.x)};
+}
+TANDEM_ALWAYS_INLINE UnitSums unit_dot_split(UnitSums x, V abs_w, V q, const V& w) {
+    V unused, signed_q;
+    sign_split(w, q, unused, signed_q);
+    return dot4(x, abs_w, signed_q);
+}
 // The matvec's integer sums of a group's G steps (in quad order) against the column's, in unit
 // lanes.
 template <typename T, int G>
@@ -359,6 +369,17 @@ TANDEM_ALWAYS_INLINE UnitSums unit_dot(UnitSums x, V u, V q) {
         return dot4(dot4(x, abs_w.lo, signed_q.lo), abs_w.hi, signed_q.hi);
     }
 }
+// The small matmul's signed weights (q8_0, iq4_nl): a row's group of |w| (8 ymm) stays in
+// registers for all the columns, and each column's vpsignb reads the signs from the group's
+// weights in memory (sign_from). With both in registers, 16 of them, GCC spilled and reloaded
+// them column by column.
+inline constexpr bool kSignsFromMemory = true;
+inline V abs_weights(V w) {  // (-128 gives 128, unsigned)
+    return {_mm256_sign_epi8(w.lo, w.lo), _mm256_sign_epi8(w.hi, w.hi)};
+}
+TANDEM_ALWAYS_INLINE UnitSums unit_dot_split(UnitSums x, V abs_w, V q, const V& w) {
+    return dot4(dot4(x, abs_w.lo, sign_from(q.lo, w.lo)), abs_w.hi, sign_from(q.hi, w.hi));
+}
 // Pairs of neighbouring lanes of a and b summed: [a01 a23 b01 b23 | a45 a67 b45 b67].
 TANDEM_ALWAYS_INLINE __m256i add_pairs(__m256i a, __m256i b) {
     const __m256 x = _mm256_castsi256_ps(a), y = _mm256_castsi256_ps(b);
@@ -521,6 +542,9 @@ struct UnitLaneTile {
     static constexpr bool kSum16 = kTransposed && !kVnni && kUseBias<T> &&
                                    kSum16Steps * kPairSumsPerStep >= 2;
     static_assert(!kSum16 || kG % kSum16Steps == 0);
+    // The signed weights' small matmul with 16 registers: |w| in registers, the signs from
+    // memory (unit_dot_split).
+    static constexpr bool kSplitSigns = kSignsFromMemory && !kUseBias<T> && C > 1;
     // Rows per tile: with AVX-512 2 for C = 2, 3 (1: 25-35% slower on Zen 5), else 1 (2 at
     // C = 4: 6-13% slower; a row's group takes 8 registers); with AVX2 (16 registers) 1.
     static constexpr int R = kZmm && (C == 2 || C == 3) ? 2 : 1;
@@ -658,6 +682,7 @@ struct UnitLaneTile {
                                            bool whole_k, int64_t g, int n, const Chunk& cols,
                                            FAcc (&acc)[R][C]) {
         V u[R][kG];
+        alignas(64) V w[kSplitSigns ? R : 1][kG];  // (kSplitSigns: the weights, u their |w|)
         UnitFloats dw[R], mins[R];
         TANDEM_UNROLL
         for (int r = 0; r < R; ++r) {
@@ -674,6 +699,13 @@ struct UnitLaneTile {
                 deal_steps(u[r]);
                 if constexpr (kTransposed) to_unit_lanes(u[r]);
             }
+            if constexpr (kSplitSigns) {
+                TANDEM_UNROLL
+                for (int t = 0; t < kG; ++t) {
+                    w[r][t] = u[r][t];
+                    u[r][t] = abs_weights(u[r][t]);
+                }
+            }
             if constexpr (one_scale<T>()) {
                 dw[r] = block_scales<T>(p, n);
             } else {
@@ -686,7 +718,8 @@ struct UnitLaneTile {
             const ColGroup& col = cols.cols[g][c];
             TANDEM_UNROLL
             for (int r = 0; r < R; ++r) {
-                const UnitSums x = unit_sums(u[r], col.q, kBias ? cols.bias[g][c] : UnitSums{});
+                const UnitSums x = unit_sums(u[r], w[kSplitSigns ? r : 0], col.q,
+                                             kBias ? cols.bias[g][c] : UnitSums{});
                 acc[r][c] = add_units_product(acc[r][c], x, mul_units(dw[r], col.d));
                 if constexpr (T::kMin)
                     acc[r][c] = add_units_product(acc[r][c], mins[r], load_units(cols.s[g][c]));
@@ -694,9 +727,10 @@ struct UnitLaneTile {
         }
     }
     // The integer sums in unit lanes, from the bias starts: transposed rows and columns sum
-    // each unit in its lane; in quad order the partial sums are reduced.
-    TANDEM_ALWAYS_INLINE static UnitSums unit_sums(const V (&u)[kG], const V (&q)[kG],
-                                                   UnitSums bias) {
+    // each unit in its lane; in quad order the partial sums are reduced. (w: the weights when
+    // kSplitSigns, u being their magnitudes.)
+    TANDEM_ALWAYS_INLINE static UnitSums unit_sums(const V (&u)[kG], const V (&w)[kG],
+                                                   const V (&q)[kG], UnitSums bias) {
         if constexpr (kSum16) {
             UnitSums x = bias;
             TANDEM_UNROLL
@@ -712,7 +746,13 @@ struct UnitLaneTile {
             // of multiply-adds (vpdpbusd: 5 cycles each) and the columns come one after another.
             UnitSums x[2] = {bias, UnitSums{}};
             TANDEM_UNROLL
-            for (int t = 0; t < kG; ++t) x[t % 2] = unit_dot<T>(x[t % 2], u[t], q[t]);
+            for (int t = 0; t < kG; ++t) {
+                if constexpr (kSplitSigns) {
+                    x[t % 2] = unit_dot_split(x[t % 2], u[t], q[t], w[t]);
+                } else {
+                    x[t % 2] = unit_dot<T>(x[t % 2], u[t], q[t]);
+                }
+            }
             return add_units(x[0], x[1]);
         } else {
             const UnitSums x = matvec_unit_sums<T>(u, q);

@@ -479,6 +479,13 @@ inline void sign_split(V w, V s, V& abs_w, V& signed_s) {
     abs_w = {_mm256_sign_epi8(w.lo, w.lo), _mm256_sign_epi8(w.hi, w.hi)};
     signed_s = {_mm256_sign_epi8(s.lo, w.lo), _mm256_sign_epi8(s.hi, w.hi)};
 }
+// s with the signs of the weights at w, read by vpsignb from memory (in asm: GCC would load w
+// once into a register for all the columns that use it, and spill).
+TANDEM_ALWAYS_INLINE __m256i sign_from(__m256i s, const __m256i& w) {
+    __m256i r;
+    asm("vpsignb %2, %1, %0" : "=x"(r) : "x"(s), "m"(w));
+    return r;
+}
 using SignMask = int;  // (AVX2 takes the signs from the weights by vpsignb: sign_split)
 inline Acc dot_scaled(Acc acc, V u, V s, V sc16) {
     acc = dpwssd(acc, _mm256_maddubs_epi16(u.lo, s.lo), sc16.lo);
