@@ -644,11 +644,13 @@ struct IqTile : SuperBlockTile<IqTile<T, C>, C> {
     static constexpr bool kRowBias = T::kBiased && !kColumnBias;
     // The ternary formats without VNNI sum a super-block's products in int16 (dot_unit16).
     static constexpr bool kSum16 = T::kUnitScales && !kVnni;
-    // The ternary formats' tiles with 16 registers keep each step's sums in order (keep_sum):
-    // their decode is cheap, and the spills were the cost (AVX2, C = 8: 0.76x (tq2_0) and 0.89x
-    // (tq1_0) the time on Sapphire Rapids; the lattice formats gained 0-9% on some, lost
-    // 1-7% on others).
-    static constexpr bool kKeepSums = T::kUnitScales && kRegisters < 32 && C > 1;
+    // The tiles with 16 registers keep each step's sums in order (keep_sum), else GCC keeps the
+    // products of a super-block's steps to add them at the end, and spills: AVX2, C = 8, the
+    // ternary formats 0.76x (tq2_0) and 0.89x (tq1_0) the time on Sapphire Rapids; on Zen 3 the
+    // lattice and iq1 formats 0.77-0.90x at C = 8, 0.87-0.92x at C = 4 (one thread, in L2).
+    // (Their signs read from memory by each vpsignb, as the unit-lane q8_0 tile does, took
+    // 0.92-1.11x the time on top of that.)
+    static constexpr bool kKeepSums = kRegisters < 32 && C > 1;
 
     // For the frame (SuperBlockTile).
     static constexpr int kBytes = T::kBytes, kRows = k_rows(C);
