@@ -172,16 +172,6 @@ template <typename T>
 TANDEM_ALWAYS_INLINE UnitSums unit_dot(UnitSums x, V u, V q) {
     return weight_dot<T>(x, u, q);
 }
-// (32 registers hold a row's weights and their magnitudes: see the AVX2 unit_dot_split)
-inline constexpr bool kSignsFromMemory = false;
-inline V abs_weights(V w) {
-    return {_mm512_abs_epi8(w.x)};
-}
-TANDEM_ALWAYS_INLINE UnitSums unit_dot_split(UnitSums x, V abs_w, V q, const V& w) {
-    V unused, signed_q;
-    sign_split(w, q, unused, signed_q);
-    return dot4(x, abs_w, signed_q);
-}
 // The matvec's integer sums of a group's G steps (in quad order) against the column's, in unit
 // lanes.
 template <typename T, int G>
@@ -369,11 +359,10 @@ TANDEM_ALWAYS_INLINE UnitSums unit_dot(UnitSums x, V u, V q) {
         return dot4(dot4(x, abs_w.lo, signed_q.lo), abs_w.hi, signed_q.hi);
     }
 }
-// The small matmul's signed weights (q8_0, iq4_nl): a row's group of |w| (8 ymm) stays in
-// registers for all the columns, and each column's vpsignb reads the signs from the group's
-// weights in memory (sign_from). With both in registers, 16 of them, GCC spilled and reloaded
-// them column by column.
-inline constexpr bool kSignsFromMemory = true;
+// The small matmul's signed weights (q8_0, iq4_nl; UnitLaneTile::kSplitSigns): a row's group
+// of |w| (8 ymm) stays in registers for all the columns, and each column's vpsignb reads the
+// signs from the group's weights in memory (sign_from). With both in registers, 16 of them,
+// GCC spilled and reloaded them column by column.
 inline V abs_weights(V w) {  // (-128 gives 128, unsigned)
     return {_mm256_sign_epi8(w.lo, w.lo), _mm256_sign_epi8(w.hi, w.hi)};
 }
@@ -543,8 +532,8 @@ struct UnitLaneTile {
                                    kSum16Steps * kPairSumsPerStep >= 2;
     static_assert(!kSum16 || kG % kSum16Steps == 0);
     // The signed weights' small matmul with 16 registers: |w| in registers, the signs from
-    // memory (unit_dot_split).
-    static constexpr bool kSplitSigns = kSignsFromMemory && !kUseBias<T> && C > 1;
+    // memory (unit_dot_split; AVX-512's 32 registers hold both).
+    static constexpr bool kSplitSigns = !kZmm && !kUseBias<T> && C > 1;
     // Rows per tile: with AVX-512 2 for C = 2, 3 (1: 25-35% slower on Zen 5), else 1 (2 at
     // C = 4: 6-13% slower; a row's group takes 8 registers); with AVX2 (16 registers) 1.
     static constexpr int R = kZmm && (C == 2 || C == 3) ? 2 : 1;
