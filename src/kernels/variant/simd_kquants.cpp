@@ -149,7 +149,8 @@ struct Q4K {
         // The scales and the mins each broadcast from memory (the load ports: 8 bytes, twice in
         // every 128-bit lane), where moving them in (vmovq, vpinsrq) and broadcasting took
         // four operations, three on the shuffle port (Sapphire Rapids, 16 threads, ABBA of 4
-        // a side: q4_K's matvec from L2 0.97x the time, q5_K's 0.95x; the rest level).
+        // a side: q4_K's matvec from L2 0.97x the time, q5_K's 0.95x; the rest level). (AVX2 on
+        // Zen 3: level, the matvec 1.03x the time.)
         ScalesMins x = k4_scales_mins(b + 4);
         asm("" : "+m"(x));
         p.sc8 = _mm512_set1_epi64(static_cast<long long>(x.sc));
@@ -371,22 +372,6 @@ constexpr int kUnitCols = kZmm ? 4 : 2;
 template <int kBits>
 struct Lanes;
 template <>
-struct Lanes<128> {
-    using F = __m128;
-    using I = __m128i;
-    static __m128 cvt(I x) { return _mm_cvtepi32_ps(x); }
-    static __m128 splat4(__m128 x4) { return x4; }
-    static __m128 mul(__m128 a, __m128 b) { return _mm_mul_ps(a, b); }
-    static __m128 fmadd(__m128 a, __m128 b, __m128 c) { return _mm_fmadd_ps(a, b, c); }
-    static __m128 fmsub(__m128 a, __m128 b, __m128 c) { return _mm_fmsub_ps(a, b, c); }
-    static I madd(I a, I b) { return _mm_madd_epi16(a, b); }
-    static I add(I a, I b) { return _mm_add_epi32(a, b); }
-    static I sub(I a, I b) { return _mm_sub_epi32(a, b); }
-    // A row's 16 int16 as the two halves that meet a column's bsums 0..7 and 8..15.
-    static I low_half(__m256i x) { return _mm256_castsi256_si128(x); }
-    static I high_half(__m256i x) { return _mm256_extracti128_si256(x, 1); }
-};
-template <>
 struct Lanes<256> {
     using F = __m256;
     using I = __m256i;
@@ -522,12 +507,6 @@ TANDEM_ALWAYS_INLINE UnitInt unit_bsums_hi(const KColumns<C, true>& cols, int u)
 TANDEM_ALWAYS_INLINE __m128 unit_dy(const RawColumns& cols, int) {
     return _mm_set1_ps(load_f32(cols.y));
 }
-TANDEM_ALWAYS_INLINE __m128i unit_bsums_lo(const RawColumns& cols, int) {
-    return _mm_loadu_si128(reinterpret_cast<const __m128i*>(cols.y + 260));
-}
-TANDEM_ALWAYS_INLINE __m128i unit_bsums_hi(const RawColumns& cols, int) {
-    return _mm_loadu_si128(reinterpret_cast<const __m128i*>(cols.y + 276));
-}
 
 template <typename T, int C>
 struct KTile : SuperBlockTile<KTile<T, C>, C> {
@@ -583,6 +562,29 @@ struct KTile : SuperBlockTile<KTile<T, C>, C> {
         return L::fmadd(t, unit_dy(cols, u), acc);
     }
 
+    // The matvec's float step: unit_step's for its one column in 4 lanes (the same exact sums
+    // in the same lanes, the same float operations), the 16 bsums meeting the row's int16 in
+    // one 256-bit vpmaddwd whose 8 lanes fold to 4, where a vpmaddwd per half and their sum
+    // took one operation more (Zen 3, one thread, in L1, minimums of 4 ABBA rounds: q4_K 0.95x
+    // the time, q3_K and q6_K 0.97-0.98x, q2_K and q5_K 0.98-0.99x). (Folding the sums and the
+    // min terms together, two vperm2i128 and one conversion, took 1.05x.)
+    TANDEM_ALWAYS_INLINE static __m128 matvec_step(__m128 acc, Acc iacc, const Prep& p,
+                                                   const RawColumns& cols) {
+        __m256i sums = fold(iacc);
+        const __m256i bsums = cols.bsums(0);
+        if constexpr (T::kBias != 0)
+            sums = _mm256_sub_epi32(sums, _mm256_madd_epi16(bsums, biased_scales<T>(p)));
+        __m128 t;
+        if constexpr (T::kMins) {
+            const __m128i mins = fold4(_mm256_madd_epi16(bsums, p.mn16));
+            t = _mm_fmsub_ps(_mm_cvtepi32_ps(fold4(sums)), p.d4,
+                             _mm_mul_ps(_mm_cvtepi32_ps(mins), p.dmin4));
+        } else {
+            t = _mm_mul_ps(_mm_cvtepi32_ps(fold4(sums)), p.d4);
+        }
+        return _mm_fmadd_ps(t, unit_dy(cols, 0), acc);
+    }
+
     // Super-block i of R rows against the columns. The prescaled formats' tiles multiply the
     // weights by their scales once per row; the matvec keeps the scales in vpmaddwd (both
     // give the same exact sums in the same lanes).
@@ -612,7 +614,7 @@ struct KTile : SuperBlockTile<KTile<T, C>, C> {
         TANDEM_UNROLL
         for (int r = 0; r < R; ++r) {
             if constexpr (kMatvec) {
-                f[r].u[0] = unit_step<128>(f[r].u[0], fold4(iacc[r][0]), blk[r].p, cols, 0);
+                f[r].u[0] = matvec_step(f[r].u[0], iacc[r][0], blk[r].p, cols);
             } else {
                 TANDEM_UNROLL
                 for (int u = 0; u < UnitSums<C>::kUnits; ++u)
