@@ -723,13 +723,21 @@ inline int hsum_i32(__m256i v) {
 
 
 #if defined(TANDEM_SIMD_ZMM)
-// Bytes 8i..8i+7 = g[i].
+// Bytes 8i..8i+7 = g[i], one broadcast load per point merged under a mask (a load and an
+// operation on port 0 or 5 each), where vmovq, vpinsrq and the inserts of the halves put seven
+// operations a vector on port 5 alone (Sapphire Rapids, one thread, in L2, minimums of 6 ABBA
+// rounds on two CPUs, with iq2_s's indices by pdep: matvecs iq1_m 0.83-0.86x the time, iq1_s
+// 0.88-0.90x, iq2_xxs 0.86-0.94x, iq2_xs 0.96-0.98x; C = 8 0.84-0.95x, iq2_xxs and iq2_xs
+// 0.97-1.05x). Eight points need 7 masks where 16 (set_u32x16) need 15: there the chains lost.
 inline V set_u64x8(uint64_t g0, uint64_t g1, uint64_t g2, uint64_t g3, uint64_t g4, uint64_t g5,
                    uint64_t g6, uint64_t g7) {
-    return {_mm512_set_epi64(static_cast<long long>(g7), static_cast<long long>(g6),
-                             static_cast<long long>(g5), static_cast<long long>(g4),
-                             static_cast<long long>(g3), static_cast<long long>(g2),
-                             static_cast<long long>(g1), static_cast<long long>(g0))};
+    const auto put = [](__m512i x, int i, uint64_t g) {
+        return _mm512_mask_set1_epi64(x, static_cast<__mmask8>(1u << i), static_cast<long long>(g));
+    };
+    __m512i x = _mm512_set1_epi64(static_cast<long long>(g0));
+    x = put(put(put(x, 1, g1), 2, g2), 3, g3);
+    x = put(put(put(put(x, 4, g4), 5, g5), 6, g6), 7, g7);
+    return {x};
 }
 // Which of 64 bytes to negate.
 struct Signs {
