@@ -565,9 +565,11 @@ struct KTile : SuperBlockTile<KTile<T, C>, C> {
     // The matvec's float step: unit_step's for its one column in 4 lanes (the same exact sums
     // in the same lanes, the same float operations), the 16 bsums meeting the row's int16 in
     // one 256-bit vpmaddwd whose 8 lanes fold to 4, where a vpmaddwd per half and their sum
-    // took one operation more (Zen 3, one thread, in L1, minimums of 4 ABBA rounds: q4_K 0.95x
-    // the time, q3_K and q6_K 0.97-0.98x, q2_K and q5_K 0.98-0.99x). (Folding the sums and the
-    // min terms together, two vperm2i128 and one conversion, took 1.05x.)
+    // took one operation more (one thread, in L1, minimums of 4 ABBA rounds: Zen 3 q4_K 0.95x
+    // the time, q3_K and q6_K 0.97-0.98x, q2_K and q5_K 0.98-0.99x; Sapphire Rapids, AVX-512,
+    // q6_K 0.91x, q2_K and q3_K 0.94x, q4_K 0.97x, q5_K level, its AVX2 variant 0.94-0.96x).
+    // (Folding the sums and the min terms together, two vperm2i128 and one conversion, took
+    // 1.05x on Zen 3.)
     TANDEM_ALWAYS_INLINE static __m128 matvec_step(__m128 acc, Acc iacc, const Prep& p,
                                                    const RawColumns& cols) {
         __m256i sums = fold(iacc);
