@@ -199,7 +199,6 @@ struct Iq2Xxs : Lattice {
         u = set_u64x8(g[q[0]], g[q[1]], g[q[2]], g[q[3]], g[q[8]], g[q[9]], g[q[10]], g[q[11]]);
         s = signs_of_fields<4, 12, kMatvec>(q);
     }
-    static constexpr float kFactor = 0.125f;
 };
 
 // iq2_xs, 74 bytes: d, qs[32] uint16 (bits 0-8 grid index, 9-15 sign index), scales[8] (two
@@ -219,7 +218,6 @@ struct Iq2Xs : Lattice {
                       g[w(5) & 511], g[w(6) & 511], g[w(7) & 511]);
         s = signs_of_words(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q)));
     }
-    static constexpr float kFactor = 0.125f;
 };
 
 // iq2_s, 82 bytes: d, qs[32] (low 8 bits of the grid indices), signs[32] (one sign byte per
@@ -251,7 +249,6 @@ struct Iq2S : Lattice {
 #endif
         s = signs_of_bits(load_u64(b + 34 + 8 * kJ));
     }
-    static constexpr float kFactor = 0.125f;
 };
 
 // iq3_xxs, 98 bytes: d, qs[64] (grid index per 4 values), aux[32] (per sub-block a uint32 of 4
@@ -273,7 +270,6 @@ struct Iq3Xxs : Lattice {
         u = set_u32x16(pts);
         s = signs_of_fields<0, 4, kMatvec>(b + 66 + 8 * kJ);
     }
-    static constexpr float kFactor = 0.25f;
 };
 
 // iq3_s, 110 bytes: d, qs[64] (low 8 bits of the grid index per 4 values), qh[8] (bit k of
@@ -300,7 +296,6 @@ struct Iq3S : Lattice {
         u = lookup_u32x16(kIq3sPoints.p, _mm256_or_si256(_mm256_cvtepu8_epi16(q), high));
         s = signs_of_bits(load_u64(b + 74 + 8 * kJ));
     }
-    static constexpr float kFactor = 1.0f;
 };
 
 // The iq1 formats: grid values -1, 0, 1 and a shift of +-1/8 per group, in eighths w = 8 grid +
@@ -320,7 +315,6 @@ struct Iq1 {
     static constexpr bool kUnitScales = false;
     static constexpr bool kSigned = false;
     static constexpr bool kBiased = true;
-    static constexpr float kFactor = 0.125f;
     // iq1_m's u from the step's biased grid points (kIq1sPointsEighths) and its 8 nibbles h:
     // shift +1 for group i where bit 3 of nibble i is clear.
 #if defined(TANDEM_SIMD_ZMM)
@@ -456,7 +450,6 @@ struct Ternary {
     static constexpr bool kUnitScales = true;
     static constexpr bool kSigned = false;
     static constexpr bool kBiased = true;
-    static constexpr float kFactor = 1.0f;
 };
 
 // tq2_0, 66 bytes: qs[64], d. Value 128n + 32g + l = bits 2g..2g+1 of qs[32n + l].

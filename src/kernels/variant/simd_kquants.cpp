@@ -413,11 +413,6 @@ using UnitInt = Lanes<kUnitBits>::I;
 TANDEM_ALWAYS_INLINE __m128i fold4(__m256i x) {
     return _mm_add_epi32(_mm256_castsi256_si128(x), _mm256_extracti128_si256(x, 1));
 }
-#if defined(TANDEM_SIMD_ZMM)
-TANDEM_ALWAYS_INLINE __m128i fold4(__m512i x) {
-    return fold4(fold(x));
-}
-#endif
 // The accumulators of kUnitCols columns folded to 4 lanes each, side by side.
 TANDEM_ALWAYS_INLINE UnitInt unit_sums(const Acc* v) {
 #if defined(TANDEM_SIMD_ZMM)
