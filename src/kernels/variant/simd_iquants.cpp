@@ -471,15 +471,16 @@ struct Tq2 : Ternary {
 // 32k + m, of qs[32 + m] value 160 + 16k + m, of qh[m] (k < 4) value 240 + 4k + m. The powers
 // are made by byte additions (3y = y + y + y wraps mod 256 in each byte), no multiplies; the
 // steps' common chains are the same expressions, which the compiler shares.
+#if defined(TANDEM_SIMD_ZMM)
+TANDEM_ALWAYS_INLINE __m512i times3(__m512i y) {
+    return _mm512_add_epi8(_mm512_add_epi8(y, y), y);
+}
+#else
 TANDEM_ALWAYS_INLINE __m256i times3(__m256i y) {
     return _mm256_add_epi8(_mm256_add_epi8(y, y), y);
 }
 TANDEM_ALWAYS_INLINE __m128i times3(__m128i y) {
     return _mm_add_epi8(_mm_add_epi8(y, y), y);
-}
-#if defined(TANDEM_SIMD_ZMM)
-TANDEM_ALWAYS_INLINE __m512i times3(__m512i y) {
-    return _mm512_add_epi8(_mm512_add_epi8(y, y), y);
 }
 #endif
 template <int kN, typename X>
