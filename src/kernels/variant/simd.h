@@ -852,6 +852,18 @@ TANDEM_ALWAYS_INLINE V lookup_u64x8(const uint64_t* g, const Lanes16<2>& i) {
 TANDEM_ALWAYS_INLINE V lookup_u64x8(const uint64_t* g, __m128i idx) {
     return lookup_u64x8(g, lanes16(idx));
 }
+#if defined(TANDEM_SIMD_ZMM)
+// The 8 grid indices of a step whose low 8 bits are the bytes at q and whose high bits are
+// packed in high03 (groups 0..3) and high47: pdep places each in its uint16 lane of two
+// general-purpose registers (one cycle on the CPUs the AVX-512 variants run on). kHighBits:
+// the high bits' places in the four lanes (0x0300... for 2 bits, 0x0700... for 3).
+template <uint64_t kHighBits>
+TANDEM_ALWAYS_INLINE Lanes16<2> pdep_indices(const uint8_t* q, uint32_t high03, uint32_t high47) {
+    constexpr uint64_t kLow = 0x00FF00FF00FF00FF;
+    return {{_pdep_u64(load_u32(q), kLow) | _pdep_u64(high03, kHighBits),
+             _pdep_u64(load_u32(q + 4), kLow) | _pdep_u64(high47, kHighBits)}};
+}
+#endif
 // Grid points by index: bytes 4i..4i+3 = g[uint16 lane i of idx].
 TANDEM_ALWAYS_INLINE V lookup_u32x16(const uint32_t* g, __m256i idx) {
     const Lanes16<4> i = lanes16(idx);

@@ -233,15 +233,11 @@ struct Iq2S : Lattice {
         const uint8_t* q = b + 2 + 8 * kJ;
         const uint32_t h = load_u16(b + 66 + 2 * kJ);  // 2 bits per group, groups in order
 #if defined(TANDEM_SIMD_ZMM)
-        // AVX-512: four indices to a 64-bit register by pdep (low bytes and high bits each in
-        // their uint16 lanes), as iq1's points, where four scalar operations an index made them
-        // (the matvec 0.84x the time on Sapphire Rapids, C = 8 level). Built in one vector for
-        // the super-block, stored and read back by 16-bit loads, they took 1.5x: the loads
-        // waited for the store.
-        constexpr uint64_t kLow = 0x00FF00FF00FF00FF, kHigh = 0x0300030003000300;
-        const uint64_t i03 = _pdep_u64(load_u32(q), kLow) | _pdep_u64(h, kHigh);
-        const uint64_t i47 = _pdep_u64(load_u32(q + 4), kLow) | _pdep_u64(h >> 8, kHigh);
-        u = lookup_u64x8(kIq2sPoints.p, Lanes16<2>{{ i03, i47 }});
+        // AVX-512: the indices by pdep (pdep_indices), as iq1's points, where four scalar
+        // operations an index made them (the matvec 0.84x the time on Sapphire Rapids, C = 8
+        // level). Built in one vector for the super-block, stored and read back by 16-bit
+        // loads, they took 1.5x: the loads waited for the store.
+        u = lookup_u64x8(kIq2sPoints.p, pdep_indices<0x0300030003000300>(q, h, h >> 8));
 #else
         const uint64_t* g = kIq2sPoints.p;
         const auto at = [&](int i) { return g[q[i] | ((h >> (2 * i)) & 3) << 8]; };
@@ -338,15 +334,11 @@ struct Iq1 {
 #endif
 #if defined(TANDEM_SIMD_ZMM)
     // The biased grid points of a step's 8 groups: index i = byte q[i] | bits 3 (i % 4).. of
-    // high03 (i < 4) or high47 as bits 8-10, made in the uint16 lanes of two general-purpose
-    // registers by pdep (one cycle on the CPUs the AVX-512 variants run on), where the vector
-    // indices took five vector operations and two moves out a step.
+    // high03 (i < 4) or high47 as bits 8-10, by pdep (pdep_indices), where the vector indices
+    // took five vector operations and two moves out a step.
     TANDEM_ALWAYS_INLINE static V points(const uint8_t* q, uint32_t high03, uint32_t high47) {
-        constexpr uint64_t kLow = 0x00FF00FF00FF00FF, kHigh = 0x0700070007000700;
-        return lookup_u64x8(
-            kIq1sPointsEighths.p,
-            Lanes16<2>{{_pdep_u64(load_u32(q), kLow) | _pdep_u64(high03, kHigh),
-                        _pdep_u64(load_u32(q + 4), kLow) | _pdep_u64(high47, kHigh)}});
+        return lookup_u64x8(kIq1sPointsEighths.p,
+                            pdep_indices<0x0700070007000700>(q, high03, high47));
     }
 #else
     // The 8 grid indices of a step: low 8 bits from the bytes at q, bits 8-10 from the 32 bits h
