@@ -1,7 +1,8 @@
 // `tandem bench kernels`: the chosen variant's dot kernels per weight type — a matvec over
 // weights far larger than the caches (DRAM) and one that fits in L2, and the small matmul with
 // C = 4 and 8 — in GB/s of weights and ns per row, against ggml's vec_dot measured in the same
-// run by the oracle kit (`kern bench`, same K, rows and threads) and a STREAM-style read.
+// run by the oracle kit (`kern bench`, same K, rows and threads) and a STREAM-style read; the
+// summary names the speed targets (kernels/speed_targets.h) each type misses.
 #include <unistd.h>
 #if defined(__SSE2__)
 #endif
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
@@ -28,6 +30,7 @@
 #include "cli/type_option.h"
 #include "formats/format_table.h"
 #include "kernels/kernel_table.h"
+#include "kernels/speed_targets.h"
 
 namespace tandem::cli {
 namespace {
@@ -274,6 +277,8 @@ void run_bench(BenchKernelsOptions o) {
     struct Summary {
         std::string type;
         double ratio[std::size(kCases)] = {};  // dram, L2: ours / ggml; C=N: vs N matvecs
+        double gbs[std::size(kCases)] = {};
+        std::vector<std::string> missed;  // the speed targets (kernels/speed_targets.h) missed
     };
     std::vector<Summary> summary;
     std::string ggml_variant;
@@ -343,6 +348,7 @@ void run_bench(BenchKernelsOptions o) {
             }
             const double ratio = median(ratios);
             s.ratio[i] = ratio;
+            s.gbs[i] = gbs;
             const double pct = c.in_cache ? 0 : 100 * gbs / stream;
             const double g_gbs = median(ggml_gbs), g_ns = median(ggml_ns);
             if (!o.json) {
@@ -367,8 +373,16 @@ void run_bench(BenchKernelsOptions o) {
                                {"ggml_ns_per_row", g_ns},
                                {c.cols == 1 ? "ratio_vs_ggml" : "ratio_vs_matvecs", ratio}});
         }
+        s.missed = missed_speed_targets(s.type, {.dram_vs_ggml = s.ratio[0],
+                                                 .l2_vs_ggml = s.ratio[1],
+                                                 .c8_vs_matvecs = s.ratio[3],
+                                                 .dram_gbs = s.gbs[0],
+                                                 .l2_gbs = s.gbs[1],
+                                                 .stream_gbs = stream});
         summary.push_back(s);
     }
+    nlohmann::json missed = nlohmann::json::object();  // type -> the targets it misses
+    for (const Summary& s : summary) missed[s.type] = s.missed;
     if (o.json) {
         nlohmann::json doc = {{"variant", variant->name},
                               {"threads", threads},
@@ -378,7 +392,8 @@ void run_bench(BenchKernelsOptions o) {
                               {"rounds", o.rounds},
                               {"stream_read_gbs", stream},
                               {"ggml_variant", ggml_variant},
-                              {"results", results}};
+                              {"results", results},
+                              {"missed_targets", missed}};
         std::printf("%s\n", doc.dump(2).c_str());
         return;
     }
@@ -386,12 +401,24 @@ void run_bench(BenchKernelsOptions o) {
         "\nratios, medians of %d rounds (ours / ggml %s, speed; C=N: time of one C-column pass / "
         "N matvecs)\n",
         o.rounds, ggml_variant.empty() ? "(not measured)" : ggml_variant.c_str());
-    std::printf("%-7s %8s %8s %8s %8s\n", "type", "dram", "L2", "C=4", "C=8");
+    const SpeedTargets& t = kSpeedTargets;
+    std::printf(
+        "targets: dram >= %.1f, L2 >= %.1f (%.1f for q4_K, q5_K, q6_K, q8_0, q4_0, mxfp4, "
+        "iq4_xs), C=8 <= %.2f; from DRAM %.0f%% of the read where from L2 %.0f%% of it\n",
+        t.dram_vs_ggml, t.l2_vs_ggml, t.l2_vs_ggml_core, t.c8_vs_matvecs, 100 * t.read_fraction,
+        100 / t.read_fraction);
+    std::printf("%-7s %8s %8s %8s %8s %6s  %s\n", "type", "dram", "L2", "C=4", "C=8", "%read",
+                "missed");
+    int n_missed = 0;
     for (const Summary& s : summary) {
         auto r = [](double v) { return v > 0 ? fmt::format("{:.2f}", v) : std::string("-"); };
-        std::printf("%-7s %8s %8s %8s %8s\n", s.type.c_str(), r(s.ratio[0]).c_str(),
-                    r(s.ratio[1]).c_str(), r(s.ratio[2]).c_str(), r(s.ratio[3]).c_str());
+        n_missed += !s.missed.empty();
+        std::printf("%-7s %8s %8s %8s %8s %5.0f%%  %s\n", s.type.c_str(), r(s.ratio[0]).c_str(),
+                    r(s.ratio[1]).c_str(), r(s.ratio[2]).c_str(), r(s.ratio[3]).c_str(),
+                    100 * s.gbs[0] / stream, fmt::format("{}", fmt::join(s.missed, " ")).c_str());
     }
+    std::printf("%d of %zu types miss a target%s\n", n_missed, summary.size(),
+                ggml_variant.empty() ? " (ggml not measured: its ratios not checked)" : "");
 }
 
 }  // namespace
