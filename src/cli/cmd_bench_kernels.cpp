@@ -403,10 +403,11 @@ void run_bench(BenchKernelsOptions o) {
         o.rounds, ggml_variant.empty() ? "(not measured)" : ggml_variant.c_str());
     const SpeedTargets& t = kSpeedTargets;
     std::printf(
-        "targets: dram >= %.1f, L2 >= %.1f (%.1f for q4_K, q5_K, q6_K, q8_0, q4_0, mxfp4, "
-        "iq4_xs), C=8 <= %.2f; from DRAM %.0f%% of the read where from L2 %.0f%% of it\n",
-        t.dram_vs_ggml, t.l2_vs_ggml, t.l2_vs_ggml_core, t.c8_vs_matvecs, 100 * t.read_fraction,
-        100 / t.read_fraction);
+        "targets: dram >= %.1f, L2 >= %.1f (%.1f for %s), C=8 <= %.2f; from DRAM %.0f%% of the "
+        "read where from L2 %.0f%% of it\n",
+        t.dram_vs_ggml, t.l2_vs_ggml, t.l2_vs_ggml_core,
+        fmt::format("{}", fmt::join(kCoreTypes, ", ")).c_str(), t.c8_vs_matvecs,
+        100 * t.read_fraction, 100 / t.read_fraction);
     std::printf("%-7s %8s %8s %8s %8s %6s  %s\n", "type", "dram", "L2", "C=4", "C=8", "%read",
                 "missed");
     int n_missed = 0;

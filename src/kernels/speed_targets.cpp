@@ -1,7 +1,6 @@
 #include "kernels/speed_targets.h"
 
 #include <algorithm>
-#include <array>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -18,9 +17,7 @@ double as_printed(double ratio) {
 }  // namespace
 
 bool core_type(std::string_view type) {
-    constexpr std::array<std::string_view, 7> kCore = {"q4_K", "q5_K",  "q6_K",  "q8_0",
-                                                       "q4_0", "mxfp4", "iq4_xs"};
-    return std::find(kCore.begin(), kCore.end(), type) != kCore.end();
+    return std::find(kCoreTypes.begin(), kCoreTypes.end(), type) != kCoreTypes.end();
 }
 
 std::vector<std::string> missed_speed_targets(std::string_view type, const KernelSpeed& measured,
@@ -40,8 +37,7 @@ std::vector<std::string> missed_speed_targets(std::string_view type, const Kerne
     // that share of the memory's time for its arithmetic (from L2) cannot also overlap it all.
     const bool compute_bound = s.l2_gbs * t.read_fraction < s.stream_gbs;
     if (s.stream_gbs > 0 && !compute_bound) {
-        const double read = std::round(100 * s.dram_gbs / s.stream_gbs) / 100;  // as printed
-        if (read < t.read_fraction)
+        if (as_printed(s.dram_gbs / s.stream_gbs) < t.read_fraction)
             missed.push_back(fmt::format("read<{:.0f}%", 100 * t.read_fraction));
     }
     return missed;

@@ -3,6 +3,7 @@
 // misses, so a run shows the targets' state without reading the table by hand.
 #pragma once
 
+#include <array>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -32,7 +33,9 @@ struct SpeedTargets {
 };
 inline constexpr SpeedTargets kSpeedTargets{};
 
-// The types held to l2_vs_ggml_core: q4_K, q5_K, q6_K, q8_0, q4_0, mxfp4, iq4_xs.
+// The types held to l2_vs_ggml_core.
+inline constexpr std::array<std::string_view, 7> kCoreTypes = {"q4_K", "q5_K",  "q6_K",  "q8_0",
+                                                               "q4_0", "mxfp4", "iq4_xs"};
 bool core_type(std::string_view type);
 
 // The targets the figures of `type` miss, each as a short label ("dram<1.0", "L2<1.2",

@@ -97,7 +97,9 @@ inline __m128i parity_top16() {
 // super-block, now 270), and 0.87x on Sapphire Rapids. AVX-512 takes the same bytes as its
 // mask, and its grid indices as AVX2 does (16-bit loads): against the indices split from a
 // vector and the parity made in scalar (llvm-mca, Ice Lake: 70 cycles a super-block, now 51),
-// Sapphire Rapids took 0.97-0.99x the time for the matvec, 0.87x at C = 4.
+// Sapphire Rapids took 0.97-0.99x the time for the matvec, 0.87x at C = 4. AVX2 makes the same
+// bits for a pair of steps at once (signs_of_word_pair below).
+#if defined(TANDEM_SIMD_ZMM)
 TANDEM_ALWAYS_INLINE Signs signs_of_words(__m128i x) {
     const __m128i parity_top = parity_top16();
     const __m128i index = _mm_srli_epi16(x, 9);
@@ -106,7 +108,7 @@ TANDEM_ALWAYS_INLINE Signs signs_of_words(__m128i x) {
     const __m128i bits = _mm_or_si128(index, parity);  // low byte of each word; high byte 0
     return signs_of_bits(_mm_packus_epi16(bits, bits));
 }
-#if !defined(TANDEM_SIMD_ZMM)
+#else
 // AVX2, iq2_xs: the signs of step kJ from the 32 bytes of words of its pair of steps (kJ / 2):
 // the indices and parities of the 16 words (signs_of_words's five operations) are the same
 // expression in both steps, which the compiler makes once; each step then takes its 8 words'
