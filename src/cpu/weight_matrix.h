@@ -1,5 +1,7 @@
-// A weight matrix read in place from host memory: rows of `cols` values in one ggml format,
-// `row_bytes` apart, times an optional second-level scale (NVFP4 `.scale` tensors).
+// Weights as views: a matrix read in place (rows of `cols` values in one ggml format, `row_bytes`
+// apart, times an optional second-level scale from NVFP4 `.scale` tensors) and a small f32
+// vector (a norm, a bias). The memory belongs to whoever made the view: the model's mapping, or
+// a backend's copy (device memory for the GPU backend).
 #pragma once
 
 #include <cstddef>
@@ -27,6 +29,14 @@ struct WeightMatrix {
         m.rows = count;
         return m;
     }
+};
+
+// n f32 values: a norm's weights, a bias, rope frequency factors.
+struct WeightVector {
+    const float* data = nullptr;
+    int64_t size = 0;
+
+    bool empty() const { return data == nullptr; }
 };
 
 }  // namespace tandem

@@ -11,12 +11,14 @@
 namespace tandem {
 namespace {
 
-CpuBackendOptions backend_options(const SchedulerOptions& o) {
-    CpuBackendOptions b;
+BackendOptions backend_options(const SchedulerOptions& o) {
+    BackendOptions b;
+    b.device = o.device;
     b.max_batch = o.max_batch;
     b.n_seq = o.n_slots;
     b.n_ctx = o.n_ctx;
     b.kv_type = o.kv_type;
+    b.gpu_mem_gib = o.gpu_mem_gib;
     return b;
 }
 
@@ -36,8 +38,8 @@ const SchedulerOptions& checked(const SchedulerOptions& o) {
 Scheduler::Scheduler(const Model& model, ThreadPool& pool, const SchedulerOptions& options)
     : model_(model),
       options_(checked(options)),
-      backend_(model, pool, backend_options(options)),
-      decoder_(model, backend_, options.max_batch),
+      backend_(make_backend(model, pool, backend_options(options_))),
+      decoder_(model, *backend_, options.max_batch),
       slots_(options.n_slots) {
     for (int i = 0; i < options_.n_slots; ++i) slots_[i].index = i;
     free_slots_ = options_.n_slots;

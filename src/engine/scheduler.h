@@ -20,7 +20,7 @@
 #include "base/thread_pool.h"
 #include "engine/request.h"
 #include "engine/sampler.h"
-#include "model/cpu_backend.h"
+#include "model/backend.h"
 #include "model/decoder.h"
 #include "model/model.h"
 
@@ -32,6 +32,8 @@ struct SchedulerOptions {
     int max_batch = 512;      // tokens per forward pass: decode rows plus prefill chunks
     int queue_capacity = 64;  // requests waiting for a slot beyond those being served
     KvType kv_type = KvType::kF16;
+    Device device = Device::kCpu;
+    double gpu_mem_gib = 0;  // BackendOptions::gpu_mem_gib
     // True for the tokens that end generation (the tokenizer's EOS, EOT, ...). Unset: none.
     std::function<bool(int32_t)> is_end_of_generation;
 };
@@ -92,7 +94,7 @@ class Scheduler {
 
     const Model& model_;
     SchedulerOptions options_;
-    CpuBackend backend_;
+    std::unique_ptr<Ops> backend_;
     Decoder decoder_;
     std::vector<Slot> slots_;
     uint64_t admissions_ = 0;

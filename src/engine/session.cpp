@@ -8,12 +8,16 @@
 namespace tandem {
 namespace {
 
-CpuBackendOptions backend_options(const SessionOptions& o) {
-    CpuBackendOptions b;
+BackendOptions backend_options(const SessionOptions& o) {
+    if (o.n_ctx <= 0) fail("context size {} must be positive", o.n_ctx);
+    if (o.max_batch <= 0) fail("batch size {} must be positive", o.max_batch);
+    BackendOptions b;
+    b.device = o.device;
     b.max_batch = o.max_batch;
     b.n_seq = 1;
     b.n_ctx = o.n_ctx;
     b.kv_type = o.kv_type;
+    b.gpu_mem_gib = o.gpu_mem_gib;
     return b;
 }
 
@@ -22,11 +26,8 @@ CpuBackendOptions backend_options(const SessionOptions& o) {
 Session::Session(const Model& model, ThreadPool& pool, const SessionOptions& options)
     : model_(model),
       options_(options),
-      backend_(model, pool, backend_options(options)),
-      decoder_(model, backend_, options.max_batch) {
-    if (options.n_ctx <= 0) fail("context size {} must be positive", options.n_ctx);
-    if (options.max_batch <= 0) fail("batch size {} must be positive", options.max_batch);
-}
+      backend_(make_backend(model, pool, backend_options(options))),
+      decoder_(model, *backend_, options.max_batch) {}
 
 std::span<const float> Session::feed(std::span<const int32_t> tokens) {
     if (tokens.empty()) fail("nothing to evaluate");

@@ -1,5 +1,6 @@
-// One sequence on the CPU backend: prompt processing in batches, then one token at a time,
-// keeping its place in the KV cache. Used by `tandem run`, `tandem logits` and `tandem chat`.
+// One sequence: prompt processing in batches, then one token at a time, keeping its place in the
+// KV cache, on the backend the options choose. Used by `tandem run`, `tandem logits` and
+// `tandem chat`.
 #pragma once
 
 #include <algorithm>
@@ -8,7 +9,7 @@
 #include <vector>
 
 #include "base/thread_pool.h"
-#include "model/cpu_backend.h"
+#include "model/backend.h"
 #include "model/decoder.h"
 #include "model/model.h"
 
@@ -18,6 +19,8 @@ struct SessionOptions {
     int n_ctx = 4096;      // positions of the sequence (at most the model's training context)
     int max_batch = 512;   // prompt tokens per forward call
     KvType kv_type = KvType::kF16;
+    Device device = Device::kCpu;
+    double gpu_mem_gib = 0;  // BackendOptions::gpu_mem_gib
 };
 
 class Session {
@@ -33,6 +36,7 @@ public:
     int position() const { return n_past_; }
     int n_ctx() const { return options_.n_ctx; }
     int n_vocab() const { return model_.config().n_vocab; }
+    const Ops& backend() const { return *backend_; }
     // Forgets the sequence (the KV cache is overwritten from position 0).
     void reset() { n_past_ = 0; }
     // Forgets the positions from `position` on; the ones before stay, so a prompt that shares
@@ -42,7 +46,7 @@ public:
 private:
     const Model& model_;
     SessionOptions options_;
-    CpuBackend backend_;
+    std::unique_ptr<Ops> backend_;
     Decoder decoder_;
     int n_past_ = 0;
     std::vector<float> logits_;

@@ -30,6 +30,9 @@ CpuBackend::CpuBackend(const Model& model, ThreadPool& pool, const CpuBackendOpt
     int64_t widest = std::max<int64_t>({c_.n_embd, int64_t{c_.n_head} * c_.head_dim_v, c_.n_ff});
     activations_.reserve(o.max_batch, widest);
     matmul_jobs_.reserve(8);
+    tokens_.reserve(o.max_batch);
+    places_.reserve(o.max_batch);
+    logit_rows_.reserve(o.max_batch);
     if (c_.is_moe()) {
         std::vector<MoeLayer> layers;
         for (const LayerWeights& L : model.weights().layers) layers.push_back(L.experts);
@@ -41,21 +44,46 @@ CpuBackend::CpuBackend(const Model& model, ThreadPool& pool, const CpuBackendOpt
     }
 }
 
-void CpuBackend::embed(const WeightMatrix& table, const int32_t* tokens, Act out) {
+Act CpuBackend::allocate(int rows, int64_t cols) {
+    const size_t n = static_cast<size_t>(rows) * static_cast<size_t>(cols);
+    buffers_.push_back(std::unique_ptr<float[]>(new float[n]));
+    return {buffers_.back().get(), rows, cols, cols};
+}
+
+void CpuBackend::set_batch(std::span<const int32_t> tokens, std::span<const TokenPlace> places,
+                           std::span<const int32_t> logit_rows) {
+    for (const TokenPlace& p : places) {
+        if (p.seq < 0 || p.seq >= kv_.shape().n_seq || p.pos < 0 || p.pos >= kv_.shape().n_ctx) {
+            fail(
+                "token at sequence {} position {} is outside the KV cache ({} sequences x {} "
+                "positions)",
+                p.seq, p.pos, kv_.shape().n_seq, kv_.shape().n_ctx);
+        }
+    }
+    tokens_.assign(tokens.begin(), tokens.end());
+    places_.assign(places.begin(), places.end());
+    logit_rows_.assign(logit_rows.begin(), logit_rows.end());
+}
+
+void CpuBackend::read(Act x, float* host) {
+    for (int t = 0; t < x.rows; ++t) std::memcpy(host + t * x.cols, x.row(t), sizeof(float) * x.cols);
+}
+
+void CpuBackend::embed(const WeightMatrix& table, Act out) {
     for (int t = 0; t < out.rows; ++t)
-        table.format->dequantize_row(table.row(tokens[t]), out.row(t), out.cols);
+        table.format->dequantize_row(table.row(tokens_[t]), out.row(t), out.cols);
 }
 
-void CpuBackend::rms_norm(Act x, const std::vector<float>& w, float eps, Act out) {
-    for (int t = 0; t < x.rows; ++t) tandem::rms_norm(x.row(t), w.data(), x.cols, eps, out.row(t));
+void CpuBackend::rms_norm(Act x, const WeightVector& w, float eps, Act out) {
+    for (int t = 0; t < x.rows; ++t) tandem::rms_norm(x.row(t), w.data, x.cols, eps, out.row(t));
 }
 
-void CpuBackend::rms_norm_heads(Act x, int head_dim, const std::vector<float>& w, float eps) {
+void CpuBackend::rms_norm_heads(Act x, int head_dim, const WeightVector& w, float eps) {
     const int64_t heads = x.cols / head_dim;
     for (int t = 0; t < x.rows; ++t) {
         for (int64_t h = 0; h < heads; ++h) {
             float* p = x.row(t) + h * head_dim;
-            tandem::rms_norm(p, w.data(), head_dim, eps, p);
+            tandem::rms_norm(p, w.data, head_dim, eps, p);
         }
     }
 }
@@ -73,31 +101,26 @@ void CpuBackend::matmul(Act in, std::initializer_list<MatmulTarget> targets) {
     matmul_group(jobs, pool_);
 }
 
-void CpuBackend::add_bias(Act x, const std::vector<float>& bias) {
-    for (int t = 0; t < x.rows; ++t) add_into(x.row(t), bias.data(), x.cols);
+void CpuBackend::add_bias(Act x, const WeightVector& bias) {
+    for (int t = 0; t < x.rows; ++t) add_into(x.row(t), bias.data, x.cols);
 }
 
-void CpuBackend::rope(Act x, int n_heads, int head_dim, const TokenPlace* places) {
+void CpuBackend::rope(Act x, int n_heads, int head_dim) {
     for (int t = 0; t < x.rows; ++t)
-        rope_.apply(x.row(t), n_heads, head_dim, places[t].pos, rope_cache_[0].data());
+        rope_.apply(x.row(t), n_heads, head_dim, places_[t].pos, rope_cache_[0].data());
 }
 
-void CpuBackend::store_kv(int layer, Act k, Act v, const TokenPlace* places) {
+void CpuBackend::store_kv(int layer, Act k, Act v) {
     for (int t = 0; t < k.rows; ++t) {
-        const TokenPlace p = places[t];
-        if (p.seq < 0 || p.seq >= kv_.shape().n_seq || p.pos < 0 || p.pos >= kv_.shape().n_ctx) {
-            fail(
-                "token at sequence {} position {} is outside the KV cache ({} sequences x {} "
-                "positions)",
-                p.seq, p.pos, kv_.shape().n_seq, kv_.shape().n_ctx);
-        }
+        const TokenPlace p = places_[t];
         kv_.store_k(layer, p.seq, p.pos, k.row(t));
         kv_.store_v(layer, p.seq, p.pos, v.row(t));
     }
 }
 
-void CpuBackend::attention(int layer, Act q, const TokenPlace* places, Act out) {
-    attention_.run(kv_, layer, q.data, places, q.rows, c_.n_head, c_.attn_scale, out.data, pool_);
+void CpuBackend::attention(int layer, Act q, Act out) {
+    attention_.run(kv_, layer, q.data, places_.data(), q.rows, c_.n_head, c_.attn_scale, out.data,
+                   pool_);
 }
 
 void CpuBackend::glu(GluKind kind, Act gate, Act up, Act out) {
@@ -122,9 +145,9 @@ void CpuBackend::moe(int layer, Act in, Act out) {
         std::memcpy(out.row(t), result + t * in.cols, sizeof(float) * in.cols);
 }
 
-void CpuBackend::gather_rows(Act x, const std::vector<int>& rows, Act out) {
-    for (size_t i = 0; i < rows.size(); ++i) {
-        std::memmove(out.row(static_cast<int>(i)), x.row(rows[i]), sizeof(float) * x.cols);
+void CpuBackend::gather_logit_rows(Act x, Act out) {
+    for (size_t i = 0; i < logit_rows_.size(); ++i) {
+        std::memmove(out.row(static_cast<int>(i)), x.row(logit_rows_[i]), sizeof(float) * x.cols);
     }
 }
 

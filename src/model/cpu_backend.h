@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "base/thread_pool.h"
@@ -32,18 +33,25 @@ class CpuBackend final : public Ops {
     KvCache& kv_cache() { return kv_; }
     ThreadPool& pool() { return pool_; }
 
-    void embed(const WeightMatrix& table, const int32_t* tokens, Act out) override;
-    void rms_norm(Act x, const std::vector<float>& w, float eps, Act out) override;
-    void rms_norm_heads(Act x, int head_dim, const std::vector<float>& w, float eps) override;
+    std::string name() const override { return "cpu"; }
+    const ModelWeights& weights() const override { return model_.weights(); }
+    Act allocate(int rows, int64_t cols) override;
+    void set_batch(std::span<const int32_t> tokens, std::span<const TokenPlace> places,
+                   std::span<const int32_t> logit_rows) override;
+    void read(Act x, float* host) override;
+
+    void embed(const WeightMatrix& table, Act out) override;
+    void rms_norm(Act x, const WeightVector& w, float eps, Act out) override;
+    void rms_norm_heads(Act x, int head_dim, const WeightVector& w, float eps) override;
     void matmul(Act in, std::initializer_list<MatmulTarget> targets) override;
-    void add_bias(Act x, const std::vector<float>& bias) override;
-    void rope(Act x, int n_heads, int head_dim, const TokenPlace* places) override;
-    void store_kv(int layer, Act k, Act v, const TokenPlace* places) override;
-    void attention(int layer, Act q, const TokenPlace* places, Act out) override;
+    void add_bias(Act x, const WeightVector& bias) override;
+    void rope(Act x, int n_heads, int head_dim) override;
+    void store_kv(int layer, Act k, Act v) override;
+    void attention(int layer, Act q, Act out) override;
     void glu(GluKind kind, Act gate, Act up, Act out) override;
     void add(Act y, Act x) override;
     void moe(int layer, Act in, Act out) override;
-    void gather_rows(Act x, const std::vector<int>& rows, Act out) override;
+    void gather_logit_rows(Act x, Act out) override;
 
   private:
     const Model& model_;
@@ -59,6 +67,13 @@ class CpuBackend final : public Ops {
     std::vector<Route> routes_;                   // [max_batch × top_k]
     std::vector<std::vector<float>> rope_cache_;  // per worker: n_dims
     std::vector<MatmulJob> matmul_jobs_;          // the products of one matmul() call
+    // The batch of set_batch().
+    std::vector<int32_t> tokens_;
+    std::vector<TokenPlace> places_;
+    std::vector<int32_t> logit_rows_;
+    // Activation buffers of allocate(), left uninitialised: pages nobody writes (the logits of
+    // rows a batch never fills) cost no memory.
+    std::vector<std::unique_ptr<float[]>> buffers_;
 };
 
 }  // namespace tandem

@@ -6,24 +6,22 @@
 namespace tandem {
 
 Decoder::Decoder(const Model& model, Ops& ops, int max_batch)
-    : model_(model), c_(model.config()), ops_(ops), max_batch_(max_batch) {
-    const size_t T = static_cast<size_t>(max_batch);
-    x_.resize(T * c_.n_embd);
-    h_.resize(T * c_.n_embd);
-    q_.resize(T * c_.n_head * c_.head_dim_k);
-    k_.resize(T * c_.n_head_kv * c_.head_dim_k);
-    v_.resize(T * c_.n_head_kv * c_.head_dim_v);
-    attn_.resize(T * c_.n_head * c_.head_dim_v);
-    o_.resize(T * c_.n_embd);
+    : c_(model.config()), ops_(ops), w_(ops.weights()), max_batch_(max_batch) {
+    const int T = max_batch;
+    x_ = ops.allocate(T, c_.n_embd);
+    h_ = ops.allocate(T, c_.n_embd);
+    q_ = ops.allocate(T, int64_t{c_.n_head} * c_.head_dim_k);
+    k_ = ops.allocate(T, int64_t{c_.n_head_kv} * c_.head_dim_k);
+    v_ = ops.allocate(T, int64_t{c_.n_head_kv} * c_.head_dim_v);
+    attn_ = ops.allocate(T, int64_t{c_.n_head} * c_.head_dim_v);
+    o_ = ops.allocate(T, c_.n_embd);
     if (!c_.is_moe()) {
-        gate_.resize(T * c_.n_ff);
-        up_.resize(T * c_.n_ff);
+        gate_ = ops.allocate(T, c_.n_ff);
+        up_ = ops.allocate(T, c_.n_ff);
     }
-    out_x_.resize(T * c_.n_embd);
-}
-
-Act Decoder::buffer(std::vector<float>& storage, int rows, int64_t cols) {
-    return {storage.data(), rows, cols, cols};
+    out_x_ = ops.allocate(T, c_.n_embd);
+    logits_ = ops.allocate(T, c_.n_vocab);
+    logit_rows_.reserve(T);
 }
 
 int Decoder::eval(std::span<const int32_t> tokens, std::span<const TokenPlace> places,
@@ -36,36 +34,40 @@ int Decoder::eval(std::span<const int32_t> tokens, std::span<const TokenPlace> p
     for (int t = 0; t < n; ++t) {
         if (tokens[t] < 0 || tokens[t] >= c_.n_vocab) fail("token id {} outside the vocabulary (0..{})", tokens[t], c_.n_vocab - 1);
     }
-    const ModelWeights& w = model_.weights();
-    places_ = places.data();
-
-    ops_.embed(w.token_embd, tokens.data(), buffer(x_, n, c_.n_embd));
-    for (int il = 0; il < c_.n_layer; ++il) layer(il, n);
-
-    // Final norm and output head, only for the rows that want logits.
-    std::vector<int> rows;
+    logit_rows_.clear();
     for (int t = 0; t < n; ++t) {
-        if (want_logits[t]) rows.push_back(t);
+        if (want_logits[t]) logit_rows_.push_back(t);
     }
-    if (rows.empty()) return 0;
-    const int m = static_cast<int>(rows.size());
-    Act out_x = buffer(out_x_, m, c_.n_embd);
-    ops_.gather_rows(buffer(x_, n, c_.n_embd), rows, out_x);
-    ops_.rms_norm(out_x, w.output_norm, c_.rms_eps, out_x);
-    ops_.matmul(out_x, {{&w.output, Act{logits, m, c_.n_vocab, c_.n_vocab}}});
+    const int m = static_cast<int>(logit_rows_.size());
+    ops_.set_batch(tokens, places, logit_rows_);
+    // Passes of the same size issue the same operations (the places live in the backend).
+    const uint64_t key = (static_cast<uint64_t>(n) << 32) | static_cast<uint32_t>(m);
+    ops_.run(key, [&] { forward(n, m); });
+    if (m > 0) ops_.read(logits_.first_rows(m), logits);
     return m;
 }
 
+void Decoder::forward(int n, int m) {
+    ops_.embed(w_.token_embd, x_.first_rows(n));
+    for (int il = 0; il < c_.n_layer; ++il) layer(il, n);
+    if (m == 0) return;
+    // Final norm and output head, only for the rows that want logits.
+    Act out_x = out_x_.first_rows(m);
+    ops_.gather_logit_rows(x_.first_rows(n), out_x);
+    ops_.rms_norm(out_x, w_.output_norm, c_.rms_eps, out_x);
+    ops_.matmul(out_x, {{&w_.output, logits_.first_rows(m)}});
+}
+
 void Decoder::layer(int il, int n) {
-    const LayerWeights& L = model_.weights().layers[il];
-    const int dk = c_.head_dim_k, dv = c_.head_dim_v;
-    Act x = buffer(x_, n, c_.n_embd);
-    Act h = buffer(h_, n, c_.n_embd);
-    Act q = buffer(q_, n, int64_t{c_.n_head} * dk);
-    Act k = buffer(k_, n, int64_t{c_.n_head_kv} * dk);
-    Act v = buffer(v_, n, int64_t{c_.n_head_kv} * dv);
-    Act attn = buffer(attn_, n, int64_t{c_.n_head} * dv);
-    Act o = buffer(o_, n, c_.n_embd);
+    const LayerWeights& L = w_.layers[il];
+    const int dk = c_.head_dim_k;
+    Act x = x_.first_rows(n);
+    Act h = h_.first_rows(n);
+    Act q = q_.first_rows(n);
+    Act k = k_.first_rows(n);
+    Act v = v_.first_rows(n);
+    Act attn = attn_.first_rows(n);
+    Act o = o_.first_rows(n);
 
     // Attention block.
     ops_.rms_norm(x, L.attn_norm, c_.rms_eps, h);
@@ -77,10 +79,10 @@ void Decoder::layer(int il, int n) {
         ops_.rms_norm_heads(q, dk, L.q_norm, c_.rms_eps);
         ops_.rms_norm_heads(k, dk, L.k_norm, c_.rms_eps);
     }
-    ops_.rope(q, c_.n_head, dk, places_);
-    ops_.rope(k, c_.n_head_kv, dk, places_);
-    ops_.store_kv(il, k, v, places_);
-    ops_.attention(il, q, places_, attn);
+    ops_.rope(q, c_.n_head, dk);
+    ops_.rope(k, c_.n_head_kv, dk);
+    ops_.store_kv(il, k, v);
+    ops_.attention(il, q, attn);
     ops_.matmul(attn, {{&L.wo, o}});
     if (!L.bo.empty()) ops_.add_bias(o, L.bo);
     ops_.add(x, o);
@@ -90,8 +92,8 @@ void Decoder::layer(int il, int n) {
     if (c_.is_moe()) {
         ops_.moe(il, h, o);
     } else {
-        Act gate = buffer(gate_, n, c_.n_ff);
-        Act up = buffer(up_, n, c_.n_ff);
+        Act gate = gate_.first_rows(n);
+        Act up = up_.first_rows(n);
         ops_.matmul(h, {{&L.ffn_gate, gate}, {&L.ffn_up, up}});
         ops_.glu(c_.activation, gate, up, gate);
         ops_.matmul(gate, {{&L.ffn_down, o}});

@@ -14,7 +14,8 @@ namespace tandem {
 
 class Decoder {
 public:
-    // Activation buffers for batches of up to max_batch tokens are allocated here.
+    // Activation buffers for batches of up to max_batch tokens are allocated here, in the
+    // backend's memory.
     Decoder(const Model& model, Ops& ops, int max_batch);
 
     // Evaluates a batch: token t at places[t]. Logits of the tokens with want_logits[t] != 0 are
@@ -23,27 +24,30 @@ public:
              std::span<const uint8_t> want_logits, float* logits);
 
     int max_batch() const { return max_batch_; }
+    Ops& ops() { return ops_; }
 
 private:
+    // The forward pass of n tokens, of which m want logits.
+    void forward(int n, int m);
     void layer(int il, int n);
-    Act buffer(std::vector<float>& storage, int rows, int64_t cols);
 
-    const Model& model_;
     const ModelConfig& c_;
     Ops& ops_;
+    const ModelWeights& w_;  // the backend's
     int max_batch_;
-    const TokenPlace* places_ = nullptr;
-    // Activations (T = tokens in the batch):
-    std::vector<float> x_;      // [T × n_embd] residual stream
-    std::vector<float> h_;      // [T × n_embd] normed input of a block
-    std::vector<float> q_;      // [T × n_head·dk]
-    std::vector<float> k_;      // [T × n_kv·dk]
-    std::vector<float> v_;      // [T × n_kv·dv]
-    std::vector<float> attn_;   // [T × n_head·dv]
-    std::vector<float> o_;      // [T × n_embd] block output
-    std::vector<float> gate_;   // [T × n_ff] dense FFN
-    std::vector<float> up_;     // [T × n_ff]
-    std::vector<float> out_x_;  // [T × n_embd] rows that want logits
+    std::vector<int32_t> logit_rows_;
+    // Activations, max_batch rows each (T = tokens in the batch, M = rows that want logits):
+    Act x_;       // [T × n_embd] residual stream
+    Act h_;       // [T × n_embd] normed input of a block
+    Act q_;       // [T × n_head·dk]
+    Act k_;       // [T × n_kv·dk]
+    Act v_;       // [T × n_kv·dv]
+    Act attn_;    // [T × n_head·dv]
+    Act o_;       // [T × n_embd] block output
+    Act gate_;    // [T × n_ff] dense FFN
+    Act up_;      // [T × n_ff]
+    Act out_x_;   // [M × n_embd] rows that want logits
+    Act logits_;  // [M × n_vocab]
 };
 
 }  // namespace tandem

@@ -57,10 +57,10 @@ public:
     }
 
     // A small vector, copied to f32 from any float or quantized type.
-    std::vector<float> vector(const std::string& name, int64_t n, bool required = true) {
+    WeightVector vector(const std::string& name, int64_t n, bool required = true) {
         const GgufTensor* t = find(name, {n}, required);
         if (t == nullptr) return {};
-        return to_f32(*t);
+        return {keep(to_f32(*t)), n};
     }
 
     // A stacked expert tensor {cols, rows, n_expert} plus its optional per-expert scales and

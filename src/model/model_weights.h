@@ -1,5 +1,7 @@
 // The weights of a decoder model, bound to tensors of the mapped GGUF file with their shapes
-// checked. Matrices are read in place; small vectors (norms, biases, scales) are copied to f32.
+// checked. Matrices are read in place; small vectors (norms, biases, scales) are copied to f32
+// and owned here. A backend that computes elsewhere keeps a copy of this struct whose views point
+// into its own memory (Ops::weights()).
 #pragma once
 
 #include <memory>
@@ -15,11 +17,11 @@ namespace tandem {
 class GgufFile;
 
 struct LayerWeights {
-    std::vector<float> attn_norm;        // [n_embd]
+    WeightVector attn_norm;              // [n_embd]
     WeightMatrix wq, wk, wv, wo;         // [n_embd → n_head·dk], [→ n_kv·dk], [→ n_kv·dv], [n_head·dv → n_embd]
-    std::vector<float> bq, bk, bv, bo;   // optional biases (empty when absent)
-    std::vector<float> q_norm, k_norm;   // [head_dim_k] (qk_norm architectures)
-    std::vector<float> ffn_norm;         // [n_embd]
+    WeightVector bq, bk, bv, bo;         // optional biases (empty when absent)
+    WeightVector q_norm, k_norm;         // [head_dim_k] (qk_norm architectures)
+    WeightVector ffn_norm;               // [n_embd]
     // Dense FFN.
     WeightMatrix ffn_gate, ffn_up, ffn_down;  // [n_embd → n_ff], [n_embd → n_ff], [n_ff → n_embd]
     // MoE FFN.
@@ -29,11 +31,11 @@ struct LayerWeights {
 
 struct ModelWeights {
     WeightMatrix token_embd;             // [n_vocab rows of n_embd]
-    std::vector<float> output_norm;      // [n_embd]
+    WeightVector output_norm;            // [n_embd]
     WeightMatrix output;                 // [n_embd → n_vocab] (token_embd when tied)
-    std::vector<float> rope_freqs;       // optional llama-3 rope frequency factors [n_rot / 2]
+    WeightVector rope_freqs;             // optional llama-3 rope frequency factors [n_rot / 2]
     std::vector<LayerWeights> layers;
-    // Owned copies of per-expert scales and biases the MoeLayer views point into.
+    // The f32 copies the vectors and the experts' scales and biases point into.
     std::vector<std::unique_ptr<std::vector<float>>> owned;
 };
 

@@ -1,0 +1,59 @@
+// Backend choice.
+#include "model/backend.h"
+
+#include "base/error.h"
+#include "base/log.h"
+#include "model/cpu_backend.h"
+#ifdef TANDEM_HAVE_CUDA
+#include "cuda/device.h"
+#include "model/gpu_backend.h"
+#endif
+
+namespace tandem {
+
+Device parse_device(std::string_view name) {
+    if (name == "auto") return Device::kAuto;
+    if (name == "cpu") return Device::kCpu;
+    if (name == "cuda") return Device::kCuda;
+    fail("--device: '{}' is not auto, cpu or cuda", name);
+}
+
+const char* device_name(Device device) {
+    switch (device) {
+        case Device::kAuto: return "auto";
+        case Device::kCpu: return "cpu";
+        case Device::kCuda: return "cuda";
+    }
+    return "?";
+}
+
+bool gpu_available(std::string* why) {
+#ifdef TANDEM_HAVE_CUDA
+    return cuda::device_count(why) > 0;
+#else
+    if (why != nullptr) *why = "this build has no CUDA backend (nvcc was not found when it was built)";
+    return false;
+#endif
+}
+
+std::unique_ptr<Ops> make_backend(const Model& model, ThreadPool& pool, const BackendOptions& o) {
+    Device device = o.device;
+    if (device != Device::kCpu) {
+        std::string why;
+        const bool gpu = gpu_available(&why);
+        if (!gpu && device == Device::kCuda) fail("--device cuda: {}", why);
+        if (!gpu) log_info("backend: cpu ({})", why);
+        device = gpu ? Device::kCuda : Device::kCpu;
+    }
+    CpuBackendOptions cpu;
+    cpu.max_batch = o.max_batch;
+    cpu.n_seq = o.n_seq;
+    cpu.n_ctx = o.n_ctx;
+    cpu.kv_type = o.kv_type;
+#ifdef TANDEM_HAVE_CUDA
+    if (device == Device::kCuda) return std::make_unique<GpuBackend>(model, pool, cpu, o.gpu_mem_gib);
+#endif
+    return std::make_unique<CpuBackend>(model, pool, cpu);
+}
+
+}  // namespace tandem
