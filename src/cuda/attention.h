@@ -1,0 +1,50 @@
+// Attention on the device: the KV cache in device memory (f16 or f32) and causal multi-head
+// attention with grouped-query heads over it. The context of each query is split into chunks of
+// kAttentionChunk positions computed in parallel (flash-decoding: each chunk keeps its max, sum
+// and weighted values; a second kernel combines them), so one decoded token spreads over the
+// whole GPU however long its sequence.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "cpu/attention.h"
+#include "cpu/kv_cache.h"
+#include "cuda/elementwise.h"
+
+namespace tandem::cuda {
+
+constexpr int kAttentionChunk = 256;
+
+// The cache of every layer and sequence slot: keys and values of position p of sequence s in
+// layer l at ((l · n_seq + s) · n_ctx + p) · n_kv · head_dim (keys head_dim_k, values head_dim_v).
+struct DeviceKv {
+    void* k = nullptr;
+    void* v = nullptr;
+    KvShape shape;
+    bool f16 = true;
+
+    size_t bytes() const;
+};
+
+// Stores row t of k and v at places[t] (a device array) in `layer`.
+void store_kv(const DeviceKv& kv, int layer, DeviceRows k, DeviceRows v, const TokenPlace* places,
+              cudaStream_t stream);
+
+// Scratch for the chunks' partial results: `capacity` (query head, chunk) pairs.
+struct AttentionScratch {
+    float* values = nullptr;  // [capacity][head_dim_v]
+    float* stats = nullptr;   // [capacity][2]: max and sum
+    int64_t capacity = 0;
+};
+
+// out[t][h] = softmax(q[t][h] · K · scale) · V over positions 0..places[t].pos of the token's
+// sequence, K and V from kv head h / (n_head / n_kv). n_chunks chunks of every query are
+// computed (those past the query's position cost a block that returns at once), so the launch is
+// the same for every position: what a replayed CUDA graph needs. Queries are processed in slices
+// that fit the scratch, which must hold n_head · n_chunks pairs at least.
+void attention(const DeviceKv& kv, int layer, DeviceRows q, const TokenPlace* places, int n_head, float scale,
+               int n_chunks, const AttentionScratch& scratch, DeviceRows out, cudaStream_t stream);
+
+}  // namespace tandem::cuda

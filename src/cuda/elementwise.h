@@ -1,0 +1,37 @@
+// Row-wise operations on f32 activations in device memory, as the CPU computes them
+// (cpu/elementwise.h): RMS norm (of rows and of heads), biases, residual adds, the gated
+// activations, row gathers and the argmax of logit rows. Every function queues on `stream`.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "cpu/elementwise.h"
+
+namespace tandem::cuda {
+
+// A device matrix view: rows × cols floats, rows `stride` apart.
+struct DeviceRows {
+    float* data = nullptr;
+    int rows = 0;
+    int64_t cols = 0;
+    int64_t stride = 0;
+};
+
+// out = x / sqrt(mean(x²) + eps) · w per row (w may be nullptr); out may be x. Row length `cols`
+// is split in groups of `group` values normed separately (group = cols: whole rows; group =
+// head_dim: per-head norms).
+void rms_norm(DeviceRows x, const float* w, int64_t group, float eps, DeviceRows out, cudaStream_t stream);
+// x[t] += bias.
+void add_bias(DeviceRows x, const float* bias, cudaStream_t stream);
+// y += x.
+void add(DeviceRows y, DeviceRows x, cudaStream_t stream);
+// out = act(gate) · up.
+void glu(GluKind kind, DeviceRows gate, DeviceRows up, DeviceRows out, cudaStream_t stream);
+// out[i] = x[rows[i]] for i < out.rows (rows: a device array).
+void gather_rows(DeviceRows x, const int32_t* rows, DeviceRows out, cudaStream_t stream);
+// ids[t] = the index of the largest value of row t (the lowest index among equals).
+void argmax_rows(DeviceRows x, int32_t* ids, cudaStream_t stream);
+
+}  // namespace tandem::cuda

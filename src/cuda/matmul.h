@@ -1,0 +1,59 @@
+// Matrix products of f32 activations with weights of any GGUF format, read in place (the file's
+// blocks, as uploaded) in device memory. Small batches (decode, 1..8 rows) take one pass over the
+// weight rows for all rows at once, dequantizing in registers; larger batches (prefill) dequantize
+// tiles into shared memory and multiply them on the tensor cores (TF32, f32 accumulation: f32
+// range for activations, so NVFP4's small `.scale` needs no special care).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "cpu/moe_layer.h"
+#include "cpu/weight_matrix.h"
+#include "cuda/block_dequant.h"
+
+namespace tandem::cuda {
+
+// Rows of a batch up to which products take the matrix-vector path.
+constexpr int kSmallBatch = 8;
+// Token rows of one tensor-core tile (and of one expert group's tile).
+constexpr int kTileTokens = 64;
+
+struct MatmulContext {
+    cudaStream_t stream = nullptr;
+    gpu::DequantTables tables;  // device copies of the i-quant grids
+};
+
+// True when there are GPU kernels for weights of this type.
+bool gpu_supports(GgmlType type);
+
+// y[t] = (W · x[t]) · w.scale for t < n; w's data is a device pointer, x and y device rows.
+void matmul(const MatmulContext& ctx, const WeightMatrix& w, const float* x, int64_t x_stride, int n,
+            float* y, int64_t y_stride);
+
+// The routes of an MoE layer grouped by expert (made on the device by group_routes): for the
+// tensor-core path, tile j covers sorted[begin[j] .. end[j]) (at most kTileTokens routes of
+// expert[j]); n_tiles[0] tiles are valid out of max_tiles.
+struct ExpertGroups {
+    const int32_t* sorted = nullptr;
+    const int32_t* tile_expert = nullptr;
+    const int32_t* tile_begin = nullptr;
+    const int32_t* tile_end = nullptr;
+    const int32_t* n_tiles = nullptr;
+    int max_tiles = 0;
+};
+
+// Routed products: for route j < n_routes with e = routes[j].expert >= 0,
+// y[j] = (W_e · x[j / x_div]) · s_e + b_e (s_e, b_e: the expert's scale and bias, if any).
+// Routes with e < 0 leave y[j] unwritten. With groups == nullptr every route is its own
+// matrix-vector product (decode); with groups, each expert's routes share tiles (prefill).
+void matmul_routed(const MatmulContext& ctx, const ExpertMatrix& w, const Route* routes, int n_routes,
+                   int x_div, const float* x, int64_t x_stride, float* y, int64_t y_stride,
+                   const ExpertGroups* groups);
+
+// out[t] = row tokens[t] of the table, as f32 (the embedding).
+void embed_rows(const MatmulContext& ctx, const WeightMatrix& table, const int32_t* tokens, int n,
+                float* out, int64_t out_stride);
+
+}  // namespace tandem::cuda

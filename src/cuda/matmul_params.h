@@ -1,0 +1,91 @@
+// The parameter blocks of the matrix kernels (passed by value, so a captured CUDA graph keeps
+// them) and the per-format table of launchers that the family files fill.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "cpu/moe_layer.h"
+#include "cuda/block_dequant.h"
+
+namespace tandem::cuda {
+
+struct MatvecParams {
+    const uint8_t* w = nullptr;     // the matrix, or expert 0 of a stack
+    size_t row_bytes = 0;
+    int64_t rows = 0, cols = 0;
+    float scale = 1.0f;             // dense: the matrix's second-level scale
+    const float* x = nullptr;
+    int64_t x_stride = 0;
+    float* y = nullptr;
+    int64_t y_stride = 0;
+    int n_cols = 1;                 // dense: rows of x (columns of the product)
+    // Routed (routes != nullptr): job blockIdx.y is route j.
+    const Route* routes = nullptr;
+    int x_div = 1;
+    size_t expert_stride = 0;
+    const float* expert_scales = nullptr;
+    const float* expert_bias = nullptr;
+    int64_t bias_stride = 0;
+    gpu::DequantTables tables;
+};
+
+struct TileParams {
+    const uint8_t* w = nullptr;
+    size_t row_bytes = 0;
+    int64_t rows = 0, cols = 0;
+    float scale = 1.0f;
+    const float* x = nullptr;
+    int64_t x_stride = 0;
+    float* y = nullptr;
+    int64_t y_stride = 0;
+    int n_tokens = 0;               // dense: rows of x
+    // Grouped (sorted != nullptr): tile blockIdx.y of ExpertGroups.
+    const int32_t* sorted = nullptr;
+    const int32_t* tile_expert = nullptr;
+    const int32_t* tile_begin = nullptr;
+    const int32_t* tile_end = nullptr;
+    const int32_t* n_tiles = nullptr;
+    int x_div = 1;
+    size_t expert_stride = 0;
+    const float* expert_scales = nullptr;
+    const float* expert_bias = nullptr;
+    int64_t bias_stride = 0;
+    gpu::DequantTables tables;
+};
+
+struct EmbedParams {
+    const uint8_t* table = nullptr;
+    size_t row_bytes = 0;
+    int64_t cols = 0;
+    const int32_t* tokens = nullptr;
+    float* out = nullptr;
+    int64_t out_stride = 0;
+    gpu::DequantTables tables;
+};
+
+using MatvecLauncher = void (*)(const MatvecParams&, int n_jobs, cudaStream_t);
+using TileLauncher = void (*)(const TileParams&, int token_tiles, cudaStream_t);
+using EmbedLauncher = void (*)(const EmbedParams&, int n_tokens, cudaStream_t);
+
+// The kernels of one weight format: matvec for 1, 2, 4 and 8 columns, tiles, embedding rows.
+struct FormatKernels {
+    GgmlType type;
+    MatvecLauncher matvec[4];
+    TileLauncher tile;
+    EmbedLauncher embed;
+};
+
+// Each family file's formats (nullptr-terminated lists are avoided: spans of entries).
+struct FormatKernelList {
+    const FormatKernels* entries;
+    int count;
+};
+FormatKernelList float_format_kernels();
+FormatKernelList legacy_format_kernels();
+FormatKernelList kquant_format_kernels();
+FormatKernelList iquant_format_kernels();
+
+}  // namespace tandem::cuda

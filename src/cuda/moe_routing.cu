@@ -1,0 +1,143 @@
+// MoE routing on the device.
+#include "cuda/moe_routing.h"
+
+#include <cfloat>
+
+#include "cuda/check.h"
+
+namespace tandem::cuda {
+namespace {
+
+constexpr int kRouteWarps = 4;  // tokens per block of route_topk
+
+// Warp per token: softmax of the router logits (max-subtracted), then top_k rounds of a warp
+// argmax (the larger probability first, the lower id among equals).
+__global__ void route_topk_kernel(DeviceRows logits, RoutingParams p, Route* routes) {
+    const int t = blockIdx.x * kRouteWarps + threadIdx.x / 32;
+    const int lane = threadIdx.x % 32;
+    if (t >= logits.rows) return;
+    float* x = logits.data + t * logits.stride;
+    float m = -FLT_MAX;
+    for (int e = lane; e < p.n_expert; e += 32) m = fmaxf(m, x[e]);
+    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+    float sum = 0.0f;
+    for (int e = lane; e < p.n_expert; e += 32) {
+        const float v = expf(x[e] - m);
+        x[e] = v;
+        sum += v;
+    }
+    for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    const float inv = 1.0f / sum;
+    for (int e = lane; e < p.n_expert; e += 32) x[e] *= inv;
+    __syncwarp();
+
+    Route* out = routes + static_cast<int64_t>(t) * p.top_k;
+    float chosen_sum = 0.0f;
+    for (int i = 0; i < p.top_k; ++i) {
+        float best = -1.0f;
+        int best_e = -1;
+        for (int e = lane; e < p.n_expert; e += 32) {
+            if (x[e] > best) best = x[e], best_e = e;  // ascending e: the first of equals
+        }
+        for (int o = 16; o > 0; o >>= 1) {
+            const float ob = __shfl_xor_sync(0xffffffffu, best, o);
+            const int oe = __shfl_xor_sync(0xffffffffu, best_e, o);
+            if (ob > best || (ob == best && oe >= 0 && (best_e < 0 || oe < best_e))) best = ob, best_e = oe;
+        }
+        if (lane == 0) out[i] = {best_e, best};
+        chosen_sum += best;
+        __syncwarp();
+        if (lane == (best_e & 31) && best_e >= 0) x[best_e] = -2.0f;  // taken
+        __syncwarp();
+    }
+    if (lane == 0) {
+        const float norm = fmaxf(chosen_sum, 6.103515625e-5f);
+        const bool scaled = p.scale != 1.0f && p.scale != 0.0f;
+        for (int i = 0; i < p.top_k; ++i) {
+            float w = out[i].weight;
+            if (p.normalize) w /= norm;
+            if (scaled) w *= p.scale;
+            out[i].weight = w;
+        }
+    }
+}
+
+// One block: count per expert, prefix sums and tiles (thread 0), then each route's place.
+__global__ void group_routes_kernel(const Route* routes, int n_routes, int n_expert, GroupBuffers g) {
+    extern __shared__ int32_t shared[];
+    int32_t* count = shared;             // [n_expert]
+    int32_t* cursor = shared + n_expert;  // [n_expert]
+    for (int e = threadIdx.x; e < n_expert; e += blockDim.x) count[e] = 0;
+    __syncthreads();
+    for (int r = threadIdx.x; r < n_routes; r += blockDim.x) {
+        const int e = routes[r].expert;
+        if (e >= 0) atomicAdd(&count[e], 1);
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        int offset = 0, tiles = 0;
+        for (int e = 0; e < n_expert; ++e) {
+            cursor[e] = offset;
+            for (int b = 0; b < count[e]; b += kTileTokens) {
+                g.tile_expert[tiles] = e;
+                g.tile_begin[tiles] = offset + b;
+                g.tile_end[tiles] = offset + count[e];
+                ++tiles;
+            }
+            offset += count[e];
+        }
+        *g.n_tiles = tiles;
+    }
+    __syncthreads();
+    for (int r = threadIdx.x; r < n_routes; r += blockDim.x) {
+        const int e = routes[r].expert;
+        if (e >= 0) g.sorted[atomicAdd(&cursor[e], 1)] = r;
+    }
+}
+
+__global__ void weighted_sum_kernel(const float* y, int64_t y_stride, const Route* routes, int top_k, DeviceRows out) {
+    const int t = blockIdx.y;
+    const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (c >= out.cols) return;
+    float acc = 0.0f;
+    for (int i = 0; i < top_k; ++i) {
+        const Route r = routes[t * top_k + i];
+        if (r.expert >= 0) acc += r.weight * y[(static_cast<int64_t>(t) * top_k + i) * y_stride + c];
+    }
+    out.data[t * out.stride + c] = acc;
+}
+
+}  // namespace
+
+void route_topk(DeviceRows logits, const RoutingParams& params, Route* routes, cudaStream_t stream) {
+    if (logits.rows == 0) return;
+    route_topk_kernel<<<(logits.rows + kRouteWarps - 1) / kRouteWarps, 32 * kRouteWarps, 0, stream>>>(logits, params,
+                                                                                                   routes);
+    check_launch("route_topk");
+}
+
+int max_group_tiles(int max_routes, int n_expert) { return max_routes / kTileTokens + n_expert; }
+
+ExpertGroups group_routes(const Route* routes, int n_routes, int n_expert, const GroupBuffers& g,
+                          cudaStream_t stream) {
+    group_routes_kernel<<<1, 1024, sizeof(int32_t) * 2 * n_expert, stream>>>(routes, n_routes, n_expert, g);
+    check_launch("group_routes");
+    ExpertGroups out;
+    out.sorted = g.sorted;
+    out.tile_expert = g.tile_expert;
+    out.tile_begin = g.tile_begin;
+    out.tile_end = g.tile_end;
+    out.n_tiles = g.n_tiles;
+    out.max_tiles = max_group_tiles(n_routes, n_expert);
+    return out;
+}
+
+void moe_weighted_sum(const float* y, int64_t y_stride, const Route* routes, int top_k, DeviceRows out,
+                      cudaStream_t stream) {
+    if (out.rows == 0) return;
+    const dim3 grid(static_cast<unsigned>((out.cols + 255) / 256), out.rows);
+    weighted_sum_kernel<<<grid, 256, 0, stream>>>(y, y_stride, routes, top_k, out);
+    check_launch("moe_weighted_sum");
+}
+
+}  // namespace tandem::cuda

@@ -1,0 +1,43 @@
+// The device side of an MoE layer's routing, as cpu/moe_routing.h computes it: softmax over the
+// router logits and the top-k experts per token; the routes grouped by expert for the tiled
+// products; and the weighted sum of the experts' outputs per token, in route order.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "cpu/moe_layer.h"
+#include "cpu/moe_routing.h"
+#include "cuda/elementwise.h"
+#include "cuda/matmul.h"
+
+namespace tandem::cuda {
+
+// routes[t · top_k + i] = the i-th best expert of token t with its weight. logits are
+// overwritten with the probabilities.
+void route_topk(DeviceRows logits, const RoutingParams& params, Route* routes, cudaStream_t stream);
+
+// Device arrays for grouping up to max_routes routes of n_expert experts.
+struct GroupBuffers {
+    int32_t* sorted = nullptr;       // [max_routes]
+    int32_t* tile_expert = nullptr;  // [max_tiles]
+    int32_t* tile_begin = nullptr;
+    int32_t* tile_end = nullptr;
+    int32_t* n_tiles = nullptr;      // [1]
+    int max_routes = 0;
+    int max_tiles = 0;               // max_routes / kTileTokens + n_expert
+};
+int max_group_tiles(int max_routes, int n_expert);
+
+// Sorts the routes (expert >= 0) by expert into g.sorted and cuts every expert's routes into
+// tiles of at most kTileTokens. One block; the order within an expert is not fixed, which no
+// product depends on (each output row is computed on its own).
+ExpertGroups group_routes(const Route* routes, int n_routes, int n_expert, const GroupBuffers& g,
+                          cudaStream_t stream);
+
+// out[t] = Σ_i routes[t·k+i].weight · y[t·k+i], i in route order, over routes with expert >= 0.
+void moe_weighted_sum(const float* y, int64_t y_stride, const Route* routes, int top_k, DeviceRows out,
+                      cudaStream_t stream);
+
+}  // namespace tandem::cuda

@@ -1,0 +1,33 @@
+// Rotary position embedding on the device, as cpu/rope.h computes it (NORMAL and NEOX, linear
+// and YaRN scaling, llama-3 frequency factors): the per-pair frequencies and YaRN ramps are
+// worked out once on the host (make_rope_table), the angles per token on the device.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <vector>
+
+#include "cpu/attention.h"
+#include "cpu/rope.h"
+#include "cuda/elementwise.h"
+
+namespace tandem::cuda {
+
+// Per rotated pair i (n_dims / 2 of them): theta_base = pos · freq[i]; ramp[i] is YaRN's
+// extrapolation mix (times ext_factor). mscale multiplies cos and sin.
+struct RopeTable {
+    std::vector<float> freq;   // base^(-2i/n_dims) / freq_factor_i
+    std::vector<float> ramp;
+    float freq_scale = 1.0f;
+    float mscale = 1.0f;
+    bool neox = false;
+    int n_dims = 0;
+};
+RopeTable make_rope_table(const RopeParams& params);
+
+// Rotates n_heads heads of head_dim values in every row of x, row t at places[t].pos (places:
+// a device array). freq and ramp: device copies of the table's vectors.
+void rope(DeviceRows x, int n_heads, int head_dim, const TokenPlace* places, const RopeTable& table,
+          const float* freq, const float* ramp, cudaStream_t stream);
+
+}  // namespace tandem::cuda

@@ -1,0 +1,47 @@
+// Streams and graph replay.
+#include "cuda/stream.h"
+
+#include "cuda/check.h"
+
+namespace tandem::cuda {
+
+Stream::Stream() { check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate"); }
+
+Stream::~Stream() {
+    if (stream_ != nullptr) cudaStreamDestroy(stream_);
+}
+
+void Stream::synchronize(const char* what) const { check(cudaStreamSynchronize(stream_), what); }
+
+GraphCache::~GraphCache() { clear(); }
+
+void GraphCache::clear() {
+    for (auto& [key, exec] : graphs_) cudaGraphExecDestroy(exec);
+    graphs_.clear();
+}
+
+void GraphCache::run(uint64_t key, const std::function<void()>& work) {
+    auto it = graphs_.find(key);
+    if (it == graphs_.end()) {
+        check(cudaStreamBeginCapture(stream_.get(), cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
+        try {
+            work();
+        } catch (...) {
+            cudaGraph_t broken = nullptr;
+            cudaStreamEndCapture(stream_.get(), &broken);
+            if (broken != nullptr) cudaGraphDestroy(broken);
+            cudaGetLastError();
+            throw;
+        }
+        cudaGraph_t graph = nullptr;
+        check(cudaStreamEndCapture(stream_.get(), &graph), "cudaStreamEndCapture");
+        cudaGraphExec_t exec = nullptr;
+        const cudaError_t e = cudaGraphInstantiate(&exec, graph, 0);
+        cudaGraphDestroy(graph);
+        check(e, "cudaGraphInstantiate");
+        it = graphs_.emplace(key, exec).first;
+    }
+    check(cudaGraphLaunch(it->second, stream_.get()), "cudaGraphLaunch");
+}
+
+}  // namespace tandem::cuda

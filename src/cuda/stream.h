@@ -1,0 +1,46 @@
+// A CUDA stream, and the CUDA graphs recorded on it: a forward pass of a given shape is captured
+// once and replayed, so a decode step costs one launch instead of hundreds (DESIGN.md).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <functional>
+#include <unordered_map>
+
+namespace tandem::cuda {
+
+class Stream {
+  public:
+    Stream();
+    ~Stream();
+    Stream(const Stream&) = delete;
+    Stream& operator=(const Stream&) = delete;
+
+    cudaStream_t get() const { return stream_; }
+    // Waits for everything queued; throws Error naming `what` if a kernel failed.
+    void synchronize(const char* what) const;
+
+  private:
+    cudaStream_t stream_ = nullptr;
+};
+
+// Graphs by key: run(key, work) captures `work` (which must only queue work on the stream) the
+// first time a key is seen and replays the graph after that.
+class GraphCache {
+  public:
+    explicit GraphCache(const Stream& stream) : stream_(stream) {}
+    ~GraphCache();
+    GraphCache(const GraphCache&) = delete;
+    GraphCache& operator=(const GraphCache&) = delete;
+
+    void run(uint64_t key, const std::function<void()>& work);
+    size_t size() const { return graphs_.size(); }
+    void clear();
+
+  private:
+    const Stream& stream_;
+    std::unordered_map<uint64_t, cudaGraphExec_t> graphs_;
+};
+
+}  // namespace tandem::cuda

@@ -1,0 +1,371 @@
+// The CUDA backend.
+#include "model/gpu_backend.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "base/error.h"
+#include "base/log.h"
+#include "base/timer.h"
+#include "cuda/check.h"
+#include "cuda/device.h"
+#include "cuda/elementwise.h"
+
+namespace tandem {
+namespace {
+
+constexpr size_t kMargin = size_t{1} << 30;            // left free when --gpu-mem is not given
+constexpr size_t kReadStagingBytes = size_t{16} << 20;  // pinned buffer for read()
+
+double gib(size_t bytes) { return static_cast<double>(bytes) / (1u << 30); }
+
+cuda::DeviceRows rows(Act a) { return {a.data, a.rows, a.cols, a.stride}; }
+
+size_t matrix_bytes(const WeightMatrix& m) { return m.empty() ? 0 : static_cast<size_t>(m.rows) * m.row_bytes; }
+
+size_t experts_bytes(const ExpertMatrix& e, int n_expert) {
+    if (e.matrix.empty()) return 0;
+    return static_cast<size_t>(n_expert - 1) * e.expert_stride + matrix_bytes(e.matrix);
+}
+
+// Every array a forward pass reads, as host ranges (the GPU gets the same bytes).
+template <typename Fn>
+void for_each_weight_range(const ModelWeights& w, const ModelConfig& c, Fn add) {
+    auto matrix = [&](const WeightMatrix& m) { add(m.data, matrix_bytes(m), false); };
+    auto vector = [&](const WeightVector& v) { add(v.data, static_cast<size_t>(v.size) * sizeof(float), false); };
+    auto experts = [&](const ExpertMatrix& e, int n) {
+        add(e.matrix.data, experts_bytes(e, n), true);
+        if (e.scales != nullptr) add(e.scales, sizeof(float) * n, false);
+        if (e.bias != nullptr) add(e.bias, sizeof(float) * (static_cast<size_t>(n - 1) * e.bias_stride + e.matrix.rows), false);
+    };
+    matrix(w.token_embd);
+    matrix(w.output);
+    vector(w.output_norm);
+    vector(w.rope_freqs);
+    for (const LayerWeights& L : w.layers) {
+        for (const WeightVector* v : {&L.attn_norm, &L.bq, &L.bk, &L.bv, &L.bo, &L.q_norm, &L.k_norm, &L.ffn_norm}) vector(*v);
+        for (const WeightMatrix* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.ffn_gate, &L.ffn_up, &L.ffn_down, &L.router}) matrix(*m);
+        if (L.experts.n_expert > 0) {
+            for (const ExpertMatrix* e : {&L.experts.gate, &L.experts.up, &L.experts.down}) experts(*e, L.experts.n_expert);
+        }
+    }
+    (void)c;
+}
+
+}  // namespace
+
+GpuBackend::GpuBackend(const Model& model, ThreadPool& pool, const CpuBackendOptions& o, double gpu_mem_gib)
+    : model_(model), c_(model.config()), options_(o), graphs_(stream_) {
+    (void)pool;
+    Stopwatch watch;
+    check_supported();
+    const std::vector<cuda::GpuInfo> gpus = cuda::list_gpus();
+    if (gpus.empty()) fail("--device cuda: no CUDA device");
+    const cuda::GpuInfo& gpu = gpus.front();
+    budget_ = gpu_mem_gib > 0 ? static_cast<size_t>(gpu_mem_gib * (1u << 30))
+                              : (gpu.free_bytes > kMargin ? gpu.free_bytes - kMargin : 0);
+
+    // What the model needs, before anything is allocated.
+    const ModelWeights& host = model.weights();
+    size_t expert_bytes = 0;
+    for_each_weight_range(host, c_, [&](const void* p, size_t n, bool expert) {
+        image_.add(p, n);
+        if (expert) expert_bytes += n;
+    });
+    const int T = o.max_batch, k = std::max(1, c_.n_expert_used);
+    kv_.shape = {c_.n_layer, o.n_seq, o.n_ctx, c_.n_head_kv, c_.head_dim_k, c_.head_dim_v};
+    kv_.f16 = o.kv_type == KvType::kF16;
+    const int max_chunks = (o.n_ctx + cuda::kAttentionChunk - 1) / cuda::kAttentionChunk;
+    attention_scratch_.capacity = int64_t{c_.n_head} * max_chunks * std::max(cuda::kSmallBatch, std::min(T, 64));
+    const size_t decoder_floats =
+        static_cast<size_t>(T) * (4 * int64_t{c_.n_embd} + int64_t{c_.n_head} * c_.head_dim_k * 2 +
+                                  int64_t{c_.n_head_kv} * (c_.head_dim_k + c_.head_dim_v) +
+                                  (c_.is_moe() ? 0 : 2 * int64_t{c_.n_ff}) + c_.n_vocab);
+    const size_t moe_floats = c_.is_moe() ? static_cast<size_t>(T) * (c_.n_expert + int64_t{k} * (2 * c_.n_ff_exp + c_.n_embd + 2 + 1)) : 0;
+    const size_t activation_bytes = sizeof(float) * (decoder_floats + moe_floats +
+                                                     attention_scratch_.capacity * (c_.head_dim_v + 2)) +
+                                    (size_t{16} << 20);
+    const size_t weight_bytes = image_.device_bytes();
+    const size_t need = weight_bytes + kv_.bytes() + activation_bytes;
+    if (need > budget_) {
+        fail("{}: needs {:.2f} GiB of GPU memory (weights {:.2f} GiB, {:.2f} of them experts; KV cache {:.2f}; "
+             "activations {:.2f}) but {:.2f} GiB {} on {}: run it with --device cpu, or lower --ctx / --batch",
+             model.file().path(), gib(need), gib(weight_bytes), gib(expert_bytes), gib(kv_.bytes()),
+             gib(activation_bytes), gib(budget_), gpu_mem_gib > 0 ? "are allowed by --gpu-mem" : "are free",
+             gpu.name);
+    }
+
+    upload_weights();
+
+    // The KV cache and the scratch.
+    const size_t positions = static_cast<size_t>(c_.n_layer) * o.n_seq * o.n_ctx * c_.n_head_kv;
+    const size_t elt = kv_.f16 ? 2 : 4;
+    buffers_.emplace_back(positions * c_.head_dim_k * elt, "the KV cache (keys)");
+    kv_.k = buffers_.back().get();
+    buffers_.emplace_back(positions * c_.head_dim_v * elt, "the KV cache (values)");
+    kv_.v = buffers_.back().get();
+    attention_scratch_.values = device_floats(attention_scratch_.capacity * c_.head_dim_v, "attention scratch");
+    attention_scratch_.stats = device_floats(attention_scratch_.capacity * 2, "attention scratch");
+
+    rope_table_ = cuda::make_rope_table(c_.rope);
+    if (!weights_.rope_freqs.empty()) {
+        RopeParams p = c_.rope;
+        p.freq_factors = host.rope_freqs.data;  // the table is built on the host
+        rope_table_ = cuda::make_rope_table(p);
+    }
+    float* freq = device_floats(std::max<size_t>(1, rope_table_.freq.size()), "rope table");
+    float* ramp = device_floats(std::max<size_t>(1, rope_table_.ramp.size()), "rope table");
+    cuda::check(cudaMemcpy(freq, rope_table_.freq.data(), sizeof(float) * rope_table_.freq.size(), cudaMemcpyHostToDevice),
+                "rope table upload");
+    cuda::check(cudaMemcpy(ramp, rope_table_.ramp.data(), sizeof(float) * rope_table_.ramp.size(), cudaMemcpyHostToDevice),
+                "rope table upload");
+    rope_freq_ = freq;
+    rope_ramp_ = ramp;
+
+    // The batch's arrays, and their pinned staging (tokens, places, logit rows back to back).
+    tokens_ = reinterpret_cast<int32_t*>(device_floats(T, "batch"));
+    places_ = reinterpret_cast<TokenPlace*>(device_floats(2 * static_cast<size_t>(T), "batch"));
+    logit_rows_ = reinterpret_cast<int32_t*>(device_floats(T, "batch"));
+    batch_staging_ = cuda::PinnedBuffer(sizeof(int32_t) * 4 * static_cast<size_t>(T), "batch staging");
+    read_staging_ = cuda::PinnedBuffer(kReadStagingBytes, "logit staging");
+    cuda::check(cudaEventCreateWithFlags(&batch_copied_, cudaEventDisableTiming), "cudaEventCreate");
+
+    if (c_.is_moe()) {
+        routing_ = {c_.n_expert, c_.n_expert_used, c_.expert_weights_norm, c_.expert_weights_scale};
+        router_logits_ = allocate(T, c_.n_expert);
+        routes_ = reinterpret_cast<Route*>(device_floats(2 * static_cast<size_t>(T) * k, "routes"));
+        expert_gate_ = device_floats(static_cast<size_t>(T) * k * c_.n_ff_exp, "expert activations");
+        expert_up_ = device_floats(static_cast<size_t>(T) * k * c_.n_ff_exp, "expert activations");
+        expert_down_ = device_floats(static_cast<size_t>(T) * k * c_.n_embd, "expert outputs");
+        groups_.max_routes = T * k;
+        groups_.max_tiles = cuda::max_group_tiles(T * k, c_.n_expert);
+        groups_.sorted = reinterpret_cast<int32_t*>(device_floats(groups_.max_routes, "expert groups"));
+        groups_.tile_expert = reinterpret_cast<int32_t*>(device_floats(groups_.max_tiles, "expert groups"));
+        groups_.tile_begin = reinterpret_cast<int32_t*>(device_floats(groups_.max_tiles, "expert groups"));
+        groups_.tile_end = reinterpret_cast<int32_t*>(device_floats(groups_.max_tiles, "expert groups"));
+        groups_.n_tiles = reinterpret_cast<int32_t*>(device_floats(1, "expert groups"));
+    }
+    ctx_.stream = stream_.get();
+    log_info("backend: cuda on {} ({:.0f} GiB, compute {}.{}, driver CUDA {}); {:.2f} GiB of weights, KV cache {:.2f} GiB "
+             "({}), experts resident; ready in {:.2f} s",
+             gpu.name, gib(gpu.total_bytes), gpu.cc_major, gpu.cc_minor, cuda::cuda_version_text(gpu.driver_version),
+             gib(weight_bytes), gib(kv_.bytes()), kv_.f16 ? "f16" : "f32", watch.seconds());
+}
+
+GpuBackend::~GpuBackend() {
+    cudaStreamSynchronize(stream_.get());
+    if (batch_copied_ != nullptr) cudaEventDestroy(batch_copied_);
+}
+
+void GpuBackend::check_supported() const {
+    auto check_matrix = [&](const WeightMatrix& m, const char* role) {
+        if (m.empty()) return;
+        if (!cuda::gpu_supports(m.format->type)) fail("--device cuda: no GPU kernels for {} weights ({})", m.format->name, role);
+        if (m.cols % 8 != 0) fail("--device cuda: {} weights of {} columns (the GPU kernels need a multiple of 8)", role, m.cols);
+    };
+    const ModelWeights& w = model_.weights();
+    check_matrix(w.token_embd, "token_embd");
+    check_matrix(w.output, "output");
+    for (const LayerWeights& L : w.layers) {
+        for (const WeightMatrix* m : {&L.wq, &L.wk, &L.wv, &L.wo}) check_matrix(*m, "attention");
+        for (const WeightMatrix* m : {&L.ffn_gate, &L.ffn_up, &L.ffn_down}) check_matrix(*m, "ffn");
+        check_matrix(L.router, "router");
+        for (const ExpertMatrix* e : {&L.experts.gate, &L.experts.up, &L.experts.down}) check_matrix(e->matrix, "experts");
+    }
+    if (c_.head_dim_k % 8 != 0) fail("--device cuda: key head size {} (the GPU kernels need a multiple of 8)", c_.head_dim_k);
+}
+
+void GpuBackend::upload_weights() {
+    Stopwatch watch;
+    double last = 0.0;
+    image_.upload([&](size_t done, size_t total) {
+        if (watch.seconds() - last < 1.0 && done < total) return;
+        last = watch.seconds();
+        log_info("uploading weights: {:.2f} / {:.2f} GiB ({:.1f} GB/s)", gib(done), gib(total),
+                 static_cast<double>(done) / 1e9 / std::max(1e-9, watch.seconds()));
+    });
+    const ModelWeights& host = model_.weights();
+    auto matrix = [&](const WeightMatrix& m) {
+        WeightMatrix d = m;
+        d.data = image_.device(m.data);
+        return d;
+    };
+    auto vector = [&](const WeightVector& v) { return WeightVector{image_.device(v.data), v.size}; };
+    auto experts = [&](const ExpertMatrix& e) {
+        ExpertMatrix d = e;
+        d.matrix.data = image_.device(e.matrix.data);
+        d.scales = image_.device(e.scales);
+        d.bias = image_.device(e.bias);
+        return d;
+    };
+    weights_.token_embd = matrix(host.token_embd);
+    weights_.output = matrix(host.output);
+    weights_.output_norm = vector(host.output_norm);
+    weights_.rope_freqs = vector(host.rope_freqs);
+    weights_.layers.resize(host.layers.size());
+    for (size_t i = 0; i < host.layers.size(); ++i) {
+        const LayerWeights& h = host.layers[i];
+        LayerWeights& d = weights_.layers[i];
+        d = h;
+        for (auto [dst, src] : {std::pair{&d.attn_norm, &h.attn_norm}, {&d.bq, &h.bq}, {&d.bk, &h.bk}, {&d.bv, &h.bv},
+                                {&d.bo, &h.bo}, {&d.q_norm, &h.q_norm}, {&d.k_norm, &h.k_norm}, {&d.ffn_norm, &h.ffn_norm}}) {
+            *dst = vector(*src);
+        }
+        for (auto [dst, src] : {std::pair{&d.wq, &h.wq}, {&d.wk, &h.wk}, {&d.wv, &h.wv}, {&d.wo, &h.wo},
+                                {&d.ffn_gate, &h.ffn_gate}, {&d.ffn_up, &h.ffn_up}, {&d.ffn_down, &h.ffn_down},
+                                {&d.router, &h.router}}) {
+            *dst = matrix(*src);
+        }
+        if (h.experts.n_expert > 0) {
+            d.experts.gate = experts(h.experts.gate);
+            d.experts.up = experts(h.experts.up);
+            d.experts.down = experts(h.experts.down);
+        }
+    }
+    log_info("uploaded {:.2f} GiB of weights in {:.2f} s ({:.1f} GB/s)", gib(image_.device_bytes()), watch.seconds(),
+             static_cast<double>(image_.device_bytes()) / 1e9 / std::max(1e-9, watch.seconds()));
+}
+
+float* GpuBackend::device_floats(size_t n, const char* what) {
+    buffers_.emplace_back(cuda::align_up(sizeof(float) * n), what);
+    return buffers_.back().as<float>();
+}
+
+Act GpuBackend::allocate(int rows, int64_t cols) {
+    return {device_floats(static_cast<size_t>(rows) * cols, "activations"), rows, cols, cols};
+}
+
+void GpuBackend::set_batch(std::span<const int32_t> tokens, std::span<const TokenPlace> places,
+                           std::span<const int32_t> logit_rows) {
+    const KvShape& s = kv_.shape;
+    max_pos_ = 0;
+    for (const TokenPlace& p : places) {
+        if (p.seq < 0 || p.seq >= s.n_seq || p.pos < 0 || p.pos >= s.n_ctx) {
+            fail("token at sequence {} position {} is outside the KV cache ({} sequences x {} positions)", p.seq, p.pos,
+                 s.n_seq, s.n_ctx);
+        }
+        max_pos_ = std::max(max_pos_, p.pos);
+    }
+    const size_t n = tokens.size(), m = logit_rows.size();
+    // The last batch's copies must have left the staging buffer before it is overwritten.
+    if (batch_staged_) cuda::check(cudaEventSynchronize(batch_copied_), "batch upload");
+    uint8_t* staging = batch_staging_.as<uint8_t>();
+    std::memcpy(staging, tokens.data(), n * sizeof(int32_t));
+    std::memcpy(staging + n * sizeof(int32_t), places.data(), n * sizeof(TokenPlace));
+    std::memcpy(staging + n * (sizeof(int32_t) + sizeof(TokenPlace)), logit_rows.data(), m * sizeof(int32_t));
+    cudaStream_t st = stream_.get();
+    cuda::check(cudaMemcpyAsync(tokens_, staging, n * sizeof(int32_t), cudaMemcpyHostToDevice, st), "batch upload");
+    cuda::check(cudaMemcpyAsync(places_, staging + n * sizeof(int32_t), n * sizeof(TokenPlace), cudaMemcpyHostToDevice, st),
+                "batch upload");
+    if (m > 0) {
+        cuda::check(cudaMemcpyAsync(logit_rows_, staging + n * (sizeof(int32_t) + sizeof(TokenPlace)), m * sizeof(int32_t),
+                                    cudaMemcpyHostToDevice, st),
+                    "batch upload");
+    }
+    cuda::check(cudaEventRecord(batch_copied_, st), "cudaEventRecord");
+    batch_staged_ = true;
+}
+
+void GpuBackend::run(uint64_t key, const std::function<void()>& pass) {
+    const int n = static_cast<int>(key >> 32);
+    if (n <= cuda::kSmallBatch) {
+        graphs_.run(key, pass);
+    } else {
+        pass();
+    }
+}
+
+void GpuBackend::read(Act x, float* host) {
+    const size_t row_bytes = sizeof(float) * static_cast<size_t>(x.cols);
+    const int rows_per_copy = static_cast<int>(std::max<size_t>(1, kReadStagingBytes / row_bytes));
+    for (int r0 = 0; r0 < x.rows; r0 += rows_per_copy) {
+        const int n = std::min(rows_per_copy, x.rows - r0);
+        if (row_bytes > kReadStagingBytes) {  // a single row larger than the staging: plain copy
+            cuda::check(cudaMemcpyAsync(host + static_cast<size_t>(r0) * x.cols, x.row(r0), row_bytes,
+                                        cudaMemcpyDeviceToHost, stream_.get()),
+                        "reading results");
+            stream_.synchronize("reading results");
+            continue;
+        }
+        cuda::check(cudaMemcpy2DAsync(read_staging_.get(), row_bytes, x.row(r0), sizeof(float) * x.stride, row_bytes, n,
+                                      cudaMemcpyDeviceToHost, stream_.get()),
+                    "reading results");
+        stream_.synchronize("the forward pass");
+        std::memcpy(host + static_cast<size_t>(r0) * x.cols, read_staging_.get(), row_bytes * n);
+    }
+}
+
+void GpuBackend::embed(const WeightMatrix& table, Act out) {
+    cuda::embed_rows(ctx_, table, tokens_, out.rows, out.data, out.stride);
+}
+
+void GpuBackend::rms_norm(Act x, const WeightVector& w, float eps, Act out) {
+    cuda::rms_norm(rows(x), w.data, x.cols, eps, rows(out), stream_.get());
+}
+
+void GpuBackend::rms_norm_heads(Act x, int head_dim, const WeightVector& w, float eps) {
+    cuda::rms_norm(rows(x), w.data, head_dim, eps, rows(x), stream_.get());
+}
+
+void GpuBackend::matmul(Act in, std::initializer_list<MatmulTarget> targets) {
+    for (const MatmulTarget& t : targets) {
+        cuda::matmul(ctx_, *t.weight, in.data, in.stride, in.rows, t.out.data, t.out.stride);
+    }
+}
+
+void GpuBackend::add_bias(Act x, const WeightVector& bias) { cuda::add_bias(rows(x), bias.data, stream_.get()); }
+
+void GpuBackend::rope(Act x, int n_heads, int head_dim) {
+    cuda::rope(rows(x), n_heads, head_dim, places_, rope_table_, rope_freq_, rope_ramp_, stream_.get());
+}
+
+void GpuBackend::store_kv(int layer, Act k, Act v) { cuda::store_kv(kv_, layer, rows(k), rows(v), places_, stream_.get()); }
+
+int GpuBackend::attention_chunks(int n_tokens) const {
+    // Decode passes are replayed as graphs, so they cover the whole context; prefill only what
+    // the batch reaches.
+    const int positions = n_tokens <= cuda::kSmallBatch ? options_.n_ctx : max_pos_ + 1;
+    return (positions + cuda::kAttentionChunk - 1) / cuda::kAttentionChunk;
+}
+
+void GpuBackend::attention(int layer, Act q, Act out) {
+    cuda::attention(kv_, layer, rows(q), places_, c_.n_head, c_.attn_scale, attention_chunks(q.rows), attention_scratch_,
+                    rows(out), stream_.get());
+}
+
+void GpuBackend::glu(GluKind kind, Act gate, Act up, Act out) {
+    cuda::glu(kind, rows(gate), rows(up), rows(out), stream_.get());
+}
+
+void GpuBackend::add(Act y, Act x) { cuda::add(rows(y), rows(x), stream_.get()); }
+
+void GpuBackend::moe(int layer, Act in, Act out) {
+    const LayerWeights& L = weights_.layers[layer];
+    const MoeLayer& m = L.experts;
+    const int n = in.rows, k = c_.n_expert_used, n_routes = n * k;
+    const cudaStream_t st = stream_.get();
+    Act logits = router_logits_.first_rows(n);
+    cuda::matmul(ctx_, L.router, in.data, in.stride, n, logits.data, logits.stride);
+    cuda::route_topk(rows(logits), routing_, routes_, st);
+    cuda::ExpertGroups groups;
+    const cuda::ExpertGroups* grouped = nullptr;
+    if (n > cuda::kSmallBatch) {
+        groups = cuda::group_routes(routes_, n_routes, m.n_expert, groups_, st);
+        grouped = &groups;
+    }
+    const int64_t F = m.n_ff, E = m.n_embd;
+    cuda::matmul_routed(ctx_, m.gate, routes_, n_routes, k, in.data, in.stride, expert_gate_, F, grouped);
+    cuda::matmul_routed(ctx_, m.up, routes_, n_routes, k, in.data, in.stride, expert_up_, F, grouped);
+    const cuda::DeviceRows gate{expert_gate_, n_routes, F, F}, up{expert_up_, n_routes, F, F};
+    cuda::glu(m.activation, gate, up, gate, st);
+    cuda::matmul_routed(ctx_, m.down, routes_, n_routes, 1, expert_gate_, F, expert_down_, E, grouped);
+    cuda::moe_weighted_sum(expert_down_, E, routes_, k, rows(out), st);
+}
+
+void GpuBackend::gather_logit_rows(Act x, Act out) {
+    cuda::gather_rows(rows(x), logit_rows_, rows(out), stream_.get());
+}
+
+}  // namespace tandem

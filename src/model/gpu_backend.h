@@ -1,0 +1,99 @@
+// The CUDA backend: implements the Ops contract over device memory. At start-up it uploads every
+// weight as the file stores it (cuda/host_image.h), places the KV cache and the activations in
+// VRAM, and then runs every operation on one stream: matrix products of any GGUF type, norms,
+// rope, attention, and MoE layers whose experts all live on the GPU (routing, grouped expert
+// products and the weighted sum on the device). Decode batches (up to cuda::kSmallBatch tokens)
+// are recorded once per size as CUDA graphs and replayed.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "base/thread_pool.h"
+#include "cpu/moe_routing.h"
+#include "cuda/attention.h"
+#include "cuda/host_image.h"
+#include "cuda/matmul.h"
+#include "cuda/memory.h"
+#include "cuda/moe_routing.h"
+#include "cuda/rope.h"
+#include "cuda/stream.h"
+#include "model/cpu_backend.h"
+#include "model/model.h"
+#include "model/ops.h"
+
+namespace tandem {
+
+class GpuBackend final : public Ops {
+  public:
+    // gpu_mem_gib: what the backend may take (0: the free memory less a margin). Throws Error
+    // when the model does not fit, saying how much it needs.
+    GpuBackend(const Model& model, ThreadPool& pool, const CpuBackendOptions& options, double gpu_mem_gib);
+    ~GpuBackend() override;
+
+    std::string name() const override { return "cuda"; }
+    const ModelWeights& weights() const override { return weights_; }
+    Act allocate(int rows, int64_t cols) override;
+    void set_batch(std::span<const int32_t> tokens, std::span<const TokenPlace> places,
+                   std::span<const int32_t> logit_rows) override;
+    void run(uint64_t key, const std::function<void()>& pass) override;
+    void read(Act x, float* host) override;
+
+    void embed(const WeightMatrix& table, Act out) override;
+    void rms_norm(Act x, const WeightVector& w, float eps, Act out) override;
+    void rms_norm_heads(Act x, int head_dim, const WeightVector& w, float eps) override;
+    void matmul(Act in, std::initializer_list<MatmulTarget> targets) override;
+    void add_bias(Act x, const WeightVector& bias) override;
+    void rope(Act x, int n_heads, int head_dim) override;
+    void store_kv(int layer, Act k, Act v) override;
+    void attention(int layer, Act q, Act out) override;
+    void glu(GluKind kind, Act gate, Act up, Act out) override;
+    void add(Act y, Act x) override;
+    void moe(int layer, Act in, Act out) override;
+    void gather_logit_rows(Act x, Act out) override;
+
+  private:
+    void check_supported() const;
+    void upload_weights();
+    float* device_floats(size_t n, const char* what);
+    int attention_chunks(int n_tokens) const;
+
+    const Model& model_;
+    const ModelConfig& c_;
+    CpuBackendOptions options_;
+    size_t budget_ = 0;
+    cuda::Stream stream_;
+    cuda::GraphCache graphs_;
+    cuda::MatmulContext ctx_;
+    cuda::HostImage image_;
+    ModelWeights weights_;  // views into image_
+    std::vector<cuda::DeviceBuffer> buffers_;
+
+    cuda::DeviceKv kv_;
+    cuda::AttentionScratch attention_scratch_;
+    cuda::RopeTable rope_table_;
+    const float* rope_freq_ = nullptr;  // device copies of rope_table_'s vectors
+    const float* rope_ramp_ = nullptr;
+
+    // The batch: device copies of set_batch's arrays, staged in pinned memory.
+    int32_t* tokens_ = nullptr;
+    TokenPlace* places_ = nullptr;
+    int32_t* logit_rows_ = nullptr;
+    cuda::PinnedBuffer batch_staging_;
+    cudaEvent_t batch_copied_ = nullptr;
+    bool batch_staged_ = false;
+    int max_pos_ = 0;  // of the current batch
+    cuda::PinnedBuffer read_staging_;
+
+    // MoE scratch (T = max_batch, k = experts per token).
+    RoutingParams routing_;
+    Act router_logits_;              // [T × n_expert]
+    Route* routes_ = nullptr;        // [T · k]
+    float* expert_gate_ = nullptr;   // [T · k × n_ff_exp]
+    float* expert_up_ = nullptr;     // [T · k × n_ff_exp]
+    float* expert_down_ = nullptr;   // [T · k × n_embd]
+    cuda::GroupBuffers groups_;
+};
+
+}  // namespace tandem
