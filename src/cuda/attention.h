@@ -1,8 +1,9 @@
 // Attention on the device: the KV cache in device memory (f16 or f32) and causal multi-head
 // attention with grouped-query heads over it. The context of each query is split into chunks of
-// kAttentionChunk positions computed in parallel (flash-decoding: each chunk keeps its max, sum
-// and weighted values; a second kernel combines them), so one decoded token spreads over the
-// whole GPU however long its sequence.
+// positions computed in parallel (flash-decoding: each chunk keeps its max, sum and weighted
+// values; a second kernel combines them), so one decoded token spreads over the whole GPU however
+// long its sequence: short chunks for decode (parallelism), long ones for prefill (fewer
+// partial results).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -15,7 +16,9 @@
 
 namespace tandem::cuda {
 
-constexpr int kAttentionChunk = 256;
+constexpr int kDecodeChunk = 64;    // positions per chunk when decoding
+constexpr int kPrefillChunk = 256;  // ... for prefill batches
+constexpr int kMaxHeadDim = 256;    // head sizes (keys and values) the kernels take
 
 // The cache of every layer and sequence slot: keys and values of position p of sequence s in
 // layer l at ((l · n_seq + s) · n_ctx + p) · n_kv · head_dim (keys head_dim_k, values head_dim_v).
@@ -40,11 +43,12 @@ struct AttentionScratch {
 };
 
 // out[t][h] = softmax(q[t][h] · K · scale) · V over positions 0..places[t].pos of the token's
-// sequence, K and V from kv head h / (n_head / n_kv). n_chunks chunks of every query are
-// computed (those past the query's position cost a block that returns at once), so the launch is
-// the same for every position: what a replayed CUDA graph needs. Queries are processed in slices
-// that fit the scratch, which must hold n_head · n_chunks pairs at least.
-void attention(const DeviceKv& kv, int layer, DeviceRows q, const TokenPlace* places, int n_head, float scale,
-               int n_chunks, const AttentionScratch& scratch, DeviceRows out, cudaStream_t stream);
+// sequence, K and V from kv head h / (n_head / n_kv). n_chunks chunks of `chunk` positions of
+// every query are computed (those past the query's position cost a block that returns at once),
+// so the launch is the same for every position: what a replayed CUDA graph needs. Queries are
+// processed in slices that fit the scratch, which must hold n_head · n_chunks pairs at least.
+void attention(const DeviceKv& kv, int layer, DeviceRows q, const TokenPlace* places, int n_head,
+               float scale, int chunk, int n_chunks, const AttentionScratch& scratch,
+               DeviceRows out, cudaStream_t stream);
 
 }  // namespace tandem::cuda

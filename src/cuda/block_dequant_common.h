@@ -9,6 +9,9 @@
 #ifndef __CUDA_ARCH__
 #include <cstring>
 #endif
+#ifdef __CUDACC__
+#include <cuda_fp16.h>
+#endif
 
 #ifdef __CUDACC__
 #define TANDEM_HD __host__ __device__ __forceinline__
@@ -212,6 +215,11 @@ TANDEM_HD float sub_rn(float a, float b) {
 // IEEE half -> float, exact; a NaN keeps its payload and comes back quiet (float16.h,
 // fp16_to_f32). Integer work only, so flush-to-zero modes cannot touch half subnormals.
 TANDEM_HD float half_to_float(uint32_t h) {
+#ifdef __CUDA_ARCH__
+    // The hardware conversion: exact for every half; a NaN comes back as the canonical NaN
+    // (block_dequant.h's header says so), which no finite weight depends on.
+    return __half2float(__ushort_as_half(static_cast<unsigned short>(h)));
+#endif
     const uint32_t sign = (h & 0x8000u) << 16;
     const uint32_t exp = (h >> 10) & 0x1f;
     const uint32_t mant = h & 0x3ff;

@@ -11,6 +11,8 @@ void check(cudaError_t e, const char* what) {
     fail("CUDA error in {}: {} ({})", what, cudaGetErrorString(e), cudaGetErrorName(e));
 }
 
-void check_launch(const char* kernel) { check(cudaGetLastError(), kernel); }
+void check_launch(const char* kernel) {
+    check(cudaGetLastError(), kernel);
+}
 
 }  // namespace tandem::cuda

@@ -25,8 +25,10 @@ int device_count(std::string* why) {
     }
     if (driver < runtime) {
         if (why != nullptr) {
-            *why = fmt::format("the NVIDIA driver supports CUDA {}, older than this build's CUDA {}: update the driver",
-                               cuda_version_text(driver), cuda_version_text(runtime));
+            *why = fmt::format(
+                "the NVIDIA driver supports CUDA {}, older than this build's CUDA {}: update the "
+                "driver",
+                cuda_version_text(driver), cuda_version_text(runtime));
         }
         return 0;
     }
@@ -34,8 +36,9 @@ int device_count(std::string* why) {
     const cudaError_t e = cudaGetDeviceCount(&count);
     if (e != cudaSuccess || count == 0) {
         if (why != nullptr) {
-            *why = e == cudaSuccess ? std::string("no CUDA device found")
-                                    : fmt::format("no usable CUDA device ({})", cudaGetErrorString(e));
+            *why = e == cudaSuccess
+                       ? std::string("no CUDA device found")
+                       : fmt::format("no usable CUDA device ({})", cudaGetErrorString(e));
         }
         cudaGetLastError();
         return 0;
@@ -87,8 +90,10 @@ double measure_h2d_gbps(size_t bytes) {
     double best = 0.0;
     for (int i = 0; i < 4; ++i) {
         const auto t0 = std::chrono::steady_clock::now();
-        check(cudaMemcpy(device, host, bytes, cudaMemcpyHostToDevice), "cudaMemcpy (copy-rate probe)");
-        const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        check(cudaMemcpy(device, host, bytes, cudaMemcpyHostToDevice),
+              "cudaMemcpy (copy-rate probe)");
+        const double s =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         if (i > 0) best = std::max(best, static_cast<double>(bytes) / s / 1e9);
     }
     cudaFree(device);

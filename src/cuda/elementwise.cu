@@ -1,8 +1,12 @@
 // Row-wise operations on device activations.
 #include "cuda/elementwise.h"
 
+#include <algorithm>
 #include <cfloat>
 
+#include <cuda_fp16.h>
+
+#include "cuda/activation_rounding.h"
 #include "cuda/check.h"
 
 namespace tandem::cuda {
@@ -10,56 +14,59 @@ namespace {
 
 constexpr int kThreads = 256;
 
-__device__ __forceinline__ float warp_sum(float v) {
+__device__ __forceinline__ double warp_sum(double v) {
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
     return v;
 }
 
-// Sum over the block (blockDim.x a multiple of 32, at most 1024); every thread gets the result.
-__device__ float block_sum(float v) {
-    __shared__ float partial[32];
+// Sum over the block in f64 (blockDim.x a multiple of 32); every thread gets the result.
+__device__ double block_sum(double v) {
+    __shared__ double partial[32];
     v = warp_sum(v);
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     __syncthreads();
     if (lane == 0) partial[warp] = v;
     __syncthreads();
-    v = threadIdx.x < blockDim.x / 32 ? partial[threadIdx.x] : 0.0f;
+    v = lane < blockDim.x / 32 ? partial[lane] : 0.0;
     return warp_sum(v);
 }
 
+// y = (x · scale) · w with scale = 1 / sqrt(mean(x²) + eps), the squares summed in f64 as the
+// CPU (and ggml) do.
+__device__ __forceinline__ void rms_norm_apply(const float* src, const float* w, int64_t n,
+                                               double sum_sq, float eps, float* dst, int first,
+                                               int step) {
+    const float mean = static_cast<float>(sum_sq / static_cast<double>(n));
+    const float scale = 1.0f / sqrtf(mean + eps);
+    for (int64_t i = first; i < n; i += step) {
+        const float v = src[i] * scale;
+        dst[i] = w != nullptr ? v * w[i] : v;
+    }
+}
+
 // One warp per group of `group` values (a row or a head).
-__global__ void rms_norm_kernel(DeviceRows x, const float* w, int64_t group, float eps, DeviceRows out,
-                                int64_t n_groups) {
+__global__ void rms_norm_kernel(DeviceRows x, const float* w, int64_t group, float eps,
+                                DeviceRows out, int64_t n_groups) {
     const int64_t g = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
     if (g >= n_groups) return;
     const int lane = threadIdx.x % 32;
     const int64_t per_row = x.cols / group;
     const int64_t r = g / per_row, off = (g % per_row) * group;
     const float* src = x.data + r * x.stride + off;
-    float* dst = out.data + r * out.stride + off;
-    float sum = 0.0f;
-    for (int64_t i = lane; i < group; i += 32) sum += src[i] * src[i];
-    sum = warp_sum(sum);
-    const float scale = 1.0f / sqrtf(sum / static_cast<float>(group) + eps);
-    const float* wg = w;  // the weights span one group
-    for (int64_t i = lane; i < group; i += 32) {
-        const float v = src[i] * scale;
-        dst[i] = wg != nullptr ? v * wg[i] : v;
-    }
+    double sum = 0.0;
+    for (int64_t i = lane; i < group; i += 32) sum += static_cast<double>(src[i] * src[i]);
+    rms_norm_apply(src, w, group, warp_sum(sum), eps, out.data + r * out.stride + off, lane, 32);
 }
 
 // Whole rows longer than a warp comfortably covers: one block per row.
 __global__ void rms_norm_row_kernel(DeviceRows x, const float* w, float eps, DeviceRows out) {
     const float* src = x.data + static_cast<int64_t>(blockIdx.x) * x.stride;
-    float* dst = out.data + static_cast<int64_t>(blockIdx.x) * out.stride;
-    float sum = 0.0f;
-    for (int64_t i = threadIdx.x; i < x.cols; i += blockDim.x) sum += src[i] * src[i];
-    sum = block_sum(sum);
-    const float scale = 1.0f / sqrtf(sum / static_cast<float>(x.cols) + eps);
-    for (int64_t i = threadIdx.x; i < x.cols; i += blockDim.x) {
-        const float v = src[i] * scale;
-        dst[i] = w != nullptr ? v * w[i] : v;
-    }
+    double sum = 0.0;
+    for (int64_t i = threadIdx.x; i < x.cols; i += blockDim.x)
+        sum += static_cast<double>(src[i] * src[i]);
+    rms_norm_apply(src, w, x.cols, block_sum(sum), eps,
+                   out.data + static_cast<int64_t>(blockIdx.x) * out.stride, threadIdx.x,
+                   blockDim.x);
 }
 
 template <typename Op>
@@ -76,7 +83,8 @@ void for_each_element(int rows, int64_t cols, Op op, cudaStream_t stream, const 
     const int64_t n = static_cast<int64_t>(rows) * cols;
     if (n == 0) return;
     const int64_t blocks = (n + kThreads - 1) / kThreads;
-    rows_kernel<<<static_cast<unsigned>(blocks < 65535 ? blocks : 65535), kThreads, 0, stream>>>(rows, cols, op);
+    rows_kernel<<<static_cast<unsigned>(blocks < 65535 ? blocks : 65535), kThreads, 0, stream>>>(
+        rows, cols, op);
     check_launch(name);
 }
 
@@ -106,30 +114,110 @@ __global__ void argmax_kernel(DeviceRows x, int32_t* ids) {
     if (threadIdx.x == 0) ids[blockIdx.x] = static_cast<int32_t>(index[0]);
 }
 
+// Warp per block of 32 (q8_0, q8_1) or 256 (q8_K) values: the formats' quantizer with its scans
+// split over the lanes. The largest magnitude (and, for q8_K, the first value that has it, whose
+// sign sets the scale) comes from a warp reduction, which picks what the sequential scan picks.
+template <int kValues>
+__global__ void round_q8_kernel(DeviceRows x, DeviceRows out, int64_t n_blocks) {
+    constexpr int kPerLane = kValues / 32;
+    const int64_t g = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
+    if (g >= n_blocks) return;
+    const int lane = threadIdx.x % 32;
+    const int64_t per_row = x.cols / kValues;
+    const int64_t row = g / per_row, b = g % per_row;
+    const float* src = x.data + row * x.stride + b * kValues + lane * kPerLane;
+    float* dst = out.data + row * out.stride + b * kValues + lane * kPerLane;
+    float v[kPerLane];
+    float amax = 0.0f;
+    int index = 0x7fffffff;
+#pragma unroll
+    for (int i = 0; i < kPerLane; ++i) {
+        v[i] = src[i];
+        if (fabsf(v[i]) > amax) amax = fabsf(v[i]), index = lane * kPerLane + i;
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+        const float oa = __shfl_xor_sync(0xffffffffu, amax, o);
+        const int oi = __shfl_xor_sync(0xffffffffu, index, o);
+        if (oa > amax || (oa == amax && oi < index)) amax = oa, index = oi;
+    }
+    if constexpr (kValues == 32) {
+        const float d = amax / 127.0f;
+        const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+        const float dh = __half2float(__float2half_rn(d));
+#pragma unroll
+        for (int i = 0; i < kPerLane; ++i)
+            dst[i] = __fmul_rn(dh, static_cast<float>(__float2int_rn(__fmul_rn(v[i], id))));
+    } else {
+        if (amax == 0.0f) {
+#pragma unroll
+            for (int i = 0; i < kPerLane; ++i) dst[i] = 0.0f;
+            return;
+        }
+        const float max =
+            x.data[row * x.stride + b * kValues + index];  // the first of largest magnitude
+        const float iscale = -127.0f / max;
+        const float d = 1.0f / iscale;
+#pragma unroll
+        for (int i = 0; i < kPerLane; ++i) {
+            const int q = min(127, __float2int_rn(__fmul_rn(iscale, v[i])));
+            dst[i] = __fmul_rn(d, static_cast<float>(q));
+        }
+    }
+}
+
+__global__ void round_value_kernel(DeviceRows x, gpu::ActivationRounding r, DeviceRows out) {
+    const int64_t n = static_cast<int64_t>(x.rows) * x.cols;
+    for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+         i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+        const int64_t row = i / x.cols, c = i % x.cols;
+        out.data[row * out.stride + c] = gpu::round_value(r, x.data[row * x.stride + c]);
+    }
+}
+
 }  // namespace
 
-void rms_norm(DeviceRows x, const float* w, int64_t group, float eps, DeviceRows out, cudaStream_t stream) {
+void round_activations(DeviceRows x, GgmlType dot_type, DeviceRows out, cudaStream_t stream) {
+    const gpu::ActivationRounding r = gpu::rounding_for(dot_type);
+    const int block = gpu::rounding_block(r);
+    const int64_t n_blocks = static_cast<int64_t>(x.rows) * (x.cols / block);
+    if (n_blocks == 0) return;
+    const unsigned grid = static_cast<unsigned>(std::min<int64_t>((n_blocks + 7) / 8, 1 << 30));
+    if (block == 32) {
+        round_q8_kernel<32><<<grid, 256, 0, stream>>>(x, out, n_blocks);
+    } else if (block == 256) {
+        round_q8_kernel<256><<<grid, 256, 0, stream>>>(x, out, n_blocks);
+    } else {
+        round_value_kernel<<<static_cast<unsigned>(
+                                 std::min<int64_t>((n_blocks + 255) / 256, 65535)),
+                             256, 0, stream>>>(x, r, out);
+    }
+    check_launch("round_activations");
+}
+
+void rms_norm(DeviceRows x, const float* w, int64_t group, float eps, DeviceRows out,
+              cudaStream_t stream) {
     if (x.rows == 0) return;
     if (group == x.cols && x.cols > 1024) {
         rms_norm_row_kernel<<<x.rows, kThreads, 0, stream>>>(x, w, eps, out);
     } else {
         const int64_t n_groups = static_cast<int64_t>(x.rows) * (x.cols / group);
         const int warps = kThreads / 32;
-        rms_norm_kernel<<<static_cast<unsigned>((n_groups + warps - 1) / warps), kThreads, 0, stream>>>(
-            x, w, group, eps, out, n_groups);
+        rms_norm_kernel<<<static_cast<unsigned>((n_groups + warps - 1) / warps), kThreads, 0,
+                          stream>>>(x, w, group, eps, out, n_groups);
     }
     check_launch("rms_norm");
 }
 
 void add_bias(DeviceRows x, const float* bias, cudaStream_t stream) {
     for_each_element(
-        x.rows, x.cols, [=] __device__(int r, int64_t c) { x.data[r * x.stride + c] += bias[c]; }, stream,
-        "add_bias");
+        x.rows, x.cols, [=] __device__(int r, int64_t c) { x.data[r * x.stride + c] += bias[c]; },
+        stream, "add_bias");
 }
 
 void add(DeviceRows y, DeviceRows x, cudaStream_t stream) {
     for_each_element(
-        y.rows, y.cols, [=] __device__(int r, int64_t c) { y.data[r * y.stride + c] += x.data[r * x.stride + c]; },
+        y.rows, y.cols,
+        [=] __device__(int r, int64_t c) { y.data[r * y.stride + c] += x.data[r * x.stride + c]; },
         stream, "add");
 }
 
@@ -149,7 +237,8 @@ void glu(GluKind kind, DeviceRows gate, DeviceRows up, DeviceRows out, cudaStrea
                 constexpr float kSqrt2OverPi = 0.79788456080286535587989211986876f;
                 constexpr float kCoef = 0.044715f;
                 const float g = gate.data[r * gate.stride + c];
-                const float gelu = 0.5f * g * (1.0f + tanhf(kSqrt2OverPi * g * (1.0f + kCoef * g * g)));
+                const float gelu =
+                    0.5f * g * (1.0f + tanhf(kSqrt2OverPi * g * (1.0f + kCoef * g * g)));
                 out.data[r * out.stride + c] = gelu * up.data[r * up.stride + c];
             },
             stream, "glu_gelu");
@@ -159,7 +248,9 @@ void glu(GluKind kind, DeviceRows gate, DeviceRows up, DeviceRows out, cudaStrea
 void gather_rows(DeviceRows x, const int32_t* rows, DeviceRows out, cudaStream_t stream) {
     for_each_element(
         out.rows, out.cols,
-        [=] __device__(int r, int64_t c) { out.data[r * out.stride + c] = x.data[rows[r] * x.stride + c]; },
+        [=] __device__(int r, int64_t c) {
+            out.data[r * out.stride + c] = x.data[rows[r] * x.stride + c];
+        },
         stream, "gather_rows");
 }
 

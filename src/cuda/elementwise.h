@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "cpu/elementwise.h"
+#include "formats/ggml_type.h"
 
 namespace tandem::cuda {
 
@@ -22,7 +23,8 @@ struct DeviceRows {
 // out = x / sqrt(mean(x²) + eps) · w per row (w may be nullptr); out may be x. Row length `cols`
 // is split in groups of `group` values normed separately (group = cols: whole rows; group =
 // head_dim: per-head norms).
-void rms_norm(DeviceRows x, const float* w, int64_t group, float eps, DeviceRows out, cudaStream_t stream);
+void rms_norm(DeviceRows x, const float* w, int64_t group, float eps, DeviceRows out,
+              cudaStream_t stream);
 // x[t] += bias.
 void add_bias(DeviceRows x, const float* bias, cudaStream_t stream);
 // y += x.
@@ -31,6 +33,9 @@ void add(DeviceRows y, DeviceRows x, cudaStream_t stream);
 void glu(GluKind kind, DeviceRows gate, DeviceRows up, DeviceRows out, cudaStream_t stream);
 // out[i] = x[rows[i]] for i < out.rows (rows: a device array).
 void gather_rows(DeviceRows x, const int32_t* rows, DeviceRows out, cudaStream_t stream);
+// out = x rounded through the activation type `dot_type` (cuda/activation_rounding.h); a plain
+// copy for f32. Rows must be multiples of the type's block.
+void round_activations(DeviceRows x, GgmlType dot_type, DeviceRows out, cudaStream_t stream);
 // ids[t] = the index of the largest value of row t (the lowest index among equals).
 void argmax_rows(DeviceRows x, int32_t* ids, cudaStream_t stream);
 

@@ -24,7 +24,8 @@ void HostImage::add(const void* data, size_t bytes) {
 
 std::vector<HostImage::Range> HostImage::merged() const {
     std::vector<Range> sorted = pending_;
-    std::sort(sorted.begin(), sorted.end(), [](const Range& a, const Range& b) { return a.begin < b.begin; });
+    std::sort(sorted.begin(), sorted.end(),
+              [](const Range& a, const Range& b) { return a.begin < b.begin; });
     std::vector<Range> out;
     size_t offset = 0;
     for (const Range& r : sorted) {
@@ -54,9 +55,11 @@ void HostImage::upload(const std::function<void(size_t, size_t)>& progress) {
     size_t total = 0;
     for (const Range& r : m) total += r.end - r.begin;
 
-    PinnedBuffer staging[2] = {PinnedBuffer(kStagingBytes, "weight staging"), PinnedBuffer(kStagingBytes, "weight staging")};
+    PinnedBuffer staging[2] = {PinnedBuffer(kStagingBytes, "weight staging"),
+                               PinnedBuffer(kStagingBytes, "weight staging")};
     cudaEvent_t done[2];
-    for (cudaEvent_t& e : done) check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
+    for (cudaEvent_t& e : done)
+        check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
     cudaStream_t stream = nullptr;
     check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
     size_t copied = 0;
@@ -68,8 +71,8 @@ void HostImage::upload(const std::function<void(size_t, size_t)>& progress) {
                 const size_t n = std::min<size_t>(kStagingBytes, r.end - p);
                 if (used[slot]) check(cudaEventSynchronize(done[slot]), "weight upload");
                 std::memcpy(staging[slot].get(), reinterpret_cast<const void*>(p), n);
-                check(cudaMemcpyAsync(device_.as<uint8_t>() + r.offset + (p - r.begin), staging[slot].get(), n,
-                                      cudaMemcpyHostToDevice, stream),
+                check(cudaMemcpyAsync(device_.as<uint8_t>() + r.offset + (p - r.begin),
+                                      staging[slot].get(), n, cudaMemcpyHostToDevice, stream),
                       "weight upload (cudaMemcpyAsync)");
                 check(cudaEventRecord(done[slot], stream), "cudaEventRecord");
                 used[slot] = true;

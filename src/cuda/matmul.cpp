@@ -13,9 +13,10 @@ namespace {
 const std::array<const FormatKernels*, kGgmlTypeIdLimit>& kernel_table() {
     static const std::array<const FormatKernels*, kGgmlTypeIdLimit> table = [] {
         std::array<const FormatKernels*, kGgmlTypeIdLimit> t{};
-        for (FormatKernelList list : {float_format_kernels(), legacy_format_kernels(), kquant_format_kernels(),
-                                      iquant_format_kernels()}) {
-            for (int i = 0; i < list.count; ++i) t[type_id(list.entries[i].type)] = &list.entries[i];
+        for (FormatKernelList list : {float_format_kernels(), legacy_format_kernels(),
+                                      kquant_format_kernels(), iquant_format_kernels()}) {
+            for (int i = 0; i < list.count; ++i)
+                t[type_id(list.entries[i].type)] = &list.entries[i];
         }
         return t;
     }();
@@ -29,14 +30,18 @@ const FormatKernels& kernels_for(const FormatTraits& format) {
 }
 
 // The matvec variant for n columns: 1, 2, 4 or 8 (the kernel masks the columns past n).
-int matvec_slot(int n) { return n <= 1 ? 0 : n <= 2 ? 1 : n <= 4 ? 2 : 3; }
+int matvec_slot(int n) {
+    return n <= 1 ? 0 : n <= 2 ? 1 : n <= 4 ? 2 : 3;
+}
 
 }  // namespace
 
-bool gpu_supports(GgmlType type) { return type_id(type) < kGgmlTypeIdLimit && kernel_table()[type_id(type)] != nullptr; }
+bool gpu_supports(GgmlType type) {
+    return type_id(type) < kGgmlTypeIdLimit && kernel_table()[type_id(type)] != nullptr;
+}
 
-void matmul(const MatmulContext& ctx, const WeightMatrix& w, const float* x, int64_t x_stride, int n, float* y,
-            int64_t y_stride) {
+void matmul(const MatmulContext& ctx, const WeightMatrix& w, const float* x, int64_t x_stride,
+            int n, float* y, int64_t y_stride) {
     if (n <= 0) return;
     const FormatKernels& k = kernels_for(*w.format);
     if (n <= kSmallBatch) {
@@ -70,8 +75,9 @@ void matmul(const MatmulContext& ctx, const WeightMatrix& w, const float* x, int
     k.tile(p, (n + kTileTokens - 1) / kTileTokens, ctx.stream);
 }
 
-void matmul_routed(const MatmulContext& ctx, const ExpertMatrix& w, const Route* routes, int n_routes, int x_div,
-                   const float* x, int64_t x_stride, float* y, int64_t y_stride, const ExpertGroups* groups) {
+void matmul_routed(const MatmulContext& ctx, const ExpertMatrix& w, const Route* routes,
+                   int n_routes, int x_div, const float* x, int64_t x_stride, float* y,
+                   int64_t y_stride, const ExpertGroups* groups) {
     if (n_routes <= 0) return;
     const FormatKernels& k = kernels_for(*w.matrix.format);
     if (groups == nullptr) {
@@ -117,8 +123,8 @@ void matmul_routed(const MatmulContext& ctx, const ExpertMatrix& w, const Route*
     k.tile(p, groups->max_tiles, ctx.stream);
 }
 
-void embed_rows(const MatmulContext& ctx, const WeightMatrix& table, const int32_t* tokens, int n, float* out,
-                int64_t out_stride) {
+void embed_rows(const MatmulContext& ctx, const WeightMatrix& table, const int32_t* tokens, int n,
+                float* out, int64_t out_stride) {
     if (n <= 0) return;
     EmbedParams p;
     p.table = table.data;

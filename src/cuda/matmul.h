@@ -29,8 +29,8 @@ struct MatmulContext {
 bool gpu_supports(GgmlType type);
 
 // y[t] = (W · x[t]) · w.scale for t < n; w's data is a device pointer, x and y device rows.
-void matmul(const MatmulContext& ctx, const WeightMatrix& w, const float* x, int64_t x_stride, int n,
-            float* y, int64_t y_stride);
+void matmul(const MatmulContext& ctx, const WeightMatrix& w, const float* x, int64_t x_stride,
+            int n, float* y, int64_t y_stride);
 
 // The routes of an MoE layer grouped by expert (made on the device by group_routes): for the
 // tensor-core path, tile j covers sorted[begin[j] .. end[j]) (at most kTileTokens routes of
@@ -48,9 +48,9 @@ struct ExpertGroups {
 // y[j] = (W_e · x[j / x_div]) · s_e + b_e (s_e, b_e: the expert's scale and bias, if any).
 // Routes with e < 0 leave y[j] unwritten. With groups == nullptr every route is its own
 // matrix-vector product (decode); with groups, each expert's routes share tiles (prefill).
-void matmul_routed(const MatmulContext& ctx, const ExpertMatrix& w, const Route* routes, int n_routes,
-                   int x_div, const float* x, int64_t x_stride, float* y, int64_t y_stride,
-                   const ExpertGroups* groups);
+void matmul_routed(const MatmulContext& ctx, const ExpertMatrix& w, const Route* routes,
+                   int n_routes, int x_div, const float* x, int64_t x_stride, float* y,
+                   int64_t y_stride, const ExpertGroups* groups);
 
 // out[t] = row tokens[t] of the table, as f32 (the embedding).
 void embed_rows(const MatmulContext& ctx, const WeightMatrix& table, const int32_t* tokens, int n,

@@ -10,23 +10,32 @@
 
 namespace tandem::cuda {
 
-__device__ __forceinline__ float warp_sum(float v) {
+__device__ __forceinline__ double warp_sum(double v) {
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
     return v;
 }
 
 // ---------------------------------------------------------------- matrix-vector (decode)
 
-// Block: 4 warps; warp w computes R consecutive rows for up to C columns (rows of x). Lane l
-// takes chunks l, l + 32, ... of 8 values: a warp reads 256 consecutive values of each of its
-// rows per step (one k-quant block), and each x value it loads serves R rows.
+// Block: 128 threads on R rows for up to C columns (rows of x). Thread i takes chunks i, i + 128,
+// ... of 8 values of each row: a warp reads 256 consecutive values of a row per step (one
+// k-quant block), every x value a thread loads serves R rows, and the block's four warps split
+// the row, so even a matrix of a few hundred rows spreads over the whole GPU. Each chunk's eight
+// products are summed in f32 and the chunks in f64, so a row's sum is about as exact as the CPU's
+// (whose integer block sums are exact): differences at the f32 rounding of long sums would move
+// later activations across their q8 rounding steps. Partial sums meet through shuffles within a
+// warp and shared memory across warps.
+constexpr int kMatvecThreads = 128;
+
 template <GgmlType F, int C, int R>
-__global__ void __launch_bounds__(128) matvec_kernel(const __grid_constant__ MatvecParams p) {
+__global__ void __launch_bounds__(kMatvecThreads)
+    matvec_kernel(const __grid_constant__ MatvecParams p) {
     using B = gpu::BlockFormat<F>;
     constexpr int kChunks = B::kValues / 8;  // chunks per block
+    constexpr int kWarps = kMatvecThreads / 32;
+    __shared__ double partial[kWarps][R][C];
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const int64_t row0 = (static_cast<int64_t>(blockIdx.x) * 4 + warp) * R;
-    if (row0 >= p.rows) return;
+    const int64_t row0 = static_cast<int64_t>(blockIdx.x) * R;
     const uint8_t* w = p.w;
     const float* x = p.x;
     float* y = p.y;
@@ -44,68 +53,79 @@ __global__ void __launch_bounds__(128) matvec_kernel(const __grid_constant__ Mat
         y += static_cast<int64_t>(j) * p.y_stride;
         n_cols = 1;
     }
-    float acc[R][C];
+    double acc[R][C];
 #pragma unroll
     for (int r = 0; r < R; ++r)
 #pragma unroll
-        for (int c = 0; c < C; ++c) acc[r][c] = 0.0f;
+        for (int c = 0; c < C; ++c) acc[r][c] = 0.0;
 
     const int64_t n_chunks = p.cols / 8;
-    for (int64_t ch = lane; ch < n_chunks; ch += 32) {
+    for (int64_t ch = threadIdx.x; ch < n_chunks; ch += kMatvecThreads) {
         const int64_t blk = ch / kChunks;
         const int sub = static_cast<int>(ch % kChunks);
-        float xv[C][8];
+        float wv[R][8];
 #pragma unroll
-        for (int c = 0; c < C; ++c) {
-            if (c < n_cols) {
-                const float4* src = reinterpret_cast<const float4*>(x + c * p.x_stride + ch * 8);
-                const float4 a = src[0], b = src[1];
-                xv[c][0] = a.x, xv[c][1] = a.y, xv[c][2] = a.z, xv[c][3] = a.w;
-                xv[c][4] = b.x, xv[c][5] = b.y, xv[c][6] = b.z, xv[c][7] = b.w;
+        for (int r = 0; r < R; ++r) {
+            if (row0 + r < p.rows) {
+                B::chunk8(w + (row0 + r) * p.row_bytes + blk * B::kBytes, sub, wv[r], p.tables);
             } else {
 #pragma unroll
-                for (int i = 0; i < 8; ++i) xv[c][i] = 0.0f;
+                for (int i = 0; i < 8; ++i) wv[r][i] = 0.0f;
             }
         }
 #pragma unroll
-        for (int r = 0; r < R; ++r) {
-            const int64_t row = row0 + r;
-            if (row >= p.rows) break;
-            float wv[8];
-            B::chunk8(w + row * p.row_bytes + blk * B::kBytes, sub, wv, p.tables);
+        for (int c = 0; c < C; ++c) {
+            if (c >= n_cols) break;
+            const float4* src = reinterpret_cast<const float4*>(x + c * p.x_stride + ch * 8);
+            const float4 a = src[0], b = src[1];
+            const float xv[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
 #pragma unroll
-            for (int c = 0; c < C; ++c)
+            for (int r = 0; r < R; ++r) {
+                float chunk = 0.0f;
 #pragma unroll
-                for (int i = 0; i < 8; ++i) acc[r][c] = fmaf(wv[i], xv[c][i], acc[r][c]);
+                for (int i = 0; i < 8; ++i) chunk = fmaf(wv[r][i], xv[i], chunk);
+                acc[r][c] += chunk;
+            }
         }
     }
 #pragma unroll
-    for (int r = 0; r < R; ++r) {
+    for (int r = 0; r < R; ++r)
 #pragma unroll
         for (int c = 0; c < C; ++c) {
-            const float v = warp_sum(acc[r][c]);
-            const int64_t row = row0 + r;
-            if (lane == 0 && row < p.rows && c < n_cols) {
-                y[c * p.y_stride + row] = v * scale + (bias != nullptr ? bias[row] : 0.0f);
-            }
+            const double v = warp_sum(acc[r][c]);
+            if (lane == 0) partial[warp][r][c] = v;
+        }
+    __syncthreads();
+    if (threadIdx.x < R * C) {
+        const int r = threadIdx.x / C, c = threadIdx.x % C;
+        const int64_t row = row0 + r;
+        if (row < p.rows && c < n_cols) {
+            double v = 0.0;
+#pragma unroll
+            for (int k = 0; k < kWarps; ++k) v += partial[k][r][c];
+            y[c * p.y_stride + row] =
+                static_cast<float>(v) * scale + (bias != nullptr ? bias[row] : 0.0f);
         }
     }
 }
 
 template <GgmlType F, int C>
 void launch_matvec(const MatvecParams& p, int n_jobs, cudaStream_t stream) {
-    constexpr int R = C <= 2 ? 4 : 2;  // rows per warp: x registers reused R times
-    const dim3 grid(static_cast<unsigned>((p.rows + 4 * R - 1) / (4 * R)), static_cast<unsigned>(n_jobs));
-    matvec_kernel<F, C, R><<<grid, 128, 0, stream>>>(p);
+    constexpr int R = C <= 2 ? 2 : 1;  // rows per block: x registers reused R times
+    const dim3 grid(static_cast<unsigned>((p.rows + R - 1) / R), static_cast<unsigned>(n_jobs));
+    matvec_kernel<F, C, R><<<grid, kMatvecThreads, 0, stream>>>(p);
     check_launch("matvec_kernel");
 }
 
 // ---------------------------------------------------------------- tensor-core tiles (prefill)
 
 // Block: 4 warps over a tile of 64 weight rows × 64 token rows, k in steps of 32. Each step
-// dequantizes the weight tile into shared memory as TF32 and stages the activations beside it;
-// warp w multiplies its 32 × 32 quarter with 2 × 2 WMMA fragments (m16n16k8). The result goes
-// through shared memory so that rows and columns past the edges are never written.
+// dequantizes the weight tile into shared memory and stages the activations beside it, each
+// value split into a TF32 part and the TF32 rest (3xTF32: a·b ≈ a_hi·b_hi + a_hi·b_lo +
+// a_lo·b_hi, about f32 accuracy, where plain TF32 would lose 2^-11 of every product and move
+// the next layers' activations across their q8 rounding steps); warp w multiplies its 32 × 32
+// quarter with 2 × 2 WMMA fragments (m16n16k8). The result goes through shared memory so that
+// rows and columns past the edges are never written.
 constexpr int kTileRows = 64;
 constexpr int kTileK = 32;
 constexpr int kTilePad = 4;  // floats of padding per shared row (bank conflicts)
@@ -117,13 +137,15 @@ __global__ void __launch_bounds__(128) tile_kernel(const __grid_constant__ TileP
     constexpr int kChunks = B::kValues / 8;
     constexpr int kLd = kTileK + kTilePad;
     constexpr int kCLd = kTileTokens + kTilePad;
-    __shared__ __align__(32) float smem[(kTileRows + kTileTokens) * kLd > kTileRows * kCLd
-                                            ? (kTileRows + kTileTokens) * kLd
+    __shared__ __align__(32) float smem[2 * (kTileRows + kTileTokens) * kLd > kTileRows * kCLd
+                                            ? 2 * (kTileRows + kTileTokens) * kLd
                                             : kTileRows * kCLd];
     __shared__ int32_t token_row[kTileTokens];  // row of x per tile row (-1: past the end)
     __shared__ int32_t out_row[kTileTokens];    // row of y per tile row
-    float* As = smem;                      // [kTileRows][kLd] weights
-    float* Bs = smem + kTileRows * kLd;    // [kTileTokens][kLd] activations
+    float* As = smem;                           // [kTileRows][kLd] weights, TF32 part
+    float* Bs = smem + kTileRows * kLd;         // [kTileTokens][kLd] activations
+    float* As_lo = smem + (kTileRows + kTileTokens) * kLd;  // the rests
+    float* Bs_lo = As_lo + kTileRows * kLd;
 
     const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kTileRows;
     const uint8_t* w = p.w;
@@ -154,11 +176,18 @@ __global__ void __launch_bounds__(128) tile_kernel(const __grid_constant__ TileP
 
     const int warp = threadIdx.x / 32;
     const int wr = warp / 2, wc = warp % 2;
+    // Each MMA's eight products accumulate in f32 fragments, the MMAs in f64 (as the chunks of
+    // the matrix-vector kernel): fragments' elements are the same positions in every fragment of
+    // a type, so element e of acc[i][j] always adds to total[i][j][e].
     wmma::fragment<wmma::accumulator, 16, 16, 8, float> acc[2][2];
+    using Accumulator = wmma::fragment<wmma::accumulator, 16, 16, 8, float>;
+    double total[2][2][Accumulator::num_elements];
 #pragma unroll
     for (int i = 0; i < 2; ++i)
 #pragma unroll
-        for (int j = 0; j < 2; ++j) wmma::fill_fragment(acc[i][j], 0.0f);
+        for (int j = 0; j < 2; ++j)
+#pragma unroll
+            for (int e = 0; e < Accumulator::num_elements; ++e) total[i][j][e] = 0.0;
 
     for (int64_t k0 = 0; k0 < p.cols; k0 += kTileK) {
         // Weights: 64 rows × 4 chunks of 8, two chunks a thread.
@@ -168,59 +197,89 @@ __global__ void __launch_bounds__(128) tile_kernel(const __grid_constant__ TileP
             const int64_t ch = k0 / 8 + c;
             float v[8];
             if (row < p.rows && ch * 8 < p.cols) {
-                B::chunk8(w + row * p.row_bytes + (ch / kChunks) * B::kBytes, static_cast<int>(ch % kChunks), v,
-                          p.tables);
+                B::chunk8(w + row * p.row_bytes + (ch / kChunks) * B::kBytes,
+                          static_cast<int>(ch % kChunks), v, p.tables);
             } else {
 #pragma unroll
                 for (int q = 0; q < 8; ++q) v[q] = 0.0f;
             }
 #pragma unroll
-            for (int q = 0; q < 8; ++q) As[i * kLd + c * 8 + q] = wmma::__float_to_tf32(v[q]);
+            for (int q = 0; q < 8; ++q) {
+                const float hi = wmma::__float_to_tf32(v[q]);
+                As[i * kLd + c * 8 + q] = hi;
+                As_lo[i * kLd + c * 8 + q] = wmma::__float_to_tf32(v[q] - hi);
+            }
         }
         // Activations: 64 token rows × 32 values, 16 values (four float4) a thread.
         for (int job = threadIdx.x; job < kTileTokens * 2; job += blockDim.x) {
             const int i = job / 2, h = job % 2;
             const int t = token_row[i];
             float* dst = Bs + i * kLd + h * 16;
-            if (t >= 0 && k0 + h * 16 < p.cols) {
-                const float4* src = reinterpret_cast<const float4*>(p.x + t * p.x_stride + k0 + h * 16);
+            float* dst_lo = Bs_lo + i * kLd + h * 16;
+            const float4* src = reinterpret_cast<const float4*>(p.x + t * p.x_stride + k0 + h * 16);
 #pragma unroll
-                for (int q = 0; q < 4; ++q) {
-                    const float4 a = src[q];
-                    dst[4 * q + 0] = wmma::__float_to_tf32(a.x);
-                    dst[4 * q + 1] = wmma::__float_to_tf32(a.y);
-                    dst[4 * q + 2] = wmma::__float_to_tf32(a.z);
-                    dst[4 * q + 3] = wmma::__float_to_tf32(a.w);
+            for (int q = 0; q < 4; ++q) {
+                // Rows are multiples of 8 values, so a float4 lies wholly inside or outside.
+                const bool inside = t >= 0 && k0 + h * 16 + 4 * q < p.cols;
+                const float4 a = inside ? src[q] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+                const float v[4] = {a.x, a.y, a.z, a.w};
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    const float hi = wmma::__float_to_tf32(v[e]);
+                    dst[4 * q + e] = hi;
+                    dst_lo[4 * q + e] = wmma::__float_to_tf32(v[e] - hi);
                 }
-            } else {
-#pragma unroll
-                for (int q = 0; q < 16; ++q) dst[q] = 0.0f;
             }
         }
         __syncthreads();
 #pragma unroll
         for (int kk = 0; kk < kTileK; kk += 8) {
-            wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, wmma::row_major> a[2];
-            wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, wmma::col_major> b[2];
+            wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, wmma::row_major> a[2],
+                a_lo[2];
+            wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, wmma::col_major> b[2],
+                b_lo[2];
 #pragma unroll
-            for (int i = 0; i < 2; ++i) wmma::load_matrix_sync(a[i], As + (32 * wr + 16 * i) * kLd + kk, kLd);
+            for (int i = 0; i < 2; ++i) {
+                wmma::load_matrix_sync(a[i], As + (32 * wr + 16 * i) * kLd + kk, kLd);
+                wmma::load_matrix_sync(a_lo[i], As_lo + (32 * wr + 16 * i) * kLd + kk, kLd);
+            }
 #pragma unroll
-            for (int j = 0; j < 2; ++j) wmma::load_matrix_sync(b[j], Bs + (32 * wc + 16 * j) * kLd + kk, kLd);
+            for (int j = 0; j < 2; ++j) {
+                wmma::load_matrix_sync(b[j], Bs + (32 * wc + 16 * j) * kLd + kk, kLd);
+                wmma::load_matrix_sync(b_lo[j], Bs_lo + (32 * wc + 16 * j) * kLd + kk, kLd);
+            }
 #pragma unroll
             for (int i = 0; i < 2; ++i)
 #pragma unroll
-                for (int j = 0; j < 2; ++j) wmma::mma_sync(acc[i][j], a[i], b[j], acc[i][j]);
+                for (int j = 0; j < 2; ++j) {
+                    // Eight products a step in f32 (the small terms first, so they are not lost
+                    // against the large one), the steps in f64.
+                    wmma::fill_fragment(acc[i][j], 0.0f);
+                    wmma::mma_sync(acc[i][j], a_lo[i], b[j], acc[i][j]);
+                    wmma::mma_sync(acc[i][j], a[i], b_lo[j], acc[i][j]);
+                    wmma::mma_sync(acc[i][j], a[i], b[j], acc[i][j]);
+#pragma unroll
+                    for (int e = 0; e < Accumulator::num_elements; ++e)
+                        total[i][j][e] += acc[i][j].x[e];
+                }
         }
         __syncthreads();
     }
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
+#pragma unroll
+        for (int j = 0; j < 2; ++j)
+#pragma unroll
+            for (int e = 0; e < Accumulator::num_elements; ++e)
+                acc[i][j].x[e] = static_cast<float>(total[i][j][e]);
     // The tile [row][token] through shared memory, then to y[token][row] within bounds.
     float* Cs = smem;
 #pragma unroll
     for (int i = 0; i < 2; ++i)
 #pragma unroll
         for (int j = 0; j < 2; ++j)
-            wmma::store_matrix_sync(Cs + (32 * wr + 16 * i) * kCLd + 32 * wc + 16 * j, acc[i][j], kCLd,
-                                    wmma::mem_row_major);
+            wmma::store_matrix_sync(Cs + (32 * wr + 16 * i) * kCLd + 32 * wc + 16 * j, acc[i][j],
+                                    kCLd, wmma::mem_row_major);
     __syncthreads();
     for (int idx = threadIdx.x; idx < kTileRows * kTileTokens; idx += blockDim.x) {
         const int t = idx / kTileRows, i = idx % kTileRows;
@@ -233,7 +292,8 @@ __global__ void __launch_bounds__(128) tile_kernel(const __grid_constant__ TileP
 
 template <GgmlType F>
 void launch_tile(const TileParams& p, int token_tiles, cudaStream_t stream) {
-    const dim3 grid(static_cast<unsigned>((p.rows + kTileRows - 1) / kTileRows), static_cast<unsigned>(token_tiles));
+    const dim3 grid(static_cast<unsigned>((p.rows + kTileRows - 1) / kTileRows),
+                    static_cast<unsigned>(token_tiles));
     tile_kernel<F><<<grid, 128, 0, stream>>>(p);
     check_launch("tile_kernel");
 }

@@ -3,6 +3,14 @@
 
 namespace tandem::cuda {
 
-FormatKernelList kquant_format_kernels() { return {nullptr, 0}; }
+FormatKernelList kquant_format_kernels() {
+    static constexpr FormatKernels kList[] = {
+        format_kernels_of<GgmlType::kQ2_K>(),  format_kernels_of<GgmlType::kQ3_K>(),
+        format_kernels_of<GgmlType::kQ4_K>(),  format_kernels_of<GgmlType::kQ5_K>(),
+        format_kernels_of<GgmlType::kQ6_K>(),  format_kernels_of<GgmlType::kTQ1_0>(),
+        format_kernels_of<GgmlType::kTQ2_0>(),
+    };
+    return {kList, static_cast<int>(sizeof(kList) / sizeof(kList[0]))};
+}
 
 }  // namespace tandem::cuda

@@ -6,7 +6,11 @@ namespace tandem::cuda {
 
 FormatKernelList legacy_format_kernels() {
     static constexpr FormatKernels kList[] = {
-        format_kernels_of<GgmlType::kQ8_0>(),
+        format_kernels_of<GgmlType::kQ4_0>(),  format_kernels_of<GgmlType::kQ4_1>(),
+        format_kernels_of<GgmlType::kQ5_0>(),  format_kernels_of<GgmlType::kQ5_1>(),
+        format_kernels_of<GgmlType::kQ8_0>(),  format_kernels_of<GgmlType::kIQ4_NL>(),
+        format_kernels_of<GgmlType::kMXFP4>(), format_kernels_of<GgmlType::kNVFP4>(),
+        format_kernels_of<GgmlType::kQ1_0>(),  format_kernels_of<GgmlType::kQ2_0>(),
     };
     return {kList, static_cast<int>(sizeof(kList) / sizeof(kList[0]))};
 }

@@ -13,15 +13,15 @@
 namespace tandem::cuda {
 
 struct MatvecParams {
-    const uint8_t* w = nullptr;     // the matrix, or expert 0 of a stack
+    const uint8_t* w = nullptr;  // the matrix, or expert 0 of a stack
     size_t row_bytes = 0;
     int64_t rows = 0, cols = 0;
-    float scale = 1.0f;             // dense: the matrix's second-level scale
+    float scale = 1.0f;  // dense: the matrix's second-level scale
     const float* x = nullptr;
     int64_t x_stride = 0;
     float* y = nullptr;
     int64_t y_stride = 0;
-    int n_cols = 1;                 // dense: rows of x (columns of the product)
+    int n_cols = 1;  // dense: rows of x (columns of the product)
     // Routed (routes != nullptr): job blockIdx.y is route j.
     const Route* routes = nullptr;
     int x_div = 1;
@@ -41,7 +41,7 @@ struct TileParams {
     int64_t x_stride = 0;
     float* y = nullptr;
     int64_t y_stride = 0;
-    int n_tokens = 0;               // dense: rows of x
+    int n_tokens = 0;  // dense: rows of x
     // Grouped (sorted != nullptr): tile blockIdx.y of ExpertGroups.
     const int32_t* sorted = nullptr;
     const int32_t* tile_expert = nullptr;

@@ -8,7 +8,9 @@
 namespace tandem::cuda {
 namespace {
 
-double gib(size_t bytes) { return static_cast<double>(bytes) / (1u << 30); }
+double gib(size_t bytes) {
+    return static_cast<double>(bytes) / (1u << 30);
+}
 
 }  // namespace
 
@@ -20,8 +22,8 @@ DeviceBuffer::DeviceBuffer(size_t bytes, const char* what) : bytes_(bytes) {
         ptr_ = nullptr;
         size_t free_bytes = 0, total = 0;
         cudaMemGetInfo(&free_bytes, &total);
-        fail("GPU memory for {}: {:.2f} GiB requested, {:.2f} GiB free of {:.2f} GiB ({})", what, gib(bytes),
-             gib(free_bytes), gib(total), cudaGetErrorString(e));
+        fail("GPU memory for {}: {:.2f} GiB requested, {:.2f} GiB free of {:.2f} GiB ({})", what,
+             gib(bytes), gib(free_bytes), gib(total), cudaGetErrorString(e));
     }
 }
 

@@ -20,14 +20,14 @@ __global__ void route_topk_kernel(DeviceRows logits, RoutingParams p, Route* rou
     float m = -FLT_MAX;
     for (int e = lane; e < p.n_expert; e += 32) m = fmaxf(m, x[e]);
     for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-    float sum = 0.0f;
+    double sum = 0.0;  // in f64, as the CPU's softmax
     for (int e = lane; e < p.n_expert; e += 32) {
         const float v = expf(x[e] - m);
         x[e] = v;
         sum += v;
     }
     for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
-    const float inv = 1.0f / sum;
+    const float inv = static_cast<float>(1.0 / sum);
     for (int e = lane; e < p.n_expert; e += 32) x[e] *= inv;
     __syncwarp();
 
@@ -42,7 +42,8 @@ __global__ void route_topk_kernel(DeviceRows logits, RoutingParams p, Route* rou
         for (int o = 16; o > 0; o >>= 1) {
             const float ob = __shfl_xor_sync(0xffffffffu, best, o);
             const int oe = __shfl_xor_sync(0xffffffffu, best_e, o);
-            if (ob > best || (ob == best && oe >= 0 && (best_e < 0 || oe < best_e))) best = ob, best_e = oe;
+            if (ob > best || (ob == best && oe >= 0 && (best_e < 0 || oe < best_e)))
+                best = ob, best_e = oe;
         }
         if (lane == 0) out[i] = {best_e, best};
         chosen_sum += best;
@@ -63,9 +64,10 @@ __global__ void route_topk_kernel(DeviceRows logits, RoutingParams p, Route* rou
 }
 
 // One block: count per expert, prefix sums and tiles (thread 0), then each route's place.
-__global__ void group_routes_kernel(const Route* routes, int n_routes, int n_expert, GroupBuffers g) {
+__global__ void group_routes_kernel(const Route* routes, int n_routes, int n_expert,
+                                    GroupBuffers g) {
     extern __shared__ int32_t shared[];
-    int32_t* count = shared;             // [n_expert]
+    int32_t* count = shared;              // [n_expert]
     int32_t* cursor = shared + n_expert;  // [n_expert]
     for (int e = threadIdx.x; e < n_expert; e += blockDim.x) count[e] = 0;
     __syncthreads();
@@ -95,32 +97,38 @@ __global__ void group_routes_kernel(const Route* routes, int n_routes, int n_exp
     }
 }
 
-__global__ void weighted_sum_kernel(const float* y, int64_t y_stride, const Route* routes, int top_k, DeviceRows out) {
+__global__ void weighted_sum_kernel(const float* y, int64_t y_stride, const Route* routes,
+                                    int top_k, DeviceRows out) {
     const int t = blockIdx.y;
     const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
     if (c >= out.cols) return;
     float acc = 0.0f;
     for (int i = 0; i < top_k; ++i) {
         const Route r = routes[t * top_k + i];
-        if (r.expert >= 0) acc += r.weight * y[(static_cast<int64_t>(t) * top_k + i) * y_stride + c];
+        if (r.expert >= 0)
+            acc += r.weight * y[(static_cast<int64_t>(t) * top_k + i) * y_stride + c];
     }
     out.data[t * out.stride + c] = acc;
 }
 
 }  // namespace
 
-void route_topk(DeviceRows logits, const RoutingParams& params, Route* routes, cudaStream_t stream) {
+void route_topk(DeviceRows logits, const RoutingParams& params, Route* routes,
+                cudaStream_t stream) {
     if (logits.rows == 0) return;
-    route_topk_kernel<<<(logits.rows + kRouteWarps - 1) / kRouteWarps, 32 * kRouteWarps, 0, stream>>>(logits, params,
-                                                                                                   routes);
+    route_topk_kernel<<<(logits.rows + kRouteWarps - 1) / kRouteWarps, 32 * kRouteWarps, 0,
+                        stream>>>(logits, params, routes);
     check_launch("route_topk");
 }
 
-int max_group_tiles(int max_routes, int n_expert) { return max_routes / kTileTokens + n_expert; }
+int max_group_tiles(int max_routes, int n_expert) {
+    return max_routes / kTileTokens + n_expert;
+}
 
 ExpertGroups group_routes(const Route* routes, int n_routes, int n_expert, const GroupBuffers& g,
                           cudaStream_t stream) {
-    group_routes_kernel<<<1, 1024, sizeof(int32_t) * 2 * n_expert, stream>>>(routes, n_routes, n_expert, g);
+    group_routes_kernel<<<1, 1024, sizeof(int32_t) * 2 * n_expert, stream>>>(routes, n_routes,
+                                                                             n_expert, g);
     check_launch("group_routes");
     ExpertGroups out;
     out.sorted = g.sorted;
@@ -132,8 +140,8 @@ ExpertGroups group_routes(const Route* routes, int n_routes, int n_expert, const
     return out;
 }
 
-void moe_weighted_sum(const float* y, int64_t y_stride, const Route* routes, int top_k, DeviceRows out,
-                      cudaStream_t stream) {
+void moe_weighted_sum(const float* y, int64_t y_stride, const Route* routes, int top_k,
+                      DeviceRows out, cudaStream_t stream) {
     if (out.rows == 0) return;
     const dim3 grid(static_cast<unsigned>((out.cols + 255) / 256), out.rows);
     weighted_sum_kernel<<<grid, 256, 0, stream>>>(y, y_stride, routes, top_k, out);

@@ -24,9 +24,9 @@ struct GroupBuffers {
     int32_t* tile_expert = nullptr;  // [max_tiles]
     int32_t* tile_begin = nullptr;
     int32_t* tile_end = nullptr;
-    int32_t* n_tiles = nullptr;      // [1]
+    int32_t* n_tiles = nullptr;  // [1]
     int max_routes = 0;
-    int max_tiles = 0;               // max_routes / kTileTokens + n_expert
+    int max_tiles = 0;  // max_routes / kTileTokens + n_expert
 };
 int max_group_tiles(int max_routes, int n_expert);
 
@@ -37,7 +37,7 @@ ExpertGroups group_routes(const Route* routes, int n_routes, int n_expert, const
                           cudaStream_t stream);
 
 // out[t] = Σ_i routes[t·k+i].weight · y[t·k+i], i in route order, over routes with expert >= 0.
-void moe_weighted_sum(const float* y, int64_t y_stride, const Route* routes, int top_k, DeviceRows out,
-                      cudaStream_t stream);
+void moe_weighted_sum(const float* y, int64_t y_stride, const Route* routes, int top_k,
+                      DeviceRows out, cudaStream_t stream);
 
 }  // namespace tandem::cuda

@@ -10,10 +10,12 @@ namespace tandem::cuda {
 namespace {
 
 float yarn_corr_dim(int n_dims, int n_ctx_orig, float n_rot, float base) {
-    return n_dims * std::log(n_ctx_orig / (n_rot * 2.0f * static_cast<float>(M_PI))) / (2.0f * std::log(base));
+    return n_dims * std::log(n_ctx_orig / (n_rot * 2.0f * static_cast<float>(M_PI))) /
+           (2.0f * std::log(base));
 }
 
 struct RopeArgs {
+    float theta_scale;
     float freq_scale;
     float mscale;
     int n_dims;
@@ -23,8 +25,8 @@ struct RopeArgs {
 };
 
 // One thread per rotated pair of every head of every row.
-__global__ void rope_kernel(DeviceRows x, const TokenPlace* places, const float* freq, const float* ramp,
-                            RopeArgs a) {
+__global__ void rope_kernel(DeviceRows x, const TokenPlace* places, const float* factor,
+                            const float* ramp, RopeArgs a) {
     const int half = a.n_dims / 2;
     const int64_t n = static_cast<int64_t>(x.rows) * a.n_heads * half;
     for (int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; idx < n;
@@ -33,10 +35,15 @@ __global__ void rope_kernel(DeviceRows x, const TokenPlace* places, const float*
         const int64_t th = idx / half;
         const int h = static_cast<int>(th % a.n_heads);
         const int t = static_cast<int>(th / a.n_heads);
-        const float theta_base = static_cast<float>(places[t].pos) * freq[i];
-        const float theta_interp = a.freq_scale * theta_base;
+        float theta_extrap = static_cast<float>(places[t].pos);
+        for (int j = 0; j < i; ++j) theta_extrap = __fmul_rn(theta_extrap, a.theta_scale);
+        const float theta_base = theta_extrap / factor[i];
+        // Plain (unfused) products and sums, in the CPU's order, so the angles match it.
+        const float theta_interp = __fmul_rn(a.freq_scale, theta_base);
         const float mix = ramp[i];
-        const float theta = mix != 0.0f ? theta_interp * (1 - mix) + theta_base * mix : theta_interp;
+        const float theta =
+            mix != 0.0f ? __fadd_rn(__fmul_rn(theta_interp, 1.0f - mix), __fmul_rn(theta_base, mix))
+                        : theta_interp;
         float s, c;
         sincosf(theta, &s, &c);
         c *= a.mscale;
@@ -46,8 +53,8 @@ __global__ void rope_kernel(DeviceRows x, const TokenPlace* places, const float*
         const int ia = a.neox ? i : i0;
         const int ib = a.neox ? i + half : i0 + 1;
         const float x0 = head[ia], x1 = head[ib];
-        head[ia] = x0 * c - x1 * s;
-        head[ib] = x0 * s + x1 * c;
+        head[ia] = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));
+        head[ib] = __fadd_rn(__fmul_rn(x0, s), __fmul_rn(x1, c));
     }
 }
 
@@ -60,33 +67,33 @@ RopeTable make_rope_table(const RopeParams& p) {
     t.freq_scale = p.freq_scale;
     t.mscale = p.attn_factor;
     if (p.ext_factor != 0.0f) t.mscale *= 1.0f + 0.1f * std::log(1.0f / p.freq_scale);
-    const float theta_scale = std::pow(p.freq_base, -2.0f / static_cast<float>(p.n_dims));
+    t.theta_scale = std::pow(p.freq_base, -2.0f / static_cast<float>(p.n_dims));
     const int n_ctx_orig = p.n_ctx_orig > 0 ? p.n_ctx_orig : 4096;
-    const float low = std::max(0.0f, std::floor(yarn_corr_dim(p.n_dims, n_ctx_orig, p.beta_fast, p.freq_base)));
-    const float high = std::min(static_cast<float>(p.n_dims - 1),
-                                std::ceil(yarn_corr_dim(p.n_dims, n_ctx_orig, p.beta_slow, p.freq_base)));
-    float power = 1.0f;  // theta_scale^i by repeated multiplication, as the CPU path
+    const float low =
+        std::max(0.0f, std::floor(yarn_corr_dim(p.n_dims, n_ctx_orig, p.beta_fast, p.freq_base)));
+    const float high =
+        std::min(static_cast<float>(p.n_dims - 1),
+                 std::ceil(yarn_corr_dim(p.n_dims, n_ctx_orig, p.beta_slow, p.freq_base)));
     for (int i0 = 0; i0 < p.n_dims; i0 += 2) {
-        const float ff = p.freq_factors != nullptr ? p.freq_factors[i0 / 2] : 1.0f;
-        t.freq.push_back(power / ff);
+        t.factor.push_back(p.freq_factors != nullptr ? p.freq_factors[i0 / 2] : 1.0f);
         float mix = 0.0f;
         if (p.ext_factor != 0.0f) {
             const float y = (i0 / 2 - low) / std::max(0.001f, high - low);
             mix = (1.0f - std::min(1.0f, std::max(0.0f, y))) * p.ext_factor;
         }
         t.ramp.push_back(mix);
-        power *= theta_scale;
     }
     return t;
 }
 
 void rope(DeviceRows x, int n_heads, int head_dim, const TokenPlace* places, const RopeTable& table,
-          const float* freq, const float* ramp, cudaStream_t stream) {
+          const float* factor, const float* ramp, cudaStream_t stream) {
     const int64_t n = static_cast<int64_t>(x.rows) * n_heads * (table.n_dims / 2);
     if (n == 0) return;
-    const RopeArgs a{table.freq_scale, table.mscale, table.n_dims, table.neox ? 1 : 0, n_heads, head_dim};
+    const RopeArgs a{table.theta_scale,  table.freq_scale, table.mscale, table.n_dims,
+                     table.neox ? 1 : 0, n_heads,          head_dim};
     const int64_t blocks = std::min<int64_t>((n + 255) / 256, 65535);
-    rope_kernel<<<static_cast<unsigned>(blocks), 256, 0, stream>>>(x, places, freq, ramp, a);
+    rope_kernel<<<static_cast<unsigned>(blocks), 256, 0, stream>>>(x, places, factor, ramp, a);
     check_launch("rope");
 }
 

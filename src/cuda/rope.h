@@ -13,11 +13,13 @@
 
 namespace tandem::cuda {
 
-// Per rotated pair i (n_dims / 2 of them): theta_base = pos · freq[i]; ramp[i] is YaRN's
+// Per rotated pair i (n_dims / 2 of them): theta_base = (pos · theta_scale^i) / factor[i], the
+// power built by i repeated float multiplications as the CPU does; ramp[i] is YaRN's
 // extrapolation mix (times ext_factor). mscale multiplies cos and sin.
 struct RopeTable {
-    std::vector<float> freq;   // base^(-2i/n_dims) / freq_factor_i
+    std::vector<float> factor;  // llama-3 frequency factors, or 1
     std::vector<float> ramp;
+    float theta_scale = 1.0f;
     float freq_scale = 1.0f;
     float mscale = 1.0f;
     bool neox = false;
@@ -26,8 +28,8 @@ struct RopeTable {
 RopeTable make_rope_table(const RopeParams& params);
 
 // Rotates n_heads heads of head_dim values in every row of x, row t at places[t].pos (places:
-// a device array). freq and ramp: device copies of the table's vectors.
+// a device array). factor and ramp: device copies of the table's vectors.
 void rope(DeviceRows x, int n_heads, int head_dim, const TokenPlace* places, const RopeTable& table,
-          const float* freq, const float* ramp, cudaStream_t stream);
+          const float* factor, const float* ramp, cudaStream_t stream);
 
 }  // namespace tandem::cuda

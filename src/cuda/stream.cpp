@@ -5,15 +5,21 @@
 
 namespace tandem::cuda {
 
-Stream::Stream() { check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate"); }
+Stream::Stream() {
+    check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
+}
 
 Stream::~Stream() {
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
 }
 
-void Stream::synchronize(const char* what) const { check(cudaStreamSynchronize(stream_), what); }
+void Stream::synchronize(const char* what) const {
+    check(cudaStreamSynchronize(stream_), what);
+}
 
-GraphCache::~GraphCache() { clear(); }
+GraphCache::~GraphCache() {
+    clear();
+}
 
 void GraphCache::clear() {
     for (auto& [key, exec] : graphs_) cudaGraphExecDestroy(exec);
@@ -23,7 +29,8 @@ void GraphCache::clear() {
 void GraphCache::run(uint64_t key, const std::function<void()>& work) {
     auto it = graphs_.find(key);
     if (it == graphs_.end()) {
-        check(cudaStreamBeginCapture(stream_.get(), cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
+        check(cudaStreamBeginCapture(stream_.get(), cudaStreamCaptureModeThreadLocal),
+              "cudaStreamBeginCapture");
         try {
             work();
         } catch (...) {

@@ -29,6 +29,9 @@ public:
 
     // Evaluates tokens at the next positions; returns the logits of the last one.
     std::span<const float> feed(std::span<const int32_t> tokens);
+    // Evaluates tokens at the next positions and returns the argmax of the last one's logits
+    // (computed where the logits are: greedy decoding without copying them out).
+    int32_t feed_greedy(std::span<const int32_t> tokens);
     // Evaluates tokens at the next positions and returns the logits of every one of them
     // (teacher forcing): tokens.size() × n_vocab.
     std::span<const float> feed_all(std::span<const int32_t> tokens);
@@ -44,6 +47,13 @@ public:
     void rewind(int position) { n_past_ = std::clamp(position, 0, n_past_); }
 
 private:
+    void check_room(size_t n) const;
+    // Evaluates tokens at the next positions in batches of at most max_batch, with places_ and
+    // want_ set for each (every row wants logits with want_all, else the last one):
+    // eval(batch, offset of the batch in tokens).
+    template <typename Eval>
+    void for_each_batch(std::span<const int32_t> tokens, bool want_all, Eval eval);
+
     const Model& model_;
     SessionOptions options_;
     std::unique_ptr<Ops> backend_;

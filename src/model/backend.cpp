@@ -20,9 +20,12 @@ Device parse_device(std::string_view name) {
 
 const char* device_name(Device device) {
     switch (device) {
-        case Device::kAuto: return "auto";
-        case Device::kCpu: return "cpu";
-        case Device::kCuda: return "cuda";
+        case Device::kAuto:
+            return "auto";
+        case Device::kCpu:
+            return "cpu";
+        case Device::kCuda:
+            return "cuda";
     }
     return "?";
 }
@@ -31,7 +34,8 @@ bool gpu_available(std::string* why) {
 #ifdef TANDEM_HAVE_CUDA
     return cuda::device_count(why) > 0;
 #else
-    if (why != nullptr) *why = "this build has no CUDA backend (nvcc was not found when it was built)";
+    if (why != nullptr)
+        *why = "this build has no CUDA backend (nvcc was not found when it was built)";
     return false;
 #endif
 }
@@ -51,7 +55,8 @@ std::unique_ptr<Ops> make_backend(const Model& model, ThreadPool& pool, const Ba
     cpu.n_ctx = o.n_ctx;
     cpu.kv_type = o.kv_type;
 #ifdef TANDEM_HAVE_CUDA
-    if (device == Device::kCuda) return std::make_unique<GpuBackend>(model, pool, cpu, o.gpu_mem_gib);
+    if (device == Device::kCuda)
+        return std::make_unique<GpuBackend>(model, pool, cpu, o.gpu_mem_gib);
 #endif
     return std::make_unique<CpuBackend>(model, pool, cpu);
 }

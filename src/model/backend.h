@@ -21,16 +21,17 @@ const char* device_name(Device device);
 
 struct BackendOptions {
     Device device = Device::kCpu;
-    int max_batch = 512;     // tokens per forward call
-    int n_seq = 1;           // KV cache sequence slots
-    int n_ctx = 4096;        // positions per sequence
+    int max_batch = 512;  // tokens per forward call
+    int n_seq = 1;        // KV cache sequence slots
+    int n_ctx = 4096;     // positions per sequence
     KvType kv_type = KvType::kF16;
     double gpu_mem_gib = 0;  // what the GPU backend may take; 0: the free memory less a margin
 };
 
 // The backend for `options.device`: kAuto takes the GPU when there is one and says in one log
 // line why not otherwise; kCuda without a usable GPU (or in a build without CUDA) throws Error.
-std::unique_ptr<Ops> make_backend(const Model& model, ThreadPool& pool, const BackendOptions& options);
+std::unique_ptr<Ops> make_backend(const Model& model, ThreadPool& pool,
+                                  const BackendOptions& options);
 
 // True when this build has the CUDA backend and a GPU answers; otherwise `why` says what is
 // missing (no CUDA in this build, no driver, no device).

@@ -69,6 +69,13 @@ void CpuBackend::read(Act x, float* host) {
     for (int t = 0; t < x.rows; ++t) std::memcpy(host + t * x.cols, x.row(t), sizeof(float) * x.cols);
 }
 
+void CpuBackend::argmax(Act x, int32_t* host) {
+    for (int t = 0; t < x.rows; ++t) {
+        const float* row = x.row(t);
+        host[t] = static_cast<int32_t>(std::max_element(row, row + x.cols) - row);
+    }
+}
+
 void CpuBackend::embed(const WeightMatrix& table, Act out) {
     for (int t = 0; t < out.rows; ++t)
         table.format->dequantize_row(table.row(tokens_[t]), out.row(t), out.cols);

@@ -39,6 +39,7 @@ class CpuBackend final : public Ops {
     void set_batch(std::span<const int32_t> tokens, std::span<const TokenPlace> places,
                    std::span<const int32_t> logit_rows) override;
     void read(Act x, float* host) override;
+    void argmax(Act x, int32_t* host) override;
 
     void embed(const WeightMatrix& table, Act out) override;
     void rms_norm(Act x, const WeightVector& w, float eps, Act out) override;

@@ -26,13 +26,28 @@ Decoder::Decoder(const Model& model, Ops& ops, int max_batch)
 
 int Decoder::eval(std::span<const int32_t> tokens, std::span<const TokenPlace> places,
                   std::span<const uint8_t> want_logits, float* logits) {
+    const int m = run_batch(tokens, places, want_logits);
+    if (m > 0) ops_.read(logits_.first_rows(m), logits);
+    return m;
+}
+
+int Decoder::eval_argmax(std::span<const int32_t> tokens, std::span<const TokenPlace> places,
+                         std::span<const uint8_t> want_logits, int32_t* ids) {
+    const int m = run_batch(tokens, places, want_logits);
+    if (m > 0) ops_.argmax(logits_.first_rows(m), ids);
+    return m;
+}
+
+int Decoder::run_batch(std::span<const int32_t> tokens, std::span<const TokenPlace> places,
+                       std::span<const uint8_t> want_logits) {
     const int n = static_cast<int>(tokens.size());
     if (n <= 0 || n > max_batch_) fail("batch of {} tokens (1..{} allowed)", n, max_batch_);
     if (places.size() != tokens.size() || want_logits.size() != tokens.size()) {
         fail("batch: tokens, places and logit flags differ in length");
     }
     for (int t = 0; t < n; ++t) {
-        if (tokens[t] < 0 || tokens[t] >= c_.n_vocab) fail("token id {} outside the vocabulary (0..{})", tokens[t], c_.n_vocab - 1);
+        if (tokens[t] < 0 || tokens[t] >= c_.n_vocab)
+            fail("token id {} outside the vocabulary (0..{})", tokens[t], c_.n_vocab - 1);
     }
     logit_rows_.clear();
     for (int t = 0; t < n; ++t) {
@@ -43,7 +58,6 @@ int Decoder::eval(std::span<const int32_t> tokens, std::span<const TokenPlace> p
     // Passes of the same size issue the same operations (the places live in the backend).
     const uint64_t key = (static_cast<uint64_t>(n) << 32) | static_cast<uint32_t>(m);
     ops_.run(key, [&] { forward(n, m); });
-    if (m > 0) ops_.read(logits_.first_rows(m), logits);
     return m;
 }
 

@@ -13,7 +13,7 @@
 namespace tandem {
 
 class Decoder {
-public:
+  public:
     // Activation buffers for batches of up to max_batch tokens are allocated here, in the
     // backend's memory.
     Decoder(const Model& model, Ops& ops, int max_batch);
@@ -23,10 +23,18 @@ public:
     int eval(std::span<const int32_t> tokens, std::span<const TokenPlace> places,
              std::span<const uint8_t> want_logits, float* logits);
 
+    // As eval, but writes only the argmax of each wanted row's logits (greedy decoding; the
+    // logits stay in the backend).
+    int eval_argmax(std::span<const int32_t> tokens, std::span<const TokenPlace> places,
+                    std::span<const uint8_t> want_logits, int32_t* ids);
+
     int max_batch() const { return max_batch_; }
     Ops& ops() { return ops_; }
 
-private:
+  private:
+    // Checks and hands over the batch, runs the forward pass; returns the rows that want logits.
+    int run_batch(std::span<const int32_t> tokens, std::span<const TokenPlace> places,
+                  std::span<const uint8_t> want_logits);
     // The forward pass of n tokens, of which m want logits.
     void forward(int n, int m);
     void layer(int il, int n);

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
 #include "base/error.h"
 #include "base/log.h"
@@ -16,14 +17,20 @@
 namespace tandem {
 namespace {
 
-constexpr size_t kMargin = size_t{1} << 30;            // left free when --gpu-mem is not given
+constexpr size_t kMargin = size_t{1} << 30;             // left free when --gpu-mem is not given
 constexpr size_t kReadStagingBytes = size_t{16} << 20;  // pinned buffer for read()
 
-double gib(size_t bytes) { return static_cast<double>(bytes) / (1u << 30); }
+double gib(size_t bytes) {
+    return static_cast<double>(bytes) / (1u << 30);
+}
 
-cuda::DeviceRows rows(Act a) { return {a.data, a.rows, a.cols, a.stride}; }
+cuda::DeviceRows rows(Act a) {
+    return {a.data, a.rows, a.cols, a.stride};
+}
 
-size_t matrix_bytes(const WeightMatrix& m) { return m.empty() ? 0 : static_cast<size_t>(m.rows) * m.row_bytes; }
+size_t matrix_bytes(const WeightMatrix& m) {
+    return m.empty() ? 0 : static_cast<size_t>(m.rows) * m.row_bytes;
+}
 
 size_t experts_bytes(const ExpertMatrix& e, int n_expert) {
     if (e.matrix.empty()) return 0;
@@ -34,21 +41,31 @@ size_t experts_bytes(const ExpertMatrix& e, int n_expert) {
 template <typename Fn>
 void for_each_weight_range(const ModelWeights& w, const ModelConfig& c, Fn add) {
     auto matrix = [&](const WeightMatrix& m) { add(m.data, matrix_bytes(m), false); };
-    auto vector = [&](const WeightVector& v) { add(v.data, static_cast<size_t>(v.size) * sizeof(float), false); };
+    auto vector = [&](const WeightVector& v) {
+        add(v.data, static_cast<size_t>(v.size) * sizeof(float), false);
+    };
     auto experts = [&](const ExpertMatrix& e, int n) {
         add(e.matrix.data, experts_bytes(e, n), true);
         if (e.scales != nullptr) add(e.scales, sizeof(float) * n, false);
-        if (e.bias != nullptr) add(e.bias, sizeof(float) * (static_cast<size_t>(n - 1) * e.bias_stride + e.matrix.rows), false);
+        if (e.bias != nullptr)
+            add(e.bias,
+                sizeof(float) * (static_cast<size_t>(n - 1) * e.bias_stride + e.matrix.rows),
+                false);
     };
     matrix(w.token_embd);
     matrix(w.output);
     vector(w.output_norm);
     vector(w.rope_freqs);
     for (const LayerWeights& L : w.layers) {
-        for (const WeightVector* v : {&L.attn_norm, &L.bq, &L.bk, &L.bv, &L.bo, &L.q_norm, &L.k_norm, &L.ffn_norm}) vector(*v);
-        for (const WeightMatrix* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.ffn_gate, &L.ffn_up, &L.ffn_down, &L.router}) matrix(*m);
+        for (const WeightVector* v :
+             {&L.attn_norm, &L.bq, &L.bk, &L.bv, &L.bo, &L.q_norm, &L.k_norm, &L.ffn_norm})
+            vector(*v);
+        for (const WeightMatrix* m :
+             {&L.wq, &L.wk, &L.wv, &L.wo, &L.ffn_gate, &L.ffn_up, &L.ffn_down, &L.router})
+            matrix(*m);
         if (L.experts.n_expert > 0) {
-            for (const ExpertMatrix* e : {&L.experts.gate, &L.experts.up, &L.experts.down}) experts(*e, L.experts.n_expert);
+            for (const ExpertMatrix* e : {&L.experts.gate, &L.experts.up, &L.experts.down})
+                experts(*e, L.experts.n_expert);
         }
     }
     (void)c;
@@ -56,7 +73,8 @@ void for_each_weight_range(const ModelWeights& w, const ModelConfig& c, Fn add) 
 
 }  // namespace
 
-GpuBackend::GpuBackend(const Model& model, ThreadPool& pool, const CpuBackendOptions& o, double gpu_mem_gib)
+GpuBackend::GpuBackend(const Model& model, ThreadPool& pool, const CpuBackendOptions& o,
+                       double gpu_mem_gib)
     : model_(model), c_(model.config()), options_(o), graphs_(stream_) {
     (void)pool;
     Stopwatch watch;
@@ -77,24 +95,35 @@ GpuBackend::GpuBackend(const Model& model, ThreadPool& pool, const CpuBackendOpt
     const int T = o.max_batch, k = std::max(1, c_.n_expert_used);
     kv_.shape = {c_.n_layer, o.n_seq, o.n_ctx, c_.n_head_kv, c_.head_dim_k, c_.head_dim_v};
     kv_.f16 = o.kv_type == KvType::kF16;
-    const int max_chunks = (o.n_ctx + cuda::kAttentionChunk - 1) / cuda::kAttentionChunk;
-    attention_scratch_.capacity = int64_t{c_.n_head} * max_chunks * std::max(cuda::kSmallBatch, std::min(T, 64));
+    // Decode needs every chunk of kSmallBatch queries at once; prefill slices fit what is left.
+    const int decode_chunks = (o.n_ctx + cuda::kDecodeChunk - 1) / cuda::kDecodeChunk;
+    attention_scratch_.capacity = int64_t{c_.n_head} * decode_chunks * cuda::kSmallBatch;
+    const int64_t widest_input =
+        std::max<int64_t>({c_.n_embd, int64_t{c_.n_head} * c_.head_dim_v, c_.n_ff});
     const size_t decoder_floats =
-        static_cast<size_t>(T) * (4 * int64_t{c_.n_embd} + int64_t{c_.n_head} * c_.head_dim_k * 2 +
-                                  int64_t{c_.n_head_kv} * (c_.head_dim_k + c_.head_dim_v) +
-                                  (c_.is_moe() ? 0 : 2 * int64_t{c_.n_ff}) + c_.n_vocab);
-    const size_t moe_floats = c_.is_moe() ? static_cast<size_t>(T) * (c_.n_expert + int64_t{k} * (2 * c_.n_ff_exp + c_.n_embd + 2 + 1)) : 0;
-    const size_t activation_bytes = sizeof(float) * (decoder_floats + moe_floats +
-                                                     attention_scratch_.capacity * (c_.head_dim_v + 2)) +
-                                    (size_t{16} << 20);
+        static_cast<size_t>(T) *
+        (4 * int64_t{c_.n_embd} + widest_input + int64_t{c_.n_head} * c_.head_dim_k * 2 +
+         int64_t{c_.n_head_kv} * (c_.head_dim_k + c_.head_dim_v) +
+         (c_.is_moe() ? 0 : 2 * int64_t{c_.n_ff}) + c_.n_vocab);
+    const size_t moe_floats =
+        c_.is_moe() ? static_cast<size_t>(T) *
+                          (c_.n_expert + int64_t{k} * (2 * c_.n_ff_exp + c_.n_embd + 2 + 1))
+                    : 0;
+    const size_t activation_bytes =
+        sizeof(float) *
+            (decoder_floats + moe_floats + attention_scratch_.capacity * (c_.head_dim_v + 2)) +
+        (size_t{16} << 20);
     const size_t weight_bytes = image_.device_bytes();
     const size_t need = weight_bytes + kv_.bytes() + activation_bytes;
     if (need > budget_) {
-        fail("{}: needs {:.2f} GiB of GPU memory (weights {:.2f} GiB, {:.2f} of them experts; KV cache {:.2f}; "
-             "activations {:.2f}) but {:.2f} GiB {} on {}: run it with --device cpu, or lower --ctx / --batch",
-             model.file().path(), gib(need), gib(weight_bytes), gib(expert_bytes), gib(kv_.bytes()),
-             gib(activation_bytes), gib(budget_), gpu_mem_gib > 0 ? "are allowed by --gpu-mem" : "are free",
-             gpu.name);
+        fail(
+            "{}: needs {:.2f} GiB of GPU memory (weights {:.2f} GiB, {:.2f} of them experts; KV "
+            "cache {:.2f}; "
+            "activations {:.2f}) but {:.2f} GiB {} on {}: run it with --device cpu, or lower --ctx "
+            "/ --batch",
+            model.file().path(), gib(need), gib(weight_bytes), gib(expert_bytes), gib(kv_.bytes()),
+            gib(activation_bytes), gib(budget_),
+            gpu_mem_gib > 0 ? "are allowed by --gpu-mem" : "are free", gpu.name);
     }
 
     upload_weights();
@@ -106,52 +135,63 @@ GpuBackend::GpuBackend(const Model& model, ThreadPool& pool, const CpuBackendOpt
     kv_.k = buffers_.back().get();
     buffers_.emplace_back(positions * c_.head_dim_v * elt, "the KV cache (values)");
     kv_.v = buffers_.back().get();
-    attention_scratch_.values = device_floats(attention_scratch_.capacity * c_.head_dim_v, "attention scratch");
+    attention_scratch_.values =
+        device_floats(attention_scratch_.capacity * c_.head_dim_v, "attention scratch");
     attention_scratch_.stats = device_floats(attention_scratch_.capacity * 2, "attention scratch");
 
-    rope_table_ = cuda::make_rope_table(c_.rope);
-    if (!weights_.rope_freqs.empty()) {
-        RopeParams p = c_.rope;
-        p.freq_factors = host.rope_freqs.data;  // the table is built on the host
-        rope_table_ = cuda::make_rope_table(p);
-    }
-    float* freq = device_floats(std::max<size_t>(1, rope_table_.freq.size()), "rope table");
+    rope_table_ = cuda::make_rope_table(c_.rope);  // (its frequency factors are host values)
+    float* factor = device_floats(std::max<size_t>(1, rope_table_.factor.size()), "rope table");
     float* ramp = device_floats(std::max<size_t>(1, rope_table_.ramp.size()), "rope table");
-    cuda::check(cudaMemcpy(freq, rope_table_.freq.data(), sizeof(float) * rope_table_.freq.size(), cudaMemcpyHostToDevice),
+    cuda::check(cudaMemcpy(factor, rope_table_.factor.data(),
+                           sizeof(float) * rope_table_.factor.size(), cudaMemcpyHostToDevice),
                 "rope table upload");
-    cuda::check(cudaMemcpy(ramp, rope_table_.ramp.data(), sizeof(float) * rope_table_.ramp.size(), cudaMemcpyHostToDevice),
+    cuda::check(cudaMemcpy(ramp, rope_table_.ramp.data(), sizeof(float) * rope_table_.ramp.size(),
+                           cudaMemcpyHostToDevice),
                 "rope table upload");
-    rope_freq_ = freq;
+    rope_factor_ = factor;
     rope_ramp_ = ramp;
 
     // The batch's arrays, and their pinned staging (tokens, places, logit rows back to back).
     tokens_ = reinterpret_cast<int32_t*>(device_floats(T, "batch"));
     places_ = reinterpret_cast<TokenPlace*>(device_floats(2 * static_cast<size_t>(T), "batch"));
     logit_rows_ = reinterpret_cast<int32_t*>(device_floats(T, "batch"));
-    batch_staging_ = cuda::PinnedBuffer(sizeof(int32_t) * 4 * static_cast<size_t>(T), "batch staging");
+    argmax_ids_ = reinterpret_cast<int32_t*>(device_floats(T, "batch"));
+    batch_staging_ =
+        cuda::PinnedBuffer(sizeof(int32_t) * 4 * static_cast<size_t>(T), "batch staging");
     read_staging_ = cuda::PinnedBuffer(kReadStagingBytes, "logit staging");
-    cuda::check(cudaEventCreateWithFlags(&batch_copied_, cudaEventDisableTiming), "cudaEventCreate");
+    rounded_ = device_floats(static_cast<size_t>(T) * widest_input, "rounded activations");
+    cuda::check(cudaEventCreateWithFlags(&batch_copied_, cudaEventDisableTiming),
+                "cudaEventCreate");
 
     if (c_.is_moe()) {
         routing_ = {c_.n_expert, c_.n_expert_used, c_.expert_weights_norm, c_.expert_weights_scale};
         router_logits_ = allocate(T, c_.n_expert);
         routes_ = reinterpret_cast<Route*>(device_floats(2 * static_cast<size_t>(T) * k, "routes"));
-        expert_gate_ = device_floats(static_cast<size_t>(T) * k * c_.n_ff_exp, "expert activations");
+        expert_gate_ =
+            device_floats(static_cast<size_t>(T) * k * c_.n_ff_exp, "expert activations");
         expert_up_ = device_floats(static_cast<size_t>(T) * k * c_.n_ff_exp, "expert activations");
         expert_down_ = device_floats(static_cast<size_t>(T) * k * c_.n_embd, "expert outputs");
         groups_.max_routes = T * k;
         groups_.max_tiles = cuda::max_group_tiles(T * k, c_.n_expert);
-        groups_.sorted = reinterpret_cast<int32_t*>(device_floats(groups_.max_routes, "expert groups"));
-        groups_.tile_expert = reinterpret_cast<int32_t*>(device_floats(groups_.max_tiles, "expert groups"));
-        groups_.tile_begin = reinterpret_cast<int32_t*>(device_floats(groups_.max_tiles, "expert groups"));
-        groups_.tile_end = reinterpret_cast<int32_t*>(device_floats(groups_.max_tiles, "expert groups"));
+        groups_.sorted =
+            reinterpret_cast<int32_t*>(device_floats(groups_.max_routes, "expert groups"));
+        groups_.tile_expert =
+            reinterpret_cast<int32_t*>(device_floats(groups_.max_tiles, "expert groups"));
+        groups_.tile_begin =
+            reinterpret_cast<int32_t*>(device_floats(groups_.max_tiles, "expert groups"));
+        groups_.tile_end =
+            reinterpret_cast<int32_t*>(device_floats(groups_.max_tiles, "expert groups"));
         groups_.n_tiles = reinterpret_cast<int32_t*>(device_floats(1, "expert groups"));
     }
     ctx_.stream = stream_.get();
-    log_info("backend: cuda on {} ({:.0f} GiB, compute {}.{}, driver CUDA {}); {:.2f} GiB of weights, KV cache {:.2f} GiB "
-             "({}), experts resident; ready in {:.2f} s",
-             gpu.name, gib(gpu.total_bytes), gpu.cc_major, gpu.cc_minor, cuda::cuda_version_text(gpu.driver_version),
-             gib(weight_bytes), gib(kv_.bytes()), kv_.f16 ? "f16" : "f32", watch.seconds());
+    ctx_.tables = dequant_tables_.tables();
+    log_info(
+        "backend: cuda on {} ({:.0f} GiB, compute {}.{}, driver CUDA {}); {:.2f} GiB of weights, "
+        "KV cache {:.2f} GiB "
+        "({}), experts resident; ready in {:.2f} s",
+        gpu.name, gib(gpu.total_bytes), gpu.cc_major, gpu.cc_minor,
+        cuda::cuda_version_text(gpu.driver_version), gib(weight_bytes), gib(kv_.bytes()),
+        kv_.f16 ? "f16" : "f32", watch.seconds());
 }
 
 GpuBackend::~GpuBackend() {
@@ -162,8 +202,11 @@ GpuBackend::~GpuBackend() {
 void GpuBackend::check_supported() const {
     auto check_matrix = [&](const WeightMatrix& m, const char* role) {
         if (m.empty()) return;
-        if (!cuda::gpu_supports(m.format->type)) fail("--device cuda: no GPU kernels for {} weights ({})", m.format->name, role);
-        if (m.cols % 8 != 0) fail("--device cuda: {} weights of {} columns (the GPU kernels need a multiple of 8)", role, m.cols);
+        if (!cuda::gpu_supports(m.format->type))
+            fail("--device cuda: no GPU kernels for {} weights ({})", m.format->name, role);
+        if (m.cols % 8 != 0)
+            fail("--device cuda: {} weights of {} columns (the GPU kernels need a multiple of 8)",
+                 role, m.cols);
     };
     const ModelWeights& w = model_.weights();
     check_matrix(w.token_embd, "token_embd");
@@ -172,9 +215,16 @@ void GpuBackend::check_supported() const {
         for (const WeightMatrix* m : {&L.wq, &L.wk, &L.wv, &L.wo}) check_matrix(*m, "attention");
         for (const WeightMatrix* m : {&L.ffn_gate, &L.ffn_up, &L.ffn_down}) check_matrix(*m, "ffn");
         check_matrix(L.router, "router");
-        for (const ExpertMatrix* e : {&L.experts.gate, &L.experts.up, &L.experts.down}) check_matrix(e->matrix, "experts");
+        for (const ExpertMatrix* e : {&L.experts.gate, &L.experts.up, &L.experts.down})
+            check_matrix(e->matrix, "experts");
     }
-    if (c_.head_dim_k % 8 != 0) fail("--device cuda: key head size {} (the GPU kernels need a multiple of 8)", c_.head_dim_k);
+    if (c_.head_dim_k % 8 != 0)
+        fail("--device cuda: key head size {} (the GPU kernels need a multiple of 8)",
+             c_.head_dim_k);
+    if (std::max(c_.head_dim_k, c_.head_dim_v) > cuda::kMaxHeadDim) {
+        fail("--device cuda: head size {} (the GPU attention takes up to {})",
+             std::max(c_.head_dim_k, c_.head_dim_v), cuda::kMaxHeadDim);
+    }
 }
 
 void GpuBackend::upload_weights() {
@@ -192,7 +242,9 @@ void GpuBackend::upload_weights() {
         d.data = image_.device(m.data);
         return d;
     };
-    auto vector = [&](const WeightVector& v) { return WeightVector{image_.device(v.data), v.size}; };
+    auto vector = [&](const WeightVector& v) {
+        return WeightVector{image_.device(v.data), v.size};
+    };
     auto experts = [&](const ExpertMatrix& e) {
         ExpertMatrix d = e;
         d.matrix.data = image_.device(e.matrix.data);
@@ -209,12 +261,23 @@ void GpuBackend::upload_weights() {
         const LayerWeights& h = host.layers[i];
         LayerWeights& d = weights_.layers[i];
         d = h;
-        for (auto [dst, src] : {std::pair{&d.attn_norm, &h.attn_norm}, {&d.bq, &h.bq}, {&d.bk, &h.bk}, {&d.bv, &h.bv},
-                                {&d.bo, &h.bo}, {&d.q_norm, &h.q_norm}, {&d.k_norm, &h.k_norm}, {&d.ffn_norm, &h.ffn_norm}}) {
+        for (auto [dst, src] : {std::pair{&d.attn_norm, &h.attn_norm},
+                                {&d.bq, &h.bq},
+                                {&d.bk, &h.bk},
+                                {&d.bv, &h.bv},
+                                {&d.bo, &h.bo},
+                                {&d.q_norm, &h.q_norm},
+                                {&d.k_norm, &h.k_norm},
+                                {&d.ffn_norm, &h.ffn_norm}}) {
             *dst = vector(*src);
         }
-        for (auto [dst, src] : {std::pair{&d.wq, &h.wq}, {&d.wk, &h.wk}, {&d.wv, &h.wv}, {&d.wo, &h.wo},
-                                {&d.ffn_gate, &h.ffn_gate}, {&d.ffn_up, &h.ffn_up}, {&d.ffn_down, &h.ffn_down},
+        for (auto [dst, src] : {std::pair{&d.wq, &h.wq},
+                                {&d.wk, &h.wk},
+                                {&d.wv, &h.wv},
+                                {&d.wo, &h.wo},
+                                {&d.ffn_gate, &h.ffn_gate},
+                                {&d.ffn_up, &h.ffn_up},
+                                {&d.ffn_down, &h.ffn_down},
                                 {&d.router, &h.router}}) {
             *dst = matrix(*src);
         }
@@ -224,7 +287,8 @@ void GpuBackend::upload_weights() {
             d.experts.down = experts(h.experts.down);
         }
     }
-    log_info("uploaded {:.2f} GiB of weights in {:.2f} s ({:.1f} GB/s)", gib(image_.device_bytes()), watch.seconds(),
+    log_info("uploaded {:.2f} GiB of weights in {:.2f} s ({:.1f} GB/s)", gib(image_.device_bytes()),
+             watch.seconds(),
              static_cast<double>(image_.device_bytes()) / 1e9 / std::max(1e-9, watch.seconds()));
 }
 
@@ -243,8 +307,10 @@ void GpuBackend::set_batch(std::span<const int32_t> tokens, std::span<const Toke
     max_pos_ = 0;
     for (const TokenPlace& p : places) {
         if (p.seq < 0 || p.seq >= s.n_seq || p.pos < 0 || p.pos >= s.n_ctx) {
-            fail("token at sequence {} position {} is outside the KV cache ({} sequences x {} positions)", p.seq, p.pos,
-                 s.n_seq, s.n_ctx);
+            fail(
+                "token at sequence {} position {} is outside the KV cache ({} sequences x {} "
+                "positions)",
+                p.seq, p.pos, s.n_seq, s.n_ctx);
         }
         max_pos_ = std::max(max_pos_, p.pos);
     }
@@ -254,15 +320,19 @@ void GpuBackend::set_batch(std::span<const int32_t> tokens, std::span<const Toke
     uint8_t* staging = batch_staging_.as<uint8_t>();
     std::memcpy(staging, tokens.data(), n * sizeof(int32_t));
     std::memcpy(staging + n * sizeof(int32_t), places.data(), n * sizeof(TokenPlace));
-    std::memcpy(staging + n * (sizeof(int32_t) + sizeof(TokenPlace)), logit_rows.data(), m * sizeof(int32_t));
+    std::memcpy(staging + n * (sizeof(int32_t) + sizeof(TokenPlace)), logit_rows.data(),
+                m * sizeof(int32_t));
     cudaStream_t st = stream_.get();
-    cuda::check(cudaMemcpyAsync(tokens_, staging, n * sizeof(int32_t), cudaMemcpyHostToDevice, st), "batch upload");
-    cuda::check(cudaMemcpyAsync(places_, staging + n * sizeof(int32_t), n * sizeof(TokenPlace), cudaMemcpyHostToDevice, st),
+    cuda::check(cudaMemcpyAsync(tokens_, staging, n * sizeof(int32_t), cudaMemcpyHostToDevice, st),
+                "batch upload");
+    cuda::check(cudaMemcpyAsync(places_, staging + n * sizeof(int32_t), n * sizeof(TokenPlace),
+                                cudaMemcpyHostToDevice, st),
                 "batch upload");
     if (m > 0) {
-        cuda::check(cudaMemcpyAsync(logit_rows_, staging + n * (sizeof(int32_t) + sizeof(TokenPlace)), m * sizeof(int32_t),
-                                    cudaMemcpyHostToDevice, st),
-                    "batch upload");
+        cuda::check(
+            cudaMemcpyAsync(logit_rows_, staging + n * (sizeof(int32_t) + sizeof(TokenPlace)),
+                            m * sizeof(int32_t), cudaMemcpyHostToDevice, st),
+            "batch upload");
     }
     cuda::check(cudaEventRecord(batch_copied_, st), "cudaEventRecord");
     batch_staged_ = true;
@@ -270,7 +340,11 @@ void GpuBackend::set_batch(std::span<const int32_t> tokens, std::span<const Toke
 
 void GpuBackend::run(uint64_t key, const std::function<void()>& pass) {
     const int n = static_cast<int>(key >> 32);
-    if (n <= cuda::kSmallBatch) {
+    if (profile_.enabled()) {
+        profile_.set_phase(n <= cuda::kSmallBatch ? "decode" : "prefill");
+        pass();
+        profile_.collect();
+    } else if (n <= cuda::kSmallBatch) {
         graphs_.run(key, pass);
     } else {
         pass();
@@ -283,71 +357,118 @@ void GpuBackend::read(Act x, float* host) {
     for (int r0 = 0; r0 < x.rows; r0 += rows_per_copy) {
         const int n = std::min(rows_per_copy, x.rows - r0);
         if (row_bytes > kReadStagingBytes) {  // a single row larger than the staging: plain copy
-            cuda::check(cudaMemcpyAsync(host + static_cast<size_t>(r0) * x.cols, x.row(r0), row_bytes,
-                                        cudaMemcpyDeviceToHost, stream_.get()),
+            cuda::check(cudaMemcpyAsync(host + static_cast<size_t>(r0) * x.cols, x.row(r0),
+                                        row_bytes, cudaMemcpyDeviceToHost, stream_.get()),
                         "reading results");
             stream_.synchronize("reading results");
             continue;
         }
-        cuda::check(cudaMemcpy2DAsync(read_staging_.get(), row_bytes, x.row(r0), sizeof(float) * x.stride, row_bytes, n,
-                                      cudaMemcpyDeviceToHost, stream_.get()),
-                    "reading results");
+        cuda::check(
+            cudaMemcpy2DAsync(read_staging_.get(), row_bytes, x.row(r0), sizeof(float) * x.stride,
+                              row_bytes, n, cudaMemcpyDeviceToHost, stream_.get()),
+            "reading results");
         stream_.synchronize("the forward pass");
         std::memcpy(host + static_cast<size_t>(r0) * x.cols, read_staging_.get(), row_bytes * n);
     }
 }
 
+void GpuBackend::argmax(Act x, int32_t* host) {
+    cuda::argmax_rows(rows(x), argmax_ids_, stream_.get());
+    cuda::check(cudaMemcpyAsync(read_staging_.get(), argmax_ids_, sizeof(int32_t) * x.rows,
+                                cudaMemcpyDeviceToHost, stream_.get()),
+                "reading argmax");
+    stream_.synchronize("the forward pass");
+    std::memcpy(host, read_staging_.get(), sizeof(int32_t) * x.rows);
+}
+
 void GpuBackend::embed(const WeightMatrix& table, Act out) {
+    const cuda::OpProfile::Scope scope(profile_, "embed", stream_.get());
     cuda::embed_rows(ctx_, table, tokens_, out.rows, out.data, out.stride);
 }
 
 void GpuBackend::rms_norm(Act x, const WeightVector& w, float eps, Act out) {
+    const cuda::OpProfile::Scope scope(profile_, "rms_norm", stream_.get());
     cuda::rms_norm(rows(x), w.data, x.cols, eps, rows(out), stream_.get());
 }
 
 void GpuBackend::rms_norm_heads(Act x, int head_dim, const WeightVector& w, float eps) {
+    const cuda::OpProfile::Scope scope(profile_, "rms_norm_heads", stream_.get());
     cuda::rms_norm(rows(x), w.data, head_dim, eps, rows(x), stream_.get());
 }
 
+const float* GpuBackend::rounded_input(Act in, const WeightMatrix& w) {
+    const GgmlType type = w.format->dot_type;
+    if (type == GgmlType::kF32) return in.data;
+    if (rounded_from_ != in.data || rounded_as_ != type) {
+        cuda::round_activations(rows(in), type, {rounded_, in.rows, in.cols, in.stride},
+                                stream_.get());
+        rounded_from_ = in.data;
+        rounded_as_ = type;
+    }
+    return rounded_;
+}
+
 void GpuBackend::matmul(Act in, std::initializer_list<MatmulTarget> targets) {
+    rounded_from_ = nullptr;  // a new input
     for (const MatmulTarget& t : targets) {
-        cuda::matmul(ctx_, *t.weight, in.data, in.stride, in.rows, t.out.data, t.out.stride);
+        const cuda::OpProfile::Scope scope(profile_,
+                                           profile_.enabled()
+                                               ? fmt::format("matmul {}x{} {}", t.weight->rows,
+                                                             t.weight->cols, t.weight->format->name)
+                                               : "",
+                                           stream_.get());
+        cuda::matmul(ctx_, *t.weight, rounded_input(in, *t.weight), in.stride, in.rows, t.out.data,
+                     t.out.stride);
     }
 }
 
-void GpuBackend::add_bias(Act x, const WeightVector& bias) { cuda::add_bias(rows(x), bias.data, stream_.get()); }
-
-void GpuBackend::rope(Act x, int n_heads, int head_dim) {
-    cuda::rope(rows(x), n_heads, head_dim, places_, rope_table_, rope_freq_, rope_ramp_, stream_.get());
+void GpuBackend::add_bias(Act x, const WeightVector& bias) {
+    const cuda::OpProfile::Scope scope(profile_, "add_bias", stream_.get());
+    cuda::add_bias(rows(x), bias.data, stream_.get());
 }
 
-void GpuBackend::store_kv(int layer, Act k, Act v) { cuda::store_kv(kv_, layer, rows(k), rows(v), places_, stream_.get()); }
+void GpuBackend::rope(Act x, int n_heads, int head_dim) {
+    const cuda::OpProfile::Scope scope(profile_, "rope", stream_.get());
+    cuda::rope(rows(x), n_heads, head_dim, places_, rope_table_, rope_factor_, rope_ramp_,
+               stream_.get());
+}
 
-int GpuBackend::attention_chunks(int n_tokens) const {
-    // Decode passes are replayed as graphs, so they cover the whole context; prefill only what
-    // the batch reaches.
-    const int positions = n_tokens <= cuda::kSmallBatch ? options_.n_ctx : max_pos_ + 1;
-    return (positions + cuda::kAttentionChunk - 1) / cuda::kAttentionChunk;
+void GpuBackend::store_kv(int layer, Act k, Act v) {
+    const cuda::OpProfile::Scope scope(profile_, "store_kv", stream_.get());
+    cuda::store_kv(kv_, layer, rows(k), rows(v), places_, stream_.get());
 }
 
 void GpuBackend::attention(int layer, Act q, Act out) {
-    cuda::attention(kv_, layer, rows(q), places_, c_.n_head, c_.attn_scale, attention_chunks(q.rows), attention_scratch_,
-                    rows(out), stream_.get());
+    const cuda::OpProfile::Scope scope(profile_, "attention", stream_.get());
+    // Decode passes are replayed as graphs, so they cover the whole context in short chunks;
+    // prefill covers what the batch reaches, in long ones.
+    const bool decode = q.rows <= cuda::kSmallBatch;
+    const int chunk = decode ? cuda::kDecodeChunk : cuda::kPrefillChunk;
+    const int positions = decode ? options_.n_ctx : max_pos_ + 1;
+    cuda::attention(kv_, layer, rows(q), places_, c_.n_head, c_.attn_scale, chunk,
+                    (positions + chunk - 1) / chunk, attention_scratch_, rows(out), stream_.get());
 }
 
 void GpuBackend::glu(GluKind kind, Act gate, Act up, Act out) {
+    const cuda::OpProfile::Scope scope(profile_, "glu", stream_.get());
     cuda::glu(kind, rows(gate), rows(up), rows(out), stream_.get());
 }
 
-void GpuBackend::add(Act y, Act x) { cuda::add(rows(y), rows(x), stream_.get()); }
+void GpuBackend::add(Act y, Act x) {
+    const cuda::OpProfile::Scope scope(profile_, "add", stream_.get());
+    cuda::add(rows(y), rows(x), stream_.get());
+}
 
 void GpuBackend::moe(int layer, Act in, Act out) {
     const LayerWeights& L = weights_.layers[layer];
     const MoeLayer& m = L.experts;
     const int n = in.rows, k = c_.n_expert_used, n_routes = n * k;
     const cudaStream_t st = stream_.get();
+    std::optional<cuda::OpProfile::Scope> scope(std::in_place, profile_, "moe router", st);
     Act logits = router_logits_.first_rows(n);
-    cuda::matmul(ctx_, L.router, in.data, in.stride, n, logits.data, logits.stride);
+    rounded_from_ = nullptr;
+    cuda::matmul(ctx_, L.router, rounded_input(in, L.router), in.stride, n, logits.data,
+                 logits.stride);
     cuda::route_topk(rows(logits), routing_, routes_, st);
     cuda::ExpertGroups groups;
     const cuda::ExpertGroups* grouped = nullptr;
@@ -356,15 +477,26 @@ void GpuBackend::moe(int layer, Act in, Act out) {
         grouped = &groups;
     }
     const int64_t F = m.n_ff, E = m.n_embd;
-    cuda::matmul_routed(ctx_, m.gate, routes_, n_routes, k, in.data, in.stride, expert_gate_, F, grouped);
-    cuda::matmul_routed(ctx_, m.up, routes_, n_routes, k, in.data, in.stride, expert_up_, F, grouped);
+    scope.emplace(profile_, "moe experts", st);
+    cuda::matmul_routed(ctx_, m.gate, routes_, n_routes, k, rounded_input(in, m.gate.matrix),
+                        in.stride, expert_gate_, F, grouped);
+    cuda::matmul_routed(ctx_, m.up, routes_, n_routes, k, rounded_input(in, m.up.matrix), in.stride,
+                        expert_up_, F, grouped);
     const cuda::DeviceRows gate{expert_gate_, n_routes, F, F}, up{expert_up_, n_routes, F, F};
     cuda::glu(m.activation, gate, up, gate, st);
-    cuda::matmul_routed(ctx_, m.down, routes_, n_routes, 1, expert_gate_, F, expert_down_, E, grouped);
+    // The down projection's input through its activation type, into the free up buffer.
+    const float* down_in = expert_gate_;
+    if (m.down.matrix.format->dot_type != GgmlType::kF32) {
+        cuda::round_activations(gate, m.down.matrix.format->dot_type, up, st);
+        down_in = expert_up_;
+    }
+    cuda::matmul_routed(ctx_, m.down, routes_, n_routes, 1, down_in, F, expert_down_, E, grouped);
+    scope.emplace(profile_, "moe sum", st);
     cuda::moe_weighted_sum(expert_down_, E, routes_, k, rows(out), st);
 }
 
 void GpuBackend::gather_logit_rows(Act x, Act out) {
+    const cuda::OpProfile::Scope scope(profile_, "gather", stream_.get());
     cuda::gather_rows(rows(x), logit_rows_, rows(out), stream_.get());
 }
 

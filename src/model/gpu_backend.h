@@ -13,10 +13,12 @@
 #include "base/thread_pool.h"
 #include "cpu/moe_routing.h"
 #include "cuda/attention.h"
+#include "cuda/dequant_tables.h"
 #include "cuda/host_image.h"
 #include "cuda/matmul.h"
 #include "cuda/memory.h"
 #include "cuda/moe_routing.h"
+#include "cuda/op_profile.h"
 #include "cuda/rope.h"
 #include "cuda/stream.h"
 #include "model/cpu_backend.h"
@@ -29,7 +31,8 @@ class GpuBackend final : public Ops {
   public:
     // gpu_mem_gib: what the backend may take (0: the free memory less a margin). Throws Error
     // when the model does not fit, saying how much it needs.
-    GpuBackend(const Model& model, ThreadPool& pool, const CpuBackendOptions& options, double gpu_mem_gib);
+    GpuBackend(const Model& model, ThreadPool& pool, const CpuBackendOptions& options,
+               double gpu_mem_gib);
     ~GpuBackend() override;
 
     std::string name() const override { return "cuda"; }
@@ -39,6 +42,7 @@ class GpuBackend final : public Ops {
                    std::span<const int32_t> logit_rows) override;
     void run(uint64_t key, const std::function<void()>& pass) override;
     void read(Act x, float* host) override;
+    void argmax(Act x, int32_t* host) override;
 
     void embed(const WeightMatrix& table, Act out) override;
     void rms_norm(Act x, const WeightVector& w, float eps, Act out) override;
@@ -57,7 +61,9 @@ class GpuBackend final : public Ops {
     void check_supported() const;
     void upload_weights();
     float* device_floats(size_t n, const char* what);
-    int attention_chunks(int n_tokens) const;
+    // `in` rounded through w's activation type into rounded_ (cuda/activation_rounding.h), or
+    // in itself for f32 weights; rounded_ is reused while the same input and type follow.
+    const float* rounded_input(Act in, const WeightMatrix& w);
 
     const Model& model_;
     const ModelConfig& c_;
@@ -65,6 +71,8 @@ class GpuBackend final : public Ops {
     size_t budget_ = 0;
     cuda::Stream stream_;
     cuda::GraphCache graphs_;
+    cuda::OpProfile profile_;
+    cuda::DeviceDequantTables dequant_tables_;
     cuda::MatmulContext ctx_;
     cuda::HostImage image_;
     ModelWeights weights_;  // views into image_
@@ -73,26 +81,30 @@ class GpuBackend final : public Ops {
     cuda::DeviceKv kv_;
     cuda::AttentionScratch attention_scratch_;
     cuda::RopeTable rope_table_;
-    const float* rope_freq_ = nullptr;  // device copies of rope_table_'s vectors
+    const float* rope_factor_ = nullptr;  // device copies of rope_table_'s vectors
     const float* rope_ramp_ = nullptr;
 
     // The batch: device copies of set_batch's arrays, staged in pinned memory.
     int32_t* tokens_ = nullptr;
     TokenPlace* places_ = nullptr;
     int32_t* logit_rows_ = nullptr;
+    int32_t* argmax_ids_ = nullptr;  // [T]
     cuda::PinnedBuffer batch_staging_;
     cudaEvent_t batch_copied_ = nullptr;
     bool batch_staged_ = false;
     int max_pos_ = 0;  // of the current batch
     cuda::PinnedBuffer read_staging_;
+    float* rounded_ = nullptr;  // [T × the widest matrix input]
+    const float* rounded_from_ = nullptr;
+    GgmlType rounded_as_ = GgmlType::kF32;
 
     // MoE scratch (T = max_batch, k = experts per token).
     RoutingParams routing_;
-    Act router_logits_;              // [T × n_expert]
-    Route* routes_ = nullptr;        // [T · k]
-    float* expert_gate_ = nullptr;   // [T · k × n_ff_exp]
-    float* expert_up_ = nullptr;     // [T · k × n_ff_exp]
-    float* expert_down_ = nullptr;   // [T · k × n_embd]
+    Act router_logits_;             // [T × n_expert]
+    Route* routes_ = nullptr;       // [T · k]
+    float* expert_gate_ = nullptr;  // [T · k × n_ff_exp]
+    float* expert_up_ = nullptr;    // [T · k × n_ff_exp]
+    float* expert_down_ = nullptr;  // [T · k × n_embd]
     cuda::GroupBuffers groups_;
 };
 

@@ -35,7 +35,7 @@ struct MatmulTarget {
 };
 
 class Ops {
-public:
+  public:
     virtual ~Ops() = default;
 
     // "cpu" or "cuda", for logs.
@@ -56,6 +56,9 @@ public:
     }
     // Copies x (x.rows × x.cols) to host memory, rows packed.
     virtual void read(Act x, float* host) = 0;
+    // host[r] = the column of the largest value of row r of x (the lowest among equals): greedy
+    // decoding without copying the logits out.
+    virtual void argmax(Act x, int32_t* host) = 0;
 
     // out[t] = row tokens[t] of the embedding table, as f32.
     virtual void embed(const WeightMatrix& table, Act out) = 0;
