@@ -1,0 +1,188 @@
+// The GPU's matrix products for every weight format against the format table's dequantization on
+// the host, in double: decode shapes (1..8 rows of activations, the matrix-vector path) within
+// float rounding, prefill shapes (tensor-core tiles, 3xTF32) about as close; the
+// routed products of MoE layers per route and grouped by expert; and the embedding rows bit for
+// bit.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "cuda/block_dequant.h"
+#include "cuda/dequant_tables.h"
+#include "cuda/gpu_test_util.h"
+#include "cuda/matmul.h"
+#include "cuda/moe_routing.h"
+#include "cuda/stream.h"
+
+namespace tandem {
+namespace {
+
+using testing::DeviceArray;
+
+struct Bound {
+    double worst = 0.0;  // max |gpu - ref| / (sum |terms| + 1e-30)
+};
+
+// y[t][r] against Σ_k w[r][k] x[t][k] in double; returns the worst error relative to Σ|terms|.
+double worst_relative(const std::vector<float>& y, int64_t y_stride, const std::vector<float>& w,
+                      const std::vector<float>& x, int64_t rows, int64_t cols, int n, float scale,
+                      const std::vector<int>* out_rows = nullptr) {
+    double worst = 0.0;
+    for (int t = 0; t < n; ++t) {
+        for (int64_t r = 0; r < rows; ++r) {
+            double ref = 0.0, mag = 0.0;
+            for (int64_t k = 0; k < cols; ++k) {
+                const double term = static_cast<double>(w[r * cols + k]) * x[t * cols + k];
+                ref += term;
+                mag += std::fabs(term);
+            }
+            const int o = out_rows != nullptr ? (*out_rows)[t] : t;
+            const double got = y[o * y_stride + r];
+            const double err = std::fabs(got - ref * scale) / (mag * std::fabs(scale) + 1e-30);
+            if (!(err <= worst)) worst = std::isnan(err) ? INFINITY : err;
+        }
+    }
+    return worst;
+}
+
+class GpuMatmul : public ::testing::TestWithParam<GgmlType> {};
+
+TEST_P(GpuMatmul, DenseProductsMatchTheReference) {
+    TANDEM_REQUIRE_GPU();
+    const FormatTraits& f = format_of(GetParam());
+    ASSERT_TRUE(cuda::gpu_supports(f.type));
+    const int64_t rows = 67, cols = 512;  // rows past a tile and a warp's rows
+    const std::vector<uint8_t> wbytes = testing::random_weights(f, rows, cols, 11);
+    const std::vector<float> w = testing::dequantize(f, wbytes, rows, cols);
+    cuda::DeviceDequantTables tables;
+    cuda::Stream stream;
+    const cuda::MatmulContext ctx{stream.get(), tables.tables()};
+    DeviceArray<uint8_t> dw(wbytes);
+    WeightMatrix m{&f, dw.get(), cols, rows, row_bytes(f, cols), 0.37f};
+    for (int n : {1, 2, 3, 5, 8, 9, 64, 100}) {
+        const std::vector<float> x = testing::random_floats(static_cast<size_t>(n) * cols, 100 + n);
+        DeviceArray<float> dx(x);
+        const int64_t y_stride = rows + 5;
+        DeviceArray<float> dy(std::vector<float>(static_cast<size_t>(n) * y_stride, NAN));
+        cuda::matmul(ctx, m, dx.get(), cols, n, dy.get(), y_stride);
+        const double worst = worst_relative(dy.download(), y_stride, w, x, rows, cols, n, m.scale);
+        // f32 accumulation (matrix-vector) or TF32 operands (tiles: 2^-11 relative each).
+        const double bound = n <= cuda::kSmallBatch ? 2e-6 : 1e-5;
+        EXPECT_LE(worst, bound) << f.name << ", " << n << " rows";
+    }
+}
+
+TEST_P(GpuMatmul, RoutedProductsMatchTheReference) {
+    TANDEM_REQUIRE_GPU();
+    const FormatTraits& f = format_of(GetParam());
+    const int n_expert = 6, k = 2;
+    const int64_t rows = 40, cols = 256;
+    const size_t rb = row_bytes(f, cols), stride = rb * rows;
+    std::vector<uint8_t> wbytes;
+    std::vector<std::vector<float>> w(n_expert);
+    for (int e = 0; e < n_expert; ++e) {
+        std::vector<uint8_t> part = testing::random_weights(f, rows, cols, 50 + e);
+        w[e] = testing::dequantize(f, part, rows, cols);
+        wbytes.insert(wbytes.end(), part.begin(), part.end());
+    }
+    std::vector<float> scales(n_expert), bias(n_expert * rows);
+    for (int e = 0; e < n_expert; ++e) scales[e] = 0.5f + 0.25f * e;
+    bias = testing::random_floats(bias.size(), 9);
+    cuda::DeviceDequantTables tables;
+    cuda::Stream stream;
+    const cuda::MatmulContext ctx{stream.get(), tables.tables()};
+    DeviceArray<uint8_t> dw(wbytes);
+    DeviceArray<float> dscales(scales), dbias(bias);
+    ExpertMatrix em;
+    em.matrix = {&f, dw.get(), cols, rows, rb, 1.0f};
+    em.expert_stride = stride;
+    em.scales = dscales.get();
+    em.bias = dbias.get();
+    em.bias_stride = rows;
+    for (int n_tokens : {3, 8, 40, 150}) {
+        const int n_routes = n_tokens * k;
+        std::vector<Route> routes(n_routes);
+        std::mt19937 rng(n_tokens);
+        for (int j = 0; j < n_routes; ++j) {
+            routes[j].expert = j % 7 == 3 ? -1 : static_cast<int>(rng() % n_expert);
+            routes[j].weight = 1.0f;
+        }
+        const std::vector<float> x =
+            testing::random_floats(static_cast<size_t>(n_tokens) * cols, 7 + n_tokens);
+        DeviceArray<float> dx(x);
+        DeviceArray<Route> droutes(routes);
+        DeviceArray<float> dy(std::vector<float>(static_cast<size_t>(n_routes) * rows, NAN));
+        const bool grouped = n_tokens > cuda::kSmallBatch;
+        DeviceArray<int32_t> sorted(n_routes),
+            tile_expert(cuda::max_group_tiles(n_routes, n_expert)), tile_begin(tile_expert.size()),
+            tile_end(tile_expert.size()), n_tiles(1);
+        cuda::GroupBuffers g{sorted.get(),
+                             tile_expert.get(),
+                             tile_begin.get(),
+                             tile_end.get(),
+                             n_tiles.get(),
+                             n_routes,
+                             static_cast<int>(tile_expert.size())};
+        cuda::ExpertGroups groups;
+        if (grouped)
+            groups = cuda::group_routes(droutes.get(), n_routes, n_expert, g, stream.get());
+        cuda::matmul_routed(ctx, em, droutes.get(), n_routes, k, dx.get(), cols, dy.get(), rows,
+                            grouped ? &groups : nullptr);
+        const std::vector<float> y = dy.download();
+        double worst = 0.0;
+        for (int j = 0; j < n_routes; ++j) {
+            const int e = routes[j].expert;
+            if (e < 0) continue;
+            const int t = j / k;
+            for (int64_t r = 0; r < rows; ++r) {
+                double ref = 0.0, mag = 0.0;
+                for (int64_t c = 0; c < cols; ++c) {
+                    const double term = static_cast<double>(w[e][r * cols + c]) * x[t * cols + c];
+                    ref += term;
+                    mag += std::fabs(term);
+                }
+                ref = ref * scales[e] + bias[e * rows + r];
+                const double err = std::fabs(y[j * rows + r] - ref) /
+                                   (mag * scales[e] + std::fabs(bias[e * rows + r]) + 1e-30);
+                if (!(err <= worst)) worst = std::isnan(err) ? INFINITY : err;
+            }
+        }
+        EXPECT_LE(worst, grouped ? 1e-5 : 2e-6) << f.name << ", " << n_tokens << " tokens";
+    }
+}
+
+TEST_P(GpuMatmul, EmbeddingRowsBitIdentical) {
+    TANDEM_REQUIRE_GPU();
+    const FormatTraits& f = format_of(GetParam());
+    const int64_t rows = 30, cols = 256;
+    const std::vector<uint8_t> wbytes = testing::random_weights(f, rows, cols, 3);
+    const std::vector<float> w = testing::dequantize(f, wbytes, rows, cols);
+    cuda::DeviceDequantTables tables;
+    cuda::Stream stream;
+    const cuda::MatmulContext ctx{stream.get(), tables.tables()};
+    DeviceArray<uint8_t> dw(wbytes);
+    const std::vector<int32_t> tokens = {29, 0, 7, 7, 13};
+    DeviceArray<int32_t> dt(tokens);
+    DeviceArray<float> out(tokens.size() * cols);
+    WeightMatrix m{&f, dw.get(), cols, rows, row_bytes(f, cols), 1.0f};
+    cuda::embed_rows(ctx, m, dt.get(), static_cast<int>(tokens.size()), out.get(), cols);
+    const std::vector<float> got = out.download();
+    for (size_t t = 0; t < tokens.size(); ++t) {
+        for (int64_t c = 0; c < cols; ++c) {
+            const float ref = w[tokens[t] * cols + c];
+            const float g = got[t * cols + c];
+            if (std::isnan(ref) && std::isnan(g)) continue;
+            ASSERT_EQ(std::memcmp(&ref, &g, 4), 0)
+                << f.name << " token " << tokens[t] << " value " << c;
+        }
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(WeightFormats, GpuMatmul, ::testing::ValuesIn(gpu::kGpuWeightFormats),
+                         [](const ::testing::TestParamInfo<GgmlType>& info) {
+                             return std::string(format_of(info.param).name);
+                         });
+
+}  // namespace
+}  // namespace tandem

@@ -1,0 +1,240 @@
+// The GPU's row operations against the CPU's: attention over the KV cache (several sequences,
+// grouped-query heads, contexts across many chunks, f32 and f16 caches), rope (NORMAL, NEOX,
+// YaRN, frequency factors), RMS norms, and the MoE routing (top-k and weights).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "cpu/attention.h"
+#include "cpu/elementwise.h"
+#include "cpu/kv_cache.h"
+#include "cpu/moe_routing.h"
+#include "cpu/rope.h"
+#include "cuda/activation_rounding.h"
+#include "cuda/attention.h"
+#include "cuda/elementwise.h"
+#include "cuda/gpu_test_util.h"
+#include "cuda/moe_routing.h"
+#include "cuda/rope.h"
+#include "cuda/stream.h"
+
+namespace tandem {
+namespace {
+
+using testing::DeviceArray;
+
+double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
+    double worst = 0.0;
+    for (size_t i = 0; i < a.size(); ++i) {
+        const double d = std::fabs(static_cast<double>(a[i]) - b[i]);
+        if (!(d <= worst)) worst = std::isnan(d) ? INFINITY : d;
+    }
+    return worst;
+}
+
+struct AttentionCase {
+    int n_head, n_kv, head_dim, n_ctx;
+    bool f16;
+};
+
+class GpuAttention : public ::testing::TestWithParam<AttentionCase> {};
+
+TEST_P(GpuAttention, MatchesTheCpu) {
+    TANDEM_REQUIRE_GPU();
+    const AttentionCase c = GetParam();
+    const int n_seq = 2, n_layer = 2, layer = 1;
+    const KvShape shape{n_layer, n_seq, c.n_ctx, c.n_kv, c.head_dim, c.head_dim};
+    const KvType type = c.f16 ? KvType::kF16 : KvType::kF32;
+    KvCache cpu(shape, type);
+    // Fill sequence s up to len[s] positions in one batch; then queries at the last positions
+    // (and a prefill-like batch of queries at many positions).
+    const int len[2] = {c.n_ctx, c.n_ctx / 3 + 1};
+    std::vector<TokenPlace> places;
+    for (int s = 0; s < n_seq; ++s)
+        for (int p = 0; p < len[s]; ++p) places.push_back({s, p});
+    const int n = static_cast<int>(places.size());
+    const int64_t kv_cols = int64_t{c.n_kv} * c.head_dim;
+    const std::vector<float> k = testing::random_floats(n * kv_cols, 1),
+                             v = testing::random_floats(n * kv_cols, 2);
+    for (int t = 0; t < n; ++t) {
+        cpu.store_k(layer, places[t].seq, places[t].pos, k.data() + t * kv_cols);
+        cpu.store_v(layer, places[t].seq, places[t].pos, v.data() + t * kv_cols);
+    }
+    cuda::Stream stream;
+    DeviceArray<uint8_t> dk(static_cast<size_t>(n_layer) * n_seq * c.n_ctx * kv_cols *
+                            (c.f16 ? 2 : 4));
+    DeviceArray<uint8_t> dv(dk.size());
+    cuda::DeviceKv kv{dk.get(), dv.get(), shape, c.f16};
+    DeviceArray<float> dkin(k), dvin(v);
+    DeviceArray<TokenPlace> dplaces(places);
+    cuda::store_kv(kv, layer, {dkin.get(), n, kv_cols, kv_cols}, {dvin.get(), n, kv_cols, kv_cols},
+                   dplaces.get(), stream.get());
+
+    // Queries: the last position of each sequence, and every 7th position of sequence 0.
+    std::vector<TokenPlace> qp = {{0, len[0] - 1}, {1, len[1] - 1}};
+    for (int p = 0; p < len[0]; p += 7) qp.push_back({0, p});
+    const int nq = static_cast<int>(qp.size());
+    const int64_t q_cols = int64_t{c.n_head} * c.head_dim;
+    const std::vector<float> q = testing::random_floats(nq * q_cols, 3);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+    std::vector<float> ref(nq * q_cols);
+    ThreadPool pool(1);
+    Attention attention(1, c.n_ctx, c.head_dim, c.n_head / c.n_kv);
+    attention.run(cpu, layer, q.data(), qp.data(), nq, c.n_head, scale, ref.data(), pool);
+
+    for (int chunk : {cuda::kDecodeChunk, cuda::kPrefillChunk}) {
+        const int n_chunks = (c.n_ctx + chunk - 1) / chunk;
+        for (int64_t capacity : {int64_t{c.n_head} * n_chunks, int64_t{c.n_head} * n_chunks * nq}) {
+            DeviceArray<float> values(capacity * c.head_dim), stats(capacity * 2);
+            const cuda::AttentionScratch scratch{values.get(), stats.get(), capacity};
+            DeviceArray<float> dq(q), dout(std::vector<float>(nq * q_cols, NAN));
+            DeviceArray<TokenPlace> dqp(qp);
+            cuda::attention(kv, layer, {dq.get(), nq, q_cols, q_cols}, dqp.get(), c.n_head, scale,
+                            chunk, n_chunks, scratch, {dout.get(), nq, q_cols, q_cols},
+                            stream.get());
+            // The CPU rounds the query and the softmax weights to the cache type (llama.cpp's
+            // non-flash path); the GPU keeps them in f32.
+            EXPECT_LE(max_abs_diff(dout.download(), ref), c.f16 ? 3e-3 : 2e-5)
+                << "scratch " << capacity << ", chunk " << chunk;
+        }
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, GpuAttention,
+                         ::testing::Values(AttentionCase{4, 4, 64, 300, false},
+                                           AttentionCase{8, 2, 128, 700, false},
+                                           AttentionCase{16, 2, 64, 1100, true},
+                                           AttentionCase{6, 1, 96, 256, false},
+                                           AttentionCase{4, 2, 256, 520, true}));
+
+TEST(GpuRope, MatchesTheCpu) {
+    TANDEM_REQUIRE_GPU();
+    std::vector<float> factors(32);
+    for (size_t i = 0; i < factors.size(); ++i)
+        factors[i] = 1.0f + 0.25f * static_cast<float>(i % 5);
+    for (int variant = 0; variant < 4; ++variant) {
+        RopeParams p;
+        p.type = variant % 2 ? RopeType::kNeox : RopeType::kNormal;
+        p.n_dims = 64;
+        p.freq_base = variant < 2 ? 10000.0f : 1000000.0f;
+        if (variant == 2) {  // YaRN
+            p.freq_scale = 0.25f;
+            p.ext_factor = 1.0f;
+            p.n_ctx_orig = 4096;
+        }
+        if (variant == 3) p.freq_factors = factors.data();
+        const int n_heads = 3, head_dim = 80, rows = 5;  // head_dim > n_dims: a tail left alone
+        const std::vector<TokenPlace> places = {{0, 0}, {0, 1}, {1, 17}, {0, 4000}, {2, 31111}};
+        std::vector<float> x = testing::random_floats(rows * n_heads * head_dim, 4 + variant);
+        std::vector<float> ref = x;
+        Rope rope(p);
+        std::vector<float> cache(p.n_dims + 2);
+        for (int t = 0; t < rows; ++t)
+            rope.apply(ref.data() + t * n_heads * head_dim, n_heads, head_dim, places[t].pos,
+                       cache.data());
+        const cuda::RopeTable table = cuda::make_rope_table(p);
+        DeviceArray<float> dx(x), factor(table.factor), ramp(table.ramp);
+        DeviceArray<TokenPlace> dp(places);
+        cuda::Stream stream;
+        cuda::rope({dx.get(), rows, n_heads * head_dim, n_heads * head_dim}, n_heads, head_dim,
+                   dp.get(), table, factor.get(), ramp.get(), stream.get());
+        // Same angles, bit for bit; sin and cos within an ulp or two of each other's.
+        EXPECT_LE(max_abs_diff(dx.download(), ref), 2e-6) << "variant " << variant;
+    }
+}
+
+TEST(GpuRmsNorm, RowsAndHeadsMatchTheCpu) {
+    TANDEM_REQUIRE_GPU();
+    const int rows = 7;
+    for (int64_t cols : {64, 2048, 5120}) {
+        for (int64_t group : {cols, int64_t{32}}) {
+            const std::vector<float> x = testing::random_floats(rows * cols, 5, 3.0f);
+            const std::vector<float> w = testing::random_floats(group, 6);
+            std::vector<float> ref(rows * cols);
+            for (int r = 0; r < rows; ++r)
+                for (int64_t g = 0; g < cols / group; ++g)
+                    rms_norm(x.data() + r * cols + g * group, w.data(), group, 1e-6f,
+                             ref.data() + r * cols + g * group);
+            DeviceArray<float> dx(x), dw(w), out(x.size());
+            cuda::Stream stream;
+            cuda::rms_norm({dx.get(), rows, cols, cols}, dw.get(), group, 1e-6f,
+                           {out.get(), rows, cols, cols}, stream.get());
+            EXPECT_LE(max_abs_diff(out.download(), ref), 2e-5) << cols << " / " << group;
+        }
+    }
+}
+
+// The device's rounding kernels (warp-parallel scans) against the sequential block functions,
+// which the host test checks against the formats' quantizers: bit for bit.
+TEST(GpuActivationRounding, MatchesTheSequentialQuantizers) {
+    TANDEM_REQUIRE_GPU();
+    const int rows = 5, cols = 1024;
+    std::vector<float> x = testing::random_floats(rows * cols, 12);
+    for (int i = 0; i < cols; i += 37) x[i] = -x[i + 1];        // equal magnitudes, both signs
+    std::fill(x.begin() + cols, x.begin() + cols + 256, 0.0f);  // an all-zero block
+    for (GgmlType dot :
+         {GgmlType::kQ8_0, GgmlType::kQ8_1, GgmlType::kQ8_K, GgmlType::kF16, GgmlType::kBF16}) {
+        const gpu::ActivationRounding r = gpu::rounding_for(dot);
+        const int block = gpu::rounding_block(r);
+        std::vector<float> ref(x.size());
+        for (size_t b = 0; b < x.size(); b += block)
+            gpu::round_block(r, x.data() + b, ref.data() + b);
+        DeviceArray<float> dx(x), out(x.size());
+        cuda::Stream stream;
+        cuda::round_activations({dx.get(), rows, cols, cols}, dot, {out.get(), rows, cols, cols},
+                                stream.get());
+        const std::vector<float> got = out.download();
+        ASSERT_EQ(std::memcmp(got.data(), ref.data(), 4 * ref.size()), 0) << format_of(dot).name;
+    }
+}
+
+TEST(GpuRouting, TopKMatchesTheCpu) {
+    TANDEM_REQUIRE_GPU();
+    for (int n_expert : {8, 60, 128, 256}) {
+        for (int k : {1, 2, 8}) {
+            const int rows = 33;
+            std::vector<float> logits = testing::random_floats(rows * n_expert, n_expert + k, 2.0f);
+            logits[5] = logits[6];  // a tie: the lower id first
+            const RoutingParams p{n_expert, k, k > 1, k == 2 ? 2.5f : 1.0f};
+            std::vector<Route> ref(rows * k);
+            std::vector<float> cpu = logits;
+            for (int t = 0; t < rows; ++t)
+                route_experts(p, cpu.data() + t * n_expert, ref.data() + t * k);
+            DeviceArray<float> dl(logits);
+            DeviceArray<Route> routes(rows * k);
+            cuda::Stream stream;
+            cuda::route_topk({dl.get(), rows, n_expert, n_expert}, p, routes.get(), stream.get());
+            const std::vector<Route> got = routes.download();
+            for (int i = 0; i < rows * k; ++i) {
+                ASSERT_EQ(got[i].expert, ref[i].expert)
+                    << n_expert << " experts, top " << k << ", route " << i;
+                ASSERT_NEAR(got[i].weight, ref[i].weight, 1e-6f)
+                    << n_expert << " experts, top " << k;
+            }
+        }
+    }
+}
+
+TEST(GpuRouting, WeightedSumInRouteOrder) {
+    TANDEM_REQUIRE_GPU();
+    const int n_tokens = 5, k = 3, cols = 300;
+    std::vector<Route> routes(n_tokens * k);
+    for (int j = 0; j < n_tokens * k; ++j) routes[j] = {j % 4 == 1 ? -1 : j % 5, 0.1f * (j + 1)};
+    const std::vector<float> y = testing::random_floats(n_tokens * k * cols, 8);
+    std::vector<float> ref(n_tokens * cols, 0.0f);
+    for (int t = 0; t < n_tokens; ++t)
+        for (int i = 0; i < k; ++i)
+            if (routes[t * k + i].expert >= 0)
+                for (int c = 0; c < cols; ++c)
+                    ref[t * cols + c] += routes[t * k + i].weight * y[(t * k + i) * cols + c];
+    DeviceArray<float> dy(y), out(ref.size());
+    DeviceArray<Route> dr(routes);
+    cuda::Stream stream;
+    cuda::moe_weighted_sum(dy.get(), cols, dr.get(), k, {out.get(), n_tokens, cols, cols},
+                           stream.get());
+    EXPECT_LE(max_abs_diff(out.download(), ref), 1e-6);
+}
+
+}  // namespace
+}  // namespace tandem
