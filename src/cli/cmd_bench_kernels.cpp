@@ -25,6 +25,7 @@
 #include "base/thread_pool.h"
 #include "base/timer.h"
 #include "cli/bench_common.h"
+#include "cli/bench_gpu_kernels.h"
 #include "cli/commands.h"
 #include "cli/option_checks.h"
 #include "cli/type_option.h"
@@ -48,6 +49,7 @@ struct BenchKernelsOptions {
     std::string ggml_variant;
     bool no_ggml = false;
     bool best = false;  // report the best run instead of the median
+    std::string device = "cpu";  // cpu | cuda
 };
 
 // Every weight type (each has a SIMD kernel on x86; some use the baseline on aarch64): the
@@ -454,7 +456,19 @@ void add_bench_kernels(CLI::App* bench) {
                     "ggml CPU variant for kern -v (default: the class of --variant, else its best)");
     cmd->add_flag("--no-ggml", o->no_ggml, "Do not run the oracle kit's kern bench");
     cmd->add_flag("--best", o->best, "Report the best run (default: the median; both sides alike)");
-    cmd->callback([o] { run_bench(*o); });
+    cmd->add_option("--device", o->device,
+                    "cpu (the CPU kernels vs ggml) or cuda (the GPU's products vs the card's copy rate)")
+        ->capture_default_str();
+    cmd->callback([o] {
+        if (o->device == "cuda") {
+            run_gpu_kernel_bench(parse_type_list(o->types.empty() ? kDefaultTypes : o->types, "--types"), o->k,
+                                 o->mib, o->rounds, o->json);
+        } else if (o->device == "cpu") {
+            run_bench(*o);
+        } else {
+            fail("--device: '{}' is not cpu or cuda", o->device);
+        }
+    });
 }
 
 }  // namespace tandem::cli

@@ -1,6 +1,7 @@
 // `tandem bench model`: prompt and decode tokens/s on a model file (median of a few runs after a
-// warm-up), next to llama.cpp's (`llama_logits --bench` of the oracle kit) on the same file and
-// threads, with ratios.
+// warm-up), next to llama.cpp's on the same file and threads, with ratios: `llama_logits --bench`
+// of the oracle kit (CPU), or a `llama-bench` binary given by --llama-bench (for the GPU:
+// llama.cpp's CUDA build from ../shared/oracle/llama_cuda.sh, run with -ngl 99 -fa 1).
 #include <algorithm>
 #include <cstdio>
 #include <memory>
@@ -31,6 +32,7 @@ struct BenchModelOptions {
     uint32_t seed = 1;
     bool json = false;
     bool no_llama = false;
+    std::string llama_bench;  // a llama-bench binary to compare with instead of llama_logits
 };
 
 struct Speeds {
@@ -41,20 +43,16 @@ struct Speeds {
 // shared machine; the tokens/s of the table are totals, as llama_logits --bench reports).
 std::vector<double> g_token_seconds;
 
-int32_t argmax(std::span<const float> logits) {
-    return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
-}
-
 // One run as llama_logits --bench does it: the prompt in one batch, then `gen` greedy decodes
 // of one token each, timed separately.
 Speeds run_once(Session& session, const std::vector<int32_t>& prompt, int gen) {
     session.reset();
     const double t0 = now_seconds();
-    int32_t token = argmax(session.feed(prompt));
+    int32_t token = session.feed_greedy(prompt);
     const double t1 = now_seconds();
     double t = t1;
     for (int i = 0; i < gen; ++i) {
-        token = argmax(session.feed(std::span<const int32_t>(&token, 1)));
+        token = session.feed_greedy(std::span<const int32_t>(&token, 1));
         const double now = now_seconds();
         g_token_seconds.push_back(now - t);
         t = now;
@@ -68,6 +66,35 @@ struct LlamaResult {
     std::string why;
     Speeds median;
 };
+
+// llama-bench's JSON (-o json): the mean tokens/s of its prompt test and of its generation test
+// over its repetitions (it reports means, not medians).
+LlamaResult run_llama_bench(const BenchModelOptions& o, int threads, bool gpu) {
+    LlamaResult r;
+    int rc = 0;
+    const std::string out = run_command(
+        fmt::format("'{}' -m '{}' -p {} -n {} -r {} -t {} -ngl {} -fa 1 -o json 2>/dev/null", o.llama_bench,
+                    o.model.model_path, o.prompt, o.gen, o.runs, threads, gpu ? 99 : 0),
+        &rc);
+    const size_t start = out.find('[');
+    if (rc != 0 || start == std::string::npos) {
+        r.why = fmt::format("llama-bench failed (exit {}): {}", rc, out.substr(0, 400));
+        return r;
+    }
+    try {
+        for (const nlohmann::json& test : nlohmann::json::parse(out.substr(start))) {
+            const double ts = test.value("avg_ts", 0.0);
+            if (test.value("n_prompt", 0) > 0 && test.value("n_gen", 0) == 0) r.median.prompt_tps = ts;
+            if (test.value("n_gen", 0) > 0 && test.value("n_prompt", 0) == 0) r.median.decode_tps = ts;
+        }
+    } catch (const nlohmann::json::exception& e) {
+        r.why = fmt::format("llama-bench printed no JSON I can read ({})", e.what());
+        return r;
+    }
+    r.ok = r.median.prompt_tps > 0 && r.median.decode_tps > 0;
+    if (!r.ok) r.why = "llama-bench reported no prompt or generation test";
+    return r;
+}
 
 LlamaResult run_llama(const BenchModelOptions& o, int threads) {
     LlamaResult r;
@@ -119,6 +146,7 @@ void run_bench(const BenchModelOptions& o) {
     for (int32_t& t : prompt) t = static_cast<int32_t>(rng() % static_cast<uint32_t>(n_vocab));
 
     Session session(*m.model, *m.pool, so);
+    const bool gpu = session.backend().name() == "cuda";
     run_once(session, prompt, 1);  // warm-up: page faults, first touches
     g_token_seconds.clear();
     std::vector<double> prompt_tps, decode_tps;
@@ -132,12 +160,17 @@ void run_bench(const BenchModelOptions& o) {
     LlamaResult llama;
     if (o.no_llama) {
         llama.why = "--no-llama";
+    } else if (!o.llama_bench.empty()) {
+        llama = run_llama_bench(o, threads, gpu);
+    } else if (gpu) {
+        llama.why = "the GPU is measured against llama.cpp's CUDA build: give its llama-bench with --llama-bench";
     } else {
         llama = run_llama(o, threads);
     }
 
     if (o.json) {
         nlohmann::json doc = {{"model", o.model.model_path},
+                              {"backend", session.backend().name()},
                               {"threads", threads},
                               {"prompt_tokens", o.prompt},
                               {"gen_tokens", o.gen},
@@ -158,9 +191,10 @@ void run_bench(const BenchModelOptions& o) {
         return;
     }
     std::printf(
-        "tandem bench model: %s, %d threads, prompt %d tokens, %d decodes, kv %s, median of %d "
-        "runs\n",
-        o.model.model_path.c_str(), threads, o.prompt, o.gen, o.model.kv_type.c_str(), o.runs);
+        "tandem bench model: %s, backend %s, %d threads, prompt %d tokens, %d decodes, kv %s, median of %d "
+        "runs%s\n",
+        o.model.model_path.c_str(), session.backend().name().c_str(), threads, o.prompt, o.gen,
+        o.model.kv_type.c_str(), o.runs, o.llama_bench.empty() ? "" : " (llama-bench: mean of its runs)");
     if (!llama.ok)
         std::printf("llama.cpp: not measured: %s (our numbers only)\n", llama.why.c_str());
     std::printf("\n%-8s %12s %12s %8s\n", "", "tandem t/s", "llama t/s", "ratio");
@@ -188,6 +222,8 @@ void add_bench_model(CLI::App* bench) {
     cmd->add_option("--seed", o->seed, "Seed of the random prompt")->capture_default_str();
     cmd->add_flag("--json", o->json, "Print JSON instead of a table");
     cmd->add_flag("--no-llama", o->no_llama, "Do not run llama.cpp");
+    cmd->add_option("--llama-bench", o->llama_bench,
+                    "llama.cpp's llama-bench to compare with (its CUDA build for --device cuda: -ngl 99 -fa 1)");
     cmd->callback([o] { run_bench(*o); });
 }
 

@@ -17,6 +17,9 @@ void add_model_options(CLI::App* cmd, ModelOptions& o) {
     cmd->add_option("-c,--ctx", o.ctx, "Context size in tokens (default: min(4096, the model's))");
     cmd->add_option("-b,--batch", o.batch, "Prompt tokens per forward pass")->capture_default_str();
     cmd->add_option("--kv-type", o.kv_type, "KV cache type: f16 or f32")->capture_default_str();
+    cmd->add_option("--device", o.device, "Where to compute: auto (the GPU when there is one), cpu or cuda")
+        ->capture_default_str();
+    cmd->add_option("--gpu-mem", o.gpu_mem, "GiB of GPU memory to use (default: the free memory less 1 GiB)");
 }
 
 KvType parse_kv_type(const std::string& name) {
@@ -50,7 +53,9 @@ LoadedModel load_model(const ModelOptions& o) {
     if (o.threads < 0) fail("--threads {} must be >= 0", o.threads);
     if (o.batch <= 0) fail("--batch {} must be positive", o.batch);
     if (o.ctx < 0) fail("--ctx {} must be >= 0", o.ctx);
+    if (o.gpu_mem < 0) fail("--gpu-mem {} must be >= 0", o.gpu_mem);
     const KvType kv_type = parse_kv_type(o.kv_type);
+    const Device device = parse_device(o.device);
     Stopwatch watch;
     LoadedModel m;
     const KernelVariant& variant = chosen_kernel_variant();
@@ -63,9 +68,11 @@ LoadedModel load_model(const ModelOptions& o) {
     m.session.n_ctx = o.ctx > 0 ? o.ctx : std::min(4096, c.n_ctx_train);
     m.session.max_batch = std::min(o.batch, m.session.n_ctx);
     m.session.kv_type = kv_type;
+    m.session.device = device;
+    m.session.gpu_mem_gib = o.gpu_mem;
     log_info("model: {} ({})", c.name, describe(c));
     log_info("types: {}", m.model->describe_types());
-    log_info("cpu: variant {}, {} threads, backend cpu, experts on cpu", variant.name, m.pool->size());
+    log_info("cpu: variant {}, {} threads", variant.name, m.pool->size());
     log_info("loaded in {:.2f} s; context {} tokens, kv cache {}", watch.seconds(), m.session.n_ctx, o.kv_type);
     return m;
 }

@@ -22,6 +22,8 @@ struct ModelOptions {
     int ctx = 0;      // 0: min(4096, the model's training context)
     int batch = 512;
     std::string kv_type = "f16";
+    std::string device = "auto";  // auto | cpu | cuda
+    double gpu_mem = 0;            // GiB the GPU backend may take; 0: free memory less a margin
 };
 
 void add_model_options(CLI::App* cmd, ModelOptions& options);
