@@ -4,7 +4,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/install-deps.sh
-cmake --preset release >/dev/null
+# The CUDA backend for this machine's GPU when there is one (and nvcc); otherwise the CPU build.
+if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then
+  cuda=(-DTANDEM_CUDA=AUTO -DTANDEM_CUDA_ARCHS=native)
+else
+  cuda=(-DTANDEM_CUDA=OFF)
+fi
+cmake --preset release "${cuda[@]}" >/dev/null
 cmake --build build --target tandem -- -j"$(nproc)"
 
 model="${MODEL:-}"
