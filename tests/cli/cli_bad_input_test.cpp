@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "gguf/gguf_reader.h"
+#include "model/backend.h"
 #include "support/model_files.h"
 #include "support/oracle.h"
 #include "support/temp_dir.h"
@@ -142,6 +143,25 @@ TEST_F(CliBadInput, RunRefusesBadRequests) {
     expect_one_line_error("run -p hi", "model");
     expect_one_line_error("run -m " + model_ + " -p hi --no-such-flag", "no-such-flag");
     expect_one_line_error("no-such-command", "no-such-command");
+}
+
+TEST_F(CliBadInput, DevicesAndGpuMemory) {
+    expect_one_line_error("run -m " + model_ + " -p hi --device tpu", "--device: 'tpu' is not auto, cpu or cuda");
+    expect_one_line_error("run -m " + model_ + " -p hi --gpu-mem -1", "--gpu-mem -1 must be >= 0");
+    expect_one_line_error("bench kernels --device tpu --types q4_0", "--device: 'tpu' is not cpu or cuda");
+    std::string why;
+    if (!gpu_available(&why)) {
+        // A build without a GPU to use: auto says so in one line and runs on the CPU; an explicit
+        // cuda is refused, naming the reason.
+        expect_one_line_error("run -m " + model_ + " -p hi -n 1 --device cuda", "--device cuda: " + why);
+        expect_one_line_error("bench kernels --device cuda --types q4_0", "--device cuda: " + why);
+        const Result r = tandem("run -m " + model_ + " -p hi -n 1");
+        EXPECT_EQ(r.status, 0) << r.output;
+        EXPECT_NE(r.output.find("backend: cpu (" + why + ")"), std::string::npos) << r.output;
+    } else {
+        expect_one_line_error("run -m " + model_ + " -p hi -n 1 --device cuda --gpu-mem 0.0001",
+                              "GiB of GPU memory");
+    }
 }
 
 TEST_F(CliBadInput, BenchAndSynthRefuseBadNumbers) {
