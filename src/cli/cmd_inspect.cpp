@@ -12,6 +12,7 @@
 
 #include "base/cpu_features.h"
 #include "cli/commands.h"
+#include "cli/gpu_info.h"
 #include "gguf/gguf_reader.h"
 #include "kernels/kernel_table.h"
 
@@ -232,6 +233,7 @@ void print_system() {
     }
     std::printf("kernel variant: %s%s\n", std::string(chosen.name).c_str(),
                 std::getenv("TANDEM_CPU_VARIANT") ? " (TANDEM_CPU_VARIANT)" : "");
+    print_gpus();
 }
 
 }  // namespace
@@ -241,7 +243,7 @@ void add_inspect_command(CLI::App& app) {
     CLI::App* cmd = app.add_subcommand("inspect", "Describe a GGUF file (or this machine with --system)");
     cmd->add_option("file", opts->path, "GGUF file");
     cmd->add_flag("--json", opts->json, "Print JSON instead of text");
-    cmd->add_flag("--system", opts->system, "Describe this machine's CPU and the chosen kernels");
+    cmd->add_flag("--system", opts->system, "Describe this machine's CPU, the chosen kernels and the GPUs");
     cmd->callback([opts] {
         if (opts->system) print_system();
         if (opts->path.empty()) {
