@@ -34,6 +34,34 @@ int matvec_slot(int n) {
     return n <= 1 ? 0 : n <= 2 ? 1 : n <= 4 ? 2 : 3;
 }
 
+ProductOperands dense_operands(const MatmulContext& ctx, const WeightMatrix& w, const float* x,
+                               int64_t x_stride, float* y, int64_t y_stride) {
+    ProductOperands p;
+    p.w = w.data;
+    p.row_bytes = w.row_bytes;
+    p.rows = w.rows;
+    p.cols = w.cols;
+    p.scale = w.scale;
+    p.x = x;
+    p.x_stride = x_stride;
+    p.y = y;
+    p.y_stride = y_stride;
+    p.tables = ctx.tables;
+    return p;
+}
+
+ProductOperands expert_operands(const MatmulContext& ctx, const ExpertMatrix& w, int x_div,
+                                const float* x, int64_t x_stride, float* y, int64_t y_stride) {
+    ProductOperands p = dense_operands(ctx, w.matrix, x, x_stride, y, y_stride);
+    p.scale = 1.0f;
+    p.x_div = x_div;
+    p.expert_stride = w.expert_stride;
+    p.expert_scales = w.scales;
+    p.expert_bias = w.bias;
+    p.bias_stride = w.bias_stride;
+    return p;
+}
+
 }  // namespace
 
 bool gpu_supports(GgmlType type) {
@@ -44,34 +72,17 @@ void matmul(const MatmulContext& ctx, const WeightMatrix& w, const float* x, int
             int n, float* y, int64_t y_stride) {
     if (n <= 0) return;
     const FormatKernels& k = kernels_for(*w.format);
+    const ProductOperands operands = dense_operands(ctx, w, x, x_stride, y, y_stride);
     if (n <= kSmallBatch) {
         MatvecParams p;
-        p.w = w.data;
-        p.row_bytes = w.row_bytes;
-        p.rows = w.rows;
-        p.cols = w.cols;
-        p.scale = w.scale;
-        p.x = x;
-        p.x_stride = x_stride;
-        p.y = y;
-        p.y_stride = y_stride;
+        static_cast<ProductOperands&>(p) = operands;
         p.n_cols = n;
-        p.tables = ctx.tables;
         k.matvec[matvec_slot(n)](p, 1, ctx.stream);
         return;
     }
     TileParams p;
-    p.w = w.data;
-    p.row_bytes = w.row_bytes;
-    p.rows = w.rows;
-    p.cols = w.cols;
-    p.scale = w.scale;
-    p.x = x;
-    p.x_stride = x_stride;
-    p.y = y;
-    p.y_stride = y_stride;
+    static_cast<ProductOperands&>(p) = operands;
     p.n_tokens = n;
-    p.tables = ctx.tables;
     k.tile(p, (n + kTileTokens - 1) / kTileTokens, ctx.stream);
 }
 
@@ -80,46 +91,21 @@ void matmul_routed(const MatmulContext& ctx, const ExpertMatrix& w, const Route*
                    int64_t y_stride, const ExpertGroups* groups) {
     if (n_routes <= 0) return;
     const FormatKernels& k = kernels_for(*w.matrix.format);
+    const ProductOperands operands = expert_operands(ctx, w, x_div, x, x_stride, y, y_stride);
     if (groups == nullptr) {
         MatvecParams p;
-        p.w = w.matrix.data;
-        p.row_bytes = w.matrix.row_bytes;
-        p.rows = w.matrix.rows;
-        p.cols = w.matrix.cols;
-        p.x = x;
-        p.x_stride = x_stride;
-        p.y = y;
-        p.y_stride = y_stride;
+        static_cast<ProductOperands&>(p) = operands;
         p.routes = routes;
-        p.x_div = x_div;
-        p.expert_stride = w.expert_stride;
-        p.expert_scales = w.scales;
-        p.expert_bias = w.bias;
-        p.bias_stride = w.bias_stride;
-        p.tables = ctx.tables;
         k.matvec[0](p, n_routes, ctx.stream);
         return;
     }
     TileParams p;
-    p.w = w.matrix.data;
-    p.row_bytes = w.matrix.row_bytes;
-    p.rows = w.matrix.rows;
-    p.cols = w.matrix.cols;
-    p.x = x;
-    p.x_stride = x_stride;
-    p.y = y;
-    p.y_stride = y_stride;
+    static_cast<ProductOperands&>(p) = operands;
     p.sorted = groups->sorted;
     p.tile_expert = groups->tile_expert;
     p.tile_begin = groups->tile_begin;
     p.tile_end = groups->tile_end;
     p.n_tiles = groups->n_tiles;
-    p.x_div = x_div;
-    p.expert_stride = w.expert_stride;
-    p.expert_scales = w.scales;
-    p.expert_bias = w.bias;
-    p.bias_stride = w.bias_stride;
-    p.tables = ctx.tables;
     k.tile(p, groups->max_tiles, ctx.stream);
 }
 

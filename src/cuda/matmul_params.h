@@ -12,8 +12,10 @@
 
 namespace tandem::cuda {
 
-struct MatvecParams {
-    const uint8_t* w = nullptr;  // the matrix, or expert 0 of a stack
+// What every product kernel reads: the weights (a matrix, or expert 0 of a stack), the
+// activations and where the results go.
+struct ProductOperands {
+    const uint8_t* w = nullptr;
     size_t row_bytes = 0;
     int64_t rows = 0, cols = 0;
     float scale = 1.0f;  // dense: the matrix's second-level scale
@@ -21,9 +23,8 @@ struct MatvecParams {
     int64_t x_stride = 0;
     float* y = nullptr;
     int64_t y_stride = 0;
-    int n_cols = 1;  // dense: rows of x (columns of the product)
-    // Routed (routes != nullptr): job blockIdx.y is route j.
-    const Route* routes = nullptr;
+    // Stacked experts: route r reads row r / x_div of x, expert e's rows start
+    // e · expert_stride bytes on, with its own scale and bias (when given).
     int x_div = 1;
     size_t expert_stride = 0;
     const float* expert_scales = nullptr;
@@ -32,15 +33,13 @@ struct MatvecParams {
     gpu::DequantTables tables;
 };
 
-struct TileParams {
-    const uint8_t* w = nullptr;
-    size_t row_bytes = 0;
-    int64_t rows = 0, cols = 0;
-    float scale = 1.0f;
-    const float* x = nullptr;
-    int64_t x_stride = 0;
-    float* y = nullptr;
-    int64_t y_stride = 0;
+struct MatvecParams : ProductOperands {
+    int n_cols = 1;  // dense: rows of x (columns of the product)
+    // Routed (routes != nullptr): job blockIdx.y is route j.
+    const Route* routes = nullptr;
+};
+
+struct TileParams : ProductOperands {
     int n_tokens = 0;  // dense: rows of x
     // Grouped (sorted != nullptr): tile blockIdx.y of ExpertGroups.
     const int32_t* sorted = nullptr;
@@ -48,12 +47,6 @@ struct TileParams {
     const int32_t* tile_begin = nullptr;
     const int32_t* tile_end = nullptr;
     const int32_t* n_tiles = nullptr;
-    int x_div = 1;
-    size_t expert_stride = 0;
-    const float* expert_scales = nullptr;
-    const float* expert_bias = nullptr;
-    int64_t bias_stride = 0;
-    gpu::DequantTables tables;
 };
 
 struct EmbedParams {

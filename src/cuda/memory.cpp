@@ -14,54 +14,38 @@ double gib(size_t bytes) {
 
 }  // namespace
 
-DeviceBuffer::DeviceBuffer(size_t bytes, const char* what) : bytes_(bytes) {
-    if (bytes == 0) return;
-    const cudaError_t e = cudaMalloc(&ptr_, bytes);
+void* DeviceMemoryKind::allocate(size_t bytes, const char* what) {
+    if (bytes == 0) return nullptr;
+    void* p = nullptr;
+    const cudaError_t e = cudaMalloc(&p, bytes);
     if (e != cudaSuccess) {
         cudaGetLastError();
-        ptr_ = nullptr;
         size_t free_bytes = 0, total = 0;
         cudaMemGetInfo(&free_bytes, &total);
         fail("GPU memory for {}: {:.2f} GiB requested, {:.2f} GiB free of {:.2f} GiB ({})", what,
              gib(bytes), gib(free_bytes), gib(total), cudaGetErrorString(e));
     }
+    return p;
 }
 
-DeviceBuffer::~DeviceBuffer() {
-    if (ptr_ != nullptr) cudaFree(ptr_);
+void DeviceMemoryKind::release(void* p) {
+    cudaFree(p);
 }
 
-DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
-    if (this != &o) {
-        if (ptr_ != nullptr) cudaFree(ptr_);
-        ptr_ = std::exchange(o.ptr_, nullptr);
-        bytes_ = o.bytes_;
-    }
-    return *this;
-}
-
-PinnedBuffer::PinnedBuffer(size_t bytes, const char* what) : bytes_(bytes) {
-    if (bytes == 0) return;
-    const cudaError_t e = cudaMallocHost(&ptr_, bytes);
+void* PinnedMemoryKind::allocate(size_t bytes, const char* what) {
+    if (bytes == 0) return nullptr;
+    void* p = nullptr;
+    const cudaError_t e = cudaMallocHost(&p, bytes);
     if (e != cudaSuccess) {
         cudaGetLastError();
-        ptr_ = nullptr;
         fail("pinned host memory for {}: {:.2f} GiB could not be allocated ({})", what, gib(bytes),
              cudaGetErrorString(e));
     }
+    return p;
 }
 
-PinnedBuffer::~PinnedBuffer() {
-    if (ptr_ != nullptr) cudaFreeHost(ptr_);
-}
-
-PinnedBuffer& PinnedBuffer::operator=(PinnedBuffer&& o) noexcept {
-    if (this != &o) {
-        if (ptr_ != nullptr) cudaFreeHost(ptr_);
-        ptr_ = std::exchange(o.ptr_, nullptr);
-        bytes_ = o.bytes_;
-    }
-    return *this;
+void PinnedMemoryKind::release(void* p) {
+    cudaFreeHost(p);
 }
 
 }  // namespace tandem::cuda

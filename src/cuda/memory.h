@@ -7,17 +7,29 @@
 
 namespace tandem::cuda {
 
-class DeviceBuffer {
+// Memory of one kind (device or pinned host), owned: allocated by the constructor (which throws
+// Error naming `what` and the size when there is no room), freed by the destructor.
+template <typename Kind>
+class OwnedMemory {
   public:
-    DeviceBuffer() = default;
-    // Throws Error naming `what` and the size when the device has no room.
-    DeviceBuffer(size_t bytes, const char* what);
-    ~DeviceBuffer();
-    DeviceBuffer(DeviceBuffer&& o) noexcept
+    OwnedMemory() = default;
+    OwnedMemory(size_t bytes, const char* what)
+        : ptr_(Kind::allocate(bytes, what)), bytes_(bytes) {}
+    ~OwnedMemory() {
+        if (ptr_ != nullptr) Kind::release(ptr_);
+    }
+    OwnedMemory(OwnedMemory&& o) noexcept
         : ptr_(std::exchange(o.ptr_, nullptr)), bytes_(o.bytes_) {}
-    DeviceBuffer& operator=(DeviceBuffer&& o) noexcept;
-    DeviceBuffer(const DeviceBuffer&) = delete;
-    DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+    OwnedMemory& operator=(OwnedMemory&& o) noexcept {
+        if (this != &o) {
+            if (ptr_ != nullptr) Kind::release(ptr_);
+            ptr_ = std::exchange(o.ptr_, nullptr);
+            bytes_ = o.bytes_;
+        }
+        return *this;
+    }
+    OwnedMemory(const OwnedMemory&) = delete;
+    OwnedMemory& operator=(const OwnedMemory&) = delete;
 
     void* get() const { return ptr_; }
     template <typename T>
@@ -31,28 +43,16 @@ class DeviceBuffer {
     size_t bytes_ = 0;
 };
 
-class PinnedBuffer {
-  public:
-    PinnedBuffer() = default;
-    PinnedBuffer(size_t bytes, const char* what);
-    ~PinnedBuffer();
-    PinnedBuffer(PinnedBuffer&& o) noexcept
-        : ptr_(std::exchange(o.ptr_, nullptr)), bytes_(o.bytes_) {}
-    PinnedBuffer& operator=(PinnedBuffer&& o) noexcept;
-    PinnedBuffer(const PinnedBuffer&) = delete;
-    PinnedBuffer& operator=(const PinnedBuffer&) = delete;
-
-    void* get() const { return ptr_; }
-    template <typename T>
-    T* as() const {
-        return static_cast<T*>(ptr_);
-    }
-    size_t bytes() const { return bytes_; }
-
-  private:
-    void* ptr_ = nullptr;
-    size_t bytes_ = 0;
+struct DeviceMemoryKind {
+    static void* allocate(size_t bytes, const char* what);
+    static void release(void* p);
 };
+struct PinnedMemoryKind {
+    static void* allocate(size_t bytes, const char* what);
+    static void release(void* p);
+};
+using DeviceBuffer = OwnedMemory<DeviceMemoryKind>;  // cudaMalloc
+using PinnedBuffer = OwnedMemory<PinnedMemoryKind>;  // cudaMallocHost
 
 // Rounds up to the alignment every tensor and buffer gets on the device (so 16-byte vector
 // loads of any row start are aligned wherever the row size allows).
