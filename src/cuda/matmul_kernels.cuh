@@ -17,9 +17,10 @@ __device__ __forceinline__ double warp_sum(double v) {
 
 // ---------------------------------------------------------------- matrix-vector (decode)
 
-// Block: 128 threads on R rows for up to C columns (rows of x). Thread i takes chunks i, i + 128,
-// ... of 8 values of each row: a warp reads 256 consecutive values of a row per step (one
-// k-quant block), every x value a thread loads serves R rows, and the block's four warps split
+// Block: 128 threads on R rows for up to C columns (rows of x). Thread i takes chunks (pairs of
+// chunks for 1-2 columns) i, i + 128, ... of 8 values of every row: a warp reads 256 or 512
+// consecutive values of a row per step, every x value a thread loads serves R rows, and the four
+// warps split
 // the row, so even a matrix of a few hundred rows spreads over the whole GPU. Each chunk's eight
 // products are summed in f32 and the chunks in f64, so a row's sum is about as exact as the CPU's
 // (whose integer block sums are exact): differences at the f32 rounding of long sums would move
@@ -59,32 +60,42 @@ __global__ void __launch_bounds__(kMatvecThreads)
 #pragma unroll
         for (int c = 0; c < C; ++c) acc[r][c] = 0.0;
 
-    const int64_t n_chunks = p.cols / 8;
-    for (int64_t ch = threadIdx.x; ch < n_chunks; ch += kMatvecThreads) {
-        const int64_t blk = ch / kChunks;
-        const int sub = static_cast<int>(ch % kChunks);
-        float wv[R][8];
+    // A thread takes kPair adjacent chunks of a block at once: they share the block's scales,
+    // which the compiler then decodes once for both.
+    // (With more columns the extra registers cost more than the decoding saves.)
+    constexpr int kPair = kChunks >= 2 && C <= 2 ? 2 : 1;
+    const int64_t n_pairs = p.cols / (8 * kPair);
+    for (int64_t g = threadIdx.x; g < n_pairs; g += kMatvecThreads) {
+        const int64_t ch0 = g * kPair;
+        const int64_t blk = ch0 / kChunks;
+        const int sub0 = static_cast<int>(ch0 % kChunks);
 #pragma unroll
-        for (int r = 0; r < R; ++r) {
-            if (row0 + r < p.rows) {
-                B::chunk8(w + (row0 + r) * p.row_bytes + blk * B::kBytes, sub, wv[r], p.tables);
-            } else {
-#pragma unroll
-                for (int i = 0; i < 8; ++i) wv[r][i] = 0.0f;
-            }
-        }
-#pragma unroll
-        for (int c = 0; c < C; ++c) {
-            if (c >= n_cols) break;
-            const float4* src = reinterpret_cast<const float4*>(x + c * p.x_stride + ch * 8);
-            const float4 a = src[0], b = src[1];
-            const float xv[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+        for (int u = 0; u < kPair; ++u) {
+            float wv[R][8];
 #pragma unroll
             for (int r = 0; r < R; ++r) {
-                float chunk = 0.0f;
+                if (row0 + r < p.rows) {
+                    B::chunk8(w + (row0 + r) * p.row_bytes + blk * B::kBytes, sub0 + u, wv[r],
+                              p.tables);
+                } else {
 #pragma unroll
-                for (int i = 0; i < 8; ++i) chunk = fmaf(wv[r][i], xv[i], chunk);
-                acc[r][c] += chunk;
+                    for (int i = 0; i < 8; ++i) wv[r][i] = 0.0f;
+                }
+            }
+#pragma unroll
+            for (int c = 0; c < C; ++c) {
+                if (c >= n_cols) break;
+                const float4* src =
+                    reinterpret_cast<const float4*>(x + c * p.x_stride + (ch0 + u) * 8);
+                const float4 a = src[0], b = src[1];
+                const float xv[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+#pragma unroll
+                for (int r = 0; r < R; ++r) {
+                    float chunk = 0.0f;
+#pragma unroll
+                    for (int i = 0; i < 8; ++i) chunk = fmaf(wv[r][i], xv[i], chunk);
+                    acc[r][c] += chunk;
+                }
             }
         }
     }
