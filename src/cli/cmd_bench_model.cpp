@@ -69,7 +69,8 @@ struct LlamaResult {
     Speeds median;
 };
 
-LlamaResult run_llama(const BenchModelOptions& o, int threads) {
+// `model_path` is the file llama.cpp takes: of a split model, its first part.
+LlamaResult run_llama(const BenchModelOptions& o, int threads, const std::string& model_path) {
     LlamaResult r;
     const OracleKit kit = find_oracle_kit();
     if (!kit.has_llama_logits()) {
@@ -82,7 +83,7 @@ LlamaResult run_llama(const BenchModelOptions& o, int threads) {
         const std::string out =
             run_command(fmt::format("'{}/llama_logits' '{}' --bench {} --random-prompt {} --seed "
                                     "{} --threads {} --kv {} 2>&1",
-                                    kit.bin, o.model.model_path, o.gen, o.prompt, o.seed, threads,
+                                    kit.bin, model_path, o.gen, o.prompt, o.seed, threads,
                                     o.model.kv_type),
                         &rc);
         double p = 0, d = 0;
@@ -133,7 +134,7 @@ void run_bench(const BenchModelOptions& o) {
     if (o.no_llama) {
         llama.why = "--no-llama";
     } else {
-        llama = run_llama(o, threads);
+        llama = run_llama(o, threads, m.model->file().path());
     }
 
     if (o.json) {

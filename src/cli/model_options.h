@@ -1,4 +1,5 @@
-// Flags shared by the commands that load a model (-m, --threads, --ctx, --kv-type, --batch),
+// Flags shared by the commands that load a model (-m, --threads, --ctx, --kv-type, --batch,
+// --no-mmap, --mlock),
 // and the loading itself with its start-up log: model, architecture, types, CPU variant.
 #pragma once
 
@@ -22,6 +23,8 @@ struct ModelOptions {
     int ctx = 0;      // 0: min(4096, the model's training context)
     int batch = 512;
     std::string kv_type = "f16";
+    bool no_mmap = false;  // read the weights into memory instead of mapping them
+    bool mlock = false;    // lock the weights in RAM
 };
 
 void add_model_options(CLI::App* cmd, ModelOptions& options);
