@@ -56,8 +56,8 @@ std::unique_ptr<GgufFile> open_gguf_model(const std::string& path, const LoadOpt
         mode = fmt::format("no-mmap (read into memory: {})", host_allocator().name);
     } else if (!fits) {
         log_warn("{}: the model ({}) is larger than the available memory ({}, {}): it runs from the "
-                 "mapping with weights read from disk as they are used, so generation waits on the "
-                 "disk and is many times slower; not paged in{}",
+                 "mapping, reading weights from disk as it uses them: each token waits on the disk for "
+                 "the weights it needs, many times slower than from memory; not paged in{}",
                  path, format_bytes(total), format_bytes(memory.available), memory.source,
                  options.mlock ? ", not locked (--mlock ignored)" : "");
         mode = "mmap (larger than memory: read from disk as used)";
