@@ -8,6 +8,7 @@
 #include <fstream>
 #include <optional>
 #include <sstream>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -51,27 +52,64 @@ struct CgroupMemory {
 // A limit far above any RAM (v1 reports "unlimited" as ~2^63) counts as none.
 constexpr uint64_t kNoLimit = uint64_t{1} << 60;
 
-std::optional<CgroupMemory> cgroup_memory() {
-    struct Files {
-        const char* limit;
-        const char* usage;
-        const char* stat;
-        const char* cache_key;
-    };
-    const Files kinds[] = {
-        {"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current", "/sys/fs/cgroup/memory.stat", "file"},
-        {"/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory/memory.usage_in_bytes",
-         "/sys/fs/cgroup/memory/memory.stat", "total_cache"},
-    };
-    for (const Files& f : kinds) {
-        std::optional<uint64_t> limit = read_number(f.limit);
-        if (!limit || *limit >= kNoLimit) continue;
-        const uint64_t usage = read_number(f.usage).value_or(0);
-        const uint64_t cache = std::min(usage, read_field(f.stat, f.cache_key).value_or(0));
-        const uint64_t held = usage - cache;  // page cache is reclaimable, as in MemAvailable
-        return CgroupMemory{*limit, *limit > held ? *limit - held : 0};
+// The memory cgroup folders of this process, innermost first, up to the mount's root: every
+// level's limit applies. v2 ("0::/path") or v1 ("N:...memory...:/path") from /proc/self/cgroup.
+struct CgroupFiles {
+    std::vector<std::string> dirs;
+    const char* limit;
+    const char* usage;
+    const char* cache_key;  // page cache in memory.stat, reclaimable as in MemAvailable
+};
+
+std::optional<CgroupFiles> cgroup_files() {
+    std::ifstream in("/proc/self/cgroup");
+    std::string line;
+    while (std::getline(in, line)) {
+        const size_t a = line.find(':'), b = line.find(':', a + 1);
+        if (a == std::string::npos || b == std::string::npos) continue;
+        const std::string controllers = line.substr(a + 1, b - a - 1);
+        std::string path = line.substr(b + 1);
+        CgroupFiles f;
+        std::string root;
+        if (line.compare(0, a, "0") == 0 && controllers.empty()) {
+            root = "/sys/fs/cgroup";
+            f.limit = "memory.max";
+            f.usage = "memory.current";
+            f.cache_key = "file";
+        } else if (("," + controllers + ",").find(",memory,") != std::string::npos) {
+            root = "/sys/fs/cgroup/memory";
+            f.limit = "memory.limit_in_bytes";
+            f.usage = "memory.usage_in_bytes";
+            f.cache_key = "total_cache";
+        } else {
+            continue;
+        }
+        // From the process's folder (when this mount shows it) up to the root.
+        while (!path.empty() && path.back() == '/') path.pop_back();
+        for (;;) {
+            f.dirs.push_back(root + path);
+            if (path.empty()) break;
+            path.resize(path.rfind('/'));
+        }
+        return f;
     }
     return std::nullopt;
+}
+
+std::optional<CgroupMemory> cgroup_memory() {
+    std::optional<CgroupFiles> f = cgroup_files();
+    if (!f) return std::nullopt;
+    std::optional<CgroupMemory> tightest;
+    for (const std::string& dir : f->dirs) {
+        std::optional<uint64_t> limit = read_number(dir + "/" + f->limit);
+        if (!limit || *limit >= kNoLimit) continue;  // no such folder here, or no limit
+        const uint64_t usage = read_number(dir + "/" + f->usage).value_or(0);
+        const uint64_t cache = std::min(usage, read_field(dir + "/memory.stat", f->cache_key).value_or(0));
+        const uint64_t held = usage - cache;
+        const CgroupMemory level{*limit, *limit > held ? *limit - held : 0};
+        if (!tightest || level.available < tightest->available) tightest = level;
+    }
+    return tightest;
 }
 
 std::optional<uint64_t> parse_size(std::string_view text) {

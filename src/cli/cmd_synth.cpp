@@ -90,8 +90,11 @@ void add_synth_command(CLI::App& app) {
         std::fprintf(stderr, "synth: writing %s (%s, %d layers, embd %d)\n", o->out.c_str(),
                      o->spec.arch.c_str(), o->spec.n_layer, o->spec.n_embd);
         const std::vector<std::string> paths = write_synthetic_model(o->spec, o->out, o->split);
-        for (const std::string& path : paths) {
-            std::fprintf(stderr, "synth: wrote %s in %.1f s\n", path.c_str(), watch.seconds());
+        if (paths.size() == 1) {
+            std::fprintf(stderr, "synth: wrote %s in %.1f s\n", paths[0].c_str(), watch.seconds());
+        } else {
+            std::fprintf(stderr, "synth: wrote %zu parts, %s to %s, in %.1f s\n", paths.size(),
+                         paths.front().c_str(), paths.back().c_str(), watch.seconds());
         }
     });
 }

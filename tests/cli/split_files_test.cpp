@@ -197,6 +197,71 @@ TEST_F(SplitFiles, LargerThanAvailableMemory) {
                           "--no-mmap reads the model (");
 }
 
+// A memory cgroup of this process's own, limited to `limit`; removed when destroyed. `ok` is
+// false where no memory cgroup can be made (not root, a read-only or v2-delegated hierarchy).
+struct MemoryCgroup {
+    explicit MemoryCgroup(const std::string& limit) {
+        std::ifstream in("/proc/self/cgroup");
+        std::string line;
+        while (std::getline(in, line)) {
+            const size_t a = line.find(':'), b = line.find(':', a + 1);
+            if (a == std::string::npos || b == std::string::npos) continue;
+            const std::string controllers = "," + line.substr(a + 1, b - a - 1) + ",";
+            std::string root, file;
+            if (controllers.find(",memory,") != std::string::npos) {
+                root = "/sys/fs/cgroup/memory";
+                file = "memory.limit_in_bytes";
+            } else if (line.compare(0, b + 1, "0::") == 0) {
+                root = "/sys/fs/cgroup";
+                file = "memory.max";
+            } else {
+                continue;
+            }
+            std::string parent = root + line.substr(b + 1);
+            if (!std::filesystem::is_directory(parent)) parent = root;
+            dir = parent + "/tandem-test-" + std::to_string(::getpid());
+            std::error_code ec;
+            if (!std::filesystem::create_directory(dir, ec)) return;
+            std::ofstream(dir + "/" + file) << limit;
+            ok = read_file(dir + "/" + file).find_first_of("0123456789") == 0;
+            return;
+        }
+    }
+    ~MemoryCgroup() {
+        if (!dir.empty()) ::rmdir(dir.c_str());
+    }
+    // A shell prefix running a command inside the cgroup.
+    std::string prefix() const { return "sh -c 'echo $$ > " + dir + "/cgroup.procs && exec \"$0\" \"$@\"'"; }
+    std::string dir;
+    bool ok = false;
+};
+
+// The real thing: a model of ~200 MiB run in a memory cgroup of 96 MiB. The limit is detected,
+// the model runs from the mapping with its pages reclaimed as it goes, and nothing changes.
+TEST_F(SplitFiles, RunsInAMemoryCgroupSmallerThanTheModel) {
+    testing::TempDir dir;
+    std::string out;
+    ASSERT_EQ(run_command(shell_quote(tandem_binary()) +
+                              " synth --fast-random --wtype q8_0 --layers 4 --embd 1024 --heads 8 --kv-heads 2"
+                              " --head-dim 128 --experts 32 --experts-used 4 --expert-ffn 512 --vocab 300 --ctx 256"
+                              " --split 2 -o " + shell_quote(dir.file("big.gguf")),
+                          &out),
+              0)
+        << out;
+    const std::string model = dir.file("big-00002-of-00002.gguf");
+    ASSERT_GT(std::filesystem::file_size(model), uint64_t{90} << 20);
+    MemoryCgroup cgroup("100663296");  // 96 MiB
+    if (!cgroup.ok) GTEST_SKIP() << "cannot make a memory cgroup here";
+    const std::string ref = logits(model);
+    Result r;
+    EXPECT_EQ(logits(model, "--mlock", cgroup.prefix(), &r), ref);
+    EXPECT_NE(r.err.find("is larger than the available memory"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("memory cgroup limit"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("not locked (--mlock ignored)"), std::string::npos) << r.err;
+    expect_one_line_error(tandem("logits -m " + shell_quote(model) + " --tokens 1 -o /dev/null --no-mmap", cgroup.prefix()),
+                          "--no-mmap reads the model (");
+}
+
 TEST_F(SplitFiles, BrokenSetsAreOneErrorLine) {
     testing::TempDir dir;
     const std::string p1 = dir.file("b-00001-of-00003.gguf"), p2 = dir.file("b-00002-of-00003.gguf"),
