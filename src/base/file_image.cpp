@@ -55,7 +55,9 @@ std::unique_ptr<FileImage> FileImage::read(const std::string& path, const ByteCa
             if (errno == EINTR) continue;
             fail("{}: read failed at offset {}: {}", path, done, std::strerror(errno));
         }
-        if (got == 0) fail("{}: the file ended at offset {} while reading {} bytes (did it change?)", path, done, size);
+        if (got == 0)
+            fail("{}: the file ended at offset {} while reading {} bytes (did it change?)", path,
+                 done, size);
         done += static_cast<size_t>(got);
         if (on_bytes) on_bytes(static_cast<uint64_t>(got));
     }

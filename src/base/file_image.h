@@ -14,19 +14,20 @@
 namespace tandem {
 
 class FileImage {
-public:
+  public:
     // Maps `path` read-only; throws Error naming the path on failure.
     static std::unique_ptr<FileImage> map(const std::string& path);
     // Reads `path` into a HostBuffer, calling `on_bytes` as it goes; throws Error naming the
     // path and the offset on failure (a file that shrinks while read included).
-    static std::unique_ptr<FileImage> read(const std::string& path, const ByteCallback& on_bytes = {});
+    static std::unique_ptr<FileImage> read(const std::string& path,
+                                           const ByteCallback& on_bytes = {});
 
     const uint8_t* data() const { return data_; }
     size_t size() const { return size_; }
     const std::string& path() const { return path_; }
     bool mapped() const { return mapping_ != nullptr; }
 
-private:
+  private:
     FileImage() = default;
 
     std::string path_;

@@ -25,7 +25,9 @@ void* allocate_anonymous(size_t bytes) {
     return p;
 }
 
-void release_anonymous(void* data, size_t bytes) { ::munmap(data, bytes); }
+void release_anonymous(void* data, size_t bytes) {
+    ::munmap(data, bytes);
+}
 
 constexpr HostAllocator kAnonymous{"anonymous pages", allocate_anonymous, release_anonymous};
 
@@ -38,7 +40,9 @@ HostAllocator& current_allocator() {
     return a;
 }
 
-std::string gib(size_t bytes) { return fmt::format("{:.2f} GiB", static_cast<double>(bytes) / (1u << 30)); }
+std::string gib(size_t bytes) {
+    return fmt::format("{:.2f} GiB", static_cast<double>(bytes) / (1u << 30));
+}
 
 }  // namespace
 
@@ -69,7 +73,9 @@ HostBuffer::HostBuffer(size_t bytes, const std::string& what) {
     size_ = bytes;
 }
 
-HostBuffer::~HostBuffer() { reset(); }
+HostBuffer::~HostBuffer() {
+    reset();
+}
 
 HostBuffer::HostBuffer(HostBuffer&& other) noexcept
     : data_(std::exchange(other.data_, nullptr)),

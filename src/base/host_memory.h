@@ -12,8 +12,8 @@ namespace tandem {
 // memory from cudaHostAlloc, which the copy engine reads at full speed) with
 // set_host_allocator() before the model loads, so that nothing below cuda/ knows about CUDA.
 struct HostAllocator {
-    const char* name;                         // for logs: "anonymous pages", "cuda pinned", ...
-    void* (*allocate)(size_t bytes);          // nullptr on failure (errno set where it can be)
+    const char* name;                 // for logs: "anonymous pages", "cuda pinned", ...
+    void* (*allocate)(size_t bytes);  // nullptr on failure (errno set where it can be)
     void (*release)(void* data, size_t bytes);
 };
 
@@ -23,7 +23,7 @@ void set_host_allocator(const HostAllocator& allocator);
 
 // An owned block of host memory from host_allocator(); movable, freed when destroyed.
 class HostBuffer {
-public:
+  public:
     HostBuffer() = default;
     // Allocates `bytes`; throws Error naming `what` and the size when the allocator refuses.
     HostBuffer(size_t bytes, const std::string& what);
@@ -38,7 +38,7 @@ public:
     // The name of the allocator it came from.
     const char* kind() const { return allocator_.name; }
 
-private:
+  private:
     void reset();
 
     uint8_t* data_ = nullptr;

@@ -24,9 +24,12 @@ void LoadProgress::add(uint64_t bytes) {
     const double t = watch_.seconds();
     if (t < next_report_ || done_ >= total_) return;
     next_report_ = t + kReportEvery;
-    const double percent = total_ > 0 ? 100.0 * static_cast<double>(done_) / static_cast<double>(total_) : 100.0;
-    const std::string part = n_parts_ > 1 ? fmt::format(", part {} of {}", part_ + 1, n_parts_) : "";
-    log_info("{}: {} of {} ({:.0f}%){}, {:.1f} s", what_, format_bytes(done_), format_bytes(total_), percent, part, t);
+    const double percent =
+        total_ > 0 ? 100.0 * static_cast<double>(done_) / static_cast<double>(total_) : 100.0;
+    const std::string part =
+        n_parts_ > 1 ? fmt::format(", part {} of {}", part_ + 1, n_parts_) : "";
+    log_info("{}: {} of {} ({:.0f}%){}, {:.1f} s", what_, format_bytes(done_), format_bytes(total_),
+             percent, part, t);
 }
 
 }  // namespace tandem

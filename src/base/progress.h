@@ -14,7 +14,7 @@ namespace tandem {
 using ByteCallback = std::function<void(uint64_t bytes)>;
 
 class LoadProgress {
-public:
+  public:
     // `what` names the work ("reading", "paging in", "locking"); `n_parts` > 1 adds the part.
     // Nothing is logged when `enabled` is false.
     LoadProgress(std::string what, uint64_t total_bytes, int n_parts, bool enabled = true);
@@ -28,7 +28,7 @@ public:
     uint64_t done() const { return done_; }
     double seconds() const { return watch_.seconds(); }
 
-private:
+  private:
     std::string what_;
     uint64_t total_;
     int n_parts_;

@@ -30,7 +30,9 @@ size_t page_size() {
 // Work in chunks this large, so progress moves and nothing waits long on one call.
 constexpr size_t kChunk = size_t{64} << 20;
 
-std::string limit_text(rlim_t v) { return v == RLIM_INFINITY ? "unlimited" : format_bytes(v); }
+std::string limit_text(rlim_t v) {
+    return v == RLIM_INFINITY ? "unlimited" : format_bytes(v);
+}
 
 }  // namespace
 
@@ -48,7 +50,8 @@ void page_in(const uint8_t* data, size_t size, const ByteCallback& on_bytes) {
         if (!populate) {
             ::madvise(reinterpret_cast<void*>(at), len, MADV_WILLNEED);
             uint8_t sum = 0;
-            for (uintptr_t p = at; p < at + len; p += page) sum ^= *reinterpret_cast<const volatile uint8_t*>(p);
+            for (uintptr_t p = at; p < at + len; p += page)
+                sum ^= *reinterpret_cast<const volatile uint8_t*>(p);
             asm volatile("" : : "r"(sum));
         }
         if (on_bytes) {
@@ -58,7 +61,9 @@ void page_in(const uint8_t* data, size_t size, const ByteCallback& on_bytes) {
     }
 }
 
-MemoryLock::~MemoryLock() { unlock_all(); }
+MemoryLock::~MemoryLock() {
+    unlock_all();
+}
 
 uint64_t MemoryLock::locked_bytes() const {
     uint64_t n = 0;
@@ -84,8 +89,8 @@ std::string MemoryLock::lock(const std::vector<std::span<const uint8_t>>& ranges
         rlimit raised = limit;
         raised.rlim_cur = limit.rlim_max == RLIM_INFINITY ? RLIM_INFINITY : limit.rlim_max;
         if (::setrlimit(RLIMIT_MEMLOCK, &raised) == 0) {
-            log_info("mlock: raised the soft memory-lock limit from {} to {}", limit_text(limit.rlim_cur),
-                     limit_text(raised.rlim_cur));
+            log_info("mlock: raised the soft memory-lock limit from {} to {}",
+                     limit_text(limit.rlim_cur), limit_text(raised.rlim_cur));
             limit = raised;
         }
     }
@@ -103,25 +108,29 @@ std::string MemoryLock::lock(const std::vector<std::span<const uint8_t>>& ranges
                 // Unlock the part of this range already locked, then the earlier ranges.
                 if (at > start) ::munlock(reinterpret_cast<const void*>(start), at - start);
                 unlock_all();
-                std::string why = fmt::format("cannot lock {} of weights in memory: {} (after {})",
-                                              format_bytes(requested), std::strerror(err),
-                                              format_bytes(done));
+                std::string why =
+                    fmt::format("cannot lock {} of weights in memory: {} (after {})",
+                                format_bytes(requested), std::strerror(err), format_bytes(done));
                 const bool limited = limit.rlim_cur != RLIM_INFINITY && limit.rlim_cur < wanted;
                 if (err == EPERM || ((err == ENOMEM || err == EAGAIN) && limited)) {
                     why += fmt::format(
                         "; the memory-lock limit (RLIMIT_MEMLOCK) is {} (hard limit {}): raise it "
-                        "with 'ulimit -l unlimited' in the shell that starts tandem (above the hard "
-                        "limit: 'memlock' in /etc/security/limits.conf, LimitMEMLOCK=infinity for a "
+                        "with 'ulimit -l unlimited' in the shell that starts tandem (above the "
+                        "hard "
+                        "limit: 'memlock' in /etc/security/limits.conf, LimitMEMLOCK=infinity for "
+                        "a "
                         "systemd service, --ulimit memlock=-1 for docker), or run as a user with "
                         "CAP_IPC_LOCK",
                         limit_text(limit.rlim_cur), limit_text(limit.rlim_max));
                 } else if (err == ENOMEM || err == EAGAIN) {
-                    why += fmt::format("; {} of memory is available", format_bytes(system_memory().available));
+                    why += fmt::format("; {} of memory is available",
+                                       format_bytes(system_memory().available));
                 }
                 return why;
             }
             if (on_bytes) {
-                const uintptr_t from = std::max<uintptr_t>(at, reinterpret_cast<uintptr_t>(r.data()));
+                const uintptr_t from =
+                    std::max<uintptr_t>(at, reinterpret_cast<uintptr_t>(r.data()));
                 on_bytes(at + len > from ? at + len - from : 0);
             }
         }

@@ -19,7 +19,7 @@ void page_in(const uint8_t* data, size_t size, const ByteCallback& on_bytes = {}
 
 // Locks ranges of memory in RAM (mlock) until destroyed.
 class MemoryLock {
-public:
+  public:
     MemoryLock() = default;
     ~MemoryLock();
     MemoryLock(const MemoryLock&) = delete;
@@ -32,7 +32,7 @@ public:
                      const ByteCallback& on_bytes = {});
     uint64_t locked_bytes() const;
 
-private:
+  private:
     void unlock_all();
     std::vector<std::span<const uint8_t>> locked_;
 };

@@ -104,7 +104,8 @@ std::optional<CgroupMemory> cgroup_memory() {
         std::optional<uint64_t> limit = read_number(dir + "/" + f->limit);
         if (!limit || *limit >= kNoLimit) continue;  // no such folder here, or no limit
         const uint64_t usage = read_number(dir + "/" + f->usage).value_or(0);
-        const uint64_t cache = std::min(usage, read_field(dir + "/memory.stat", f->cache_key).value_or(0));
+        const uint64_t cache =
+            std::min(usage, read_field(dir + "/memory.stat", f->cache_key).value_or(0));
         const uint64_t held = usage - cache;
         const CgroupMemory level{*limit, *limit > held ? *limit - held : 0};
         if (!tightest || level.available < tightest->available) tightest = level;
@@ -122,11 +123,20 @@ std::optional<uint64_t> parse_size(std::string_view text) {
     int shift = 0;
     if (suffix.size() == 1) {
         switch (std::toupper(static_cast<unsigned char>(suffix[0]))) {
-            case 'K': shift = 10; break;
-            case 'M': shift = 20; break;
-            case 'G': shift = 30; break;
-            case 'T': shift = 40; break;
-            default: return std::nullopt;
+            case 'K':
+                shift = 10;
+                break;
+            case 'M':
+                shift = 20;
+                break;
+            case 'G':
+                shift = 30;
+                break;
+            case 'T':
+                shift = 40;
+                break;
+            default:
+                return std::nullopt;
         }
     } else if (!suffix.empty()) {
         return std::nullopt;
@@ -151,7 +161,11 @@ SystemMemory system_memory() {
     }
     if (const char* env = std::getenv("TANDEM_MEMORY_AVAILABLE")) {
         std::optional<uint64_t> v = parse_size(env);
-        if (!v) fail("TANDEM_MEMORY_AVAILABLE: '{}' is not a size (bytes, or a number with K, M, G or T)", env);
+        if (!v)
+            fail(
+                "TANDEM_MEMORY_AVAILABLE: '{}' is not a size (bytes, or a number with K, M, G or "
+                "T)",
+                env);
         m.available = *v;
         m.source = "TANDEM_MEMORY_AVAILABLE";
     }

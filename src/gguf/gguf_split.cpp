@@ -19,7 +19,8 @@ namespace {
 constexpr int kMaxParts = 65535;
 
 bool is_digits(std::string_view s) {
-    return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+    return !s.empty() &&
+           std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 
 bool file_exists(const std::string& path) {
@@ -60,7 +61,9 @@ std::optional<SplitInfo> read_split_info(const GgufFile& f) {
     const bool has_count = f.has(split_keys::kCount);
     if (!has_count) {
         for (const char* key : {split_keys::kNo, split_keys::kTensorsCount}) {
-            if (f.has(key)) fail("{}: has {} but no {}: a broken split part", f.path(), key, split_keys::kCount);
+            if (f.has(key))
+                fail("{}: has {} but no {}: a broken split part", f.path(), key,
+                     split_keys::kCount);
         }
         return std::nullopt;
     }
@@ -83,9 +86,10 @@ std::unique_ptr<GgufFile> open_gguf_parts(const std::string& path, const PartOpe
     } else {
         const std::optional<SplitName> name = parse_split_path(path);
         if (!name || name->index != info->index || name->count != count) {
-            fail("{}: part {} of {} of a split model (split.no {}), but its name does not end in "
-                 "'-{:05d}-of-{:05d}.gguf', so the other parts cannot be found",
-                 path, info->index + 1, count, info->index, info->index + 1, count);
+            fail(
+                "{}: part {} of {} of a split model (split.no {}), but its name does not end in "
+                "'-{:05d}-of-{:05d}.gguf', so the other parts cannot be found",
+                path, info->index + 1, count, info->index, info->index + 1, count);
         }
         for (int i = 0; i < count; ++i) paths[i] = split_part_path(name->prefix, i, count);
     }
@@ -94,7 +98,8 @@ std::unique_ptr<GgufFile> open_gguf_parts(const std::string& path, const PartOpe
     // Every part is there before any is read (a missing last part is found at once).
     for (int i = 0; i < count; ++i) {
         if (!parts[i] && !file_exists(paths[i])) {
-            fail("{}: missing part {} of {} of the split model given as {}", paths[i], i + 1, count, path);
+            fail("{}: missing part {} of {} of the split model given as {}", paths[i], i + 1, count,
+                 path);
         }
     }
     for (int i = 0; i < count; ++i) {
@@ -103,9 +108,10 @@ std::unique_ptr<GgufFile> open_gguf_parts(const std::string& path, const PartOpe
         const GgufFile& part = *parts[i];
         const std::optional<SplitInfo> p = read_split_info(part);
         if (!p) {
-            fail("{}: not a part of the split model given as {}: it has no {} key, though its name "
-                 "says part {} of {}",
-                 paths[i], path, split_keys::kCount, i + 1, count);
+            fail(
+                "{}: not a part of the split model given as {}: it has no {} key, though its name "
+                "says part {} of {}",
+                paths[i], path, split_keys::kCount, i + 1, count);
         }
         if (p->count != count) {
             fail("{}: {} is {}, but {} says {}: parts of different split models", paths[i],
@@ -150,12 +156,14 @@ std::vector<std::string> write_gguf_parts(const GgufWriter& writer, const std::s
     const size_t n_tensors = writer.tensor_count();
     const int tensor_parts = layout.metadata_only_first ? n - 1 : n;
     if (n < 1 || n > kMaxParts || tensor_parts < 1) {
-        fail("{}: cannot split into {} parts (1 to {}, 2 or more when the first holds only metadata)",
-             path, n, kMaxParts);
+        fail(
+            "{}: cannot split into {} parts (1 to {}, 2 or more when the first holds only "
+            "metadata)",
+            path, n, kMaxParts);
     }
     if (static_cast<size_t>(tensor_parts) > n_tensors) {
-        fail("{}: cannot split {} tensors into {} parts that each hold one or more", path, n_tensors,
-             tensor_parts);
+        fail("{}: cannot split {} tensors into {} parts that each hold one or more", path,
+             n_tensors, tensor_parts);
     }
 
     // Part boundaries: each part ends where the running total first reaches its share of the

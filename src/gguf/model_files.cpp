@@ -31,7 +31,8 @@ std::unique_ptr<GgufFile> open_gguf_model(const std::string& path, const LoadOpt
     Stopwatch watch;
     // Mapped first, whatever the mode: every part is found and checked before a byte of weights
     // is read.
-    std::unique_ptr<GgufFile> model = open_gguf_parts(path, [](const std::string& p) { return FileImage::map(p); });
+    std::unique_ptr<GgufFile> model =
+        open_gguf_parts(path, [](const std::string& p) { return FileImage::map(p); });
     if (!options.verbose && options.mmap && !options.mlock && !options.prefetch) return model;
 
     const uint64_t total = total_bytes(*model);
@@ -42,9 +43,10 @@ std::unique_ptr<GgufFile> open_gguf_model(const std::string& path, const LoadOpt
 
     if (!options.mmap) {
         if (!fits) {
-            fail("{}: --no-mmap reads the model ({}) into memory, but only {} is available ({}); "
-                 "run without --no-mmap to use it from the mapping",
-                 path, format_bytes(total), format_bytes(memory.available), memory.source);
+            fail(
+                "{}: --no-mmap reads the model ({}) into memory, but only {} is available ({}); "
+                "run without --no-mmap to use it from the mapping",
+                path, format_bytes(total), format_bytes(memory.available), memory.source);
         }
         model.reset();  // unmapped before it is read
         LoadProgress progress("reading", total, n_parts, options.verbose);
@@ -55,11 +57,12 @@ std::unique_ptr<GgufFile> open_gguf_model(const std::string& path, const LoadOpt
         });
         mode = fmt::format("no-mmap (read into memory: {})", host_allocator().name);
     } else if (!fits) {
-        log_warn("{}: the model ({}) is larger than the available memory ({}, {}): it runs from the "
-                 "mapping, reading weights from disk as it uses them: each token waits on the disk for "
-                 "the weights it needs, many times slower than from memory; not paged in{}",
-                 path, format_bytes(total), format_bytes(memory.available), memory.source,
-                 options.mlock ? ", not locked (--mlock ignored)" : "");
+        log_warn(
+            "{}: the model ({}) is larger than the available memory ({}, {}): it runs from the "
+            "mapping, reading weights from disk as it uses them: each token waits on the disk for "
+            "the weights it needs, many times slower than from memory; not paged in{}",
+            path, format_bytes(total), format_bytes(memory.available), memory.source,
+            options.mlock ? ", not locked (--mlock ignored)" : "");
         mode = "mmap (larger than memory: read from disk as used)";
     } else if (options.prefetch && !options.mlock) {
         LoadProgress progress("paging in", total, n_parts, options.verbose);
@@ -82,16 +85,19 @@ std::unique_ptr<GgufFile> open_gguf_model(const std::string& path, const LoadOpt
             model->hold_lock(std::move(lock));
             mode += ", mlock (locked in RAM)";
         } else {
-            log_warn("--mlock: {}; the weights stay {} but unlocked", why, options.mmap ? "mapped" : "in memory");
+            log_warn("--mlock: {}; the weights stay {} but unlocked", why,
+                     options.mmap ? "mapped" : "in memory");
             mode += ", mlock failed (not locked)";
         }
     }
     if (options.verbose) {
         const double seconds = watch.seconds();
         const std::string rate =
-            seconds >= 0.1 ? fmt::format(" ({:.2f} GiB/s)", static_cast<double>(total) / (1u << 30) / seconds) : "";
-        log_info("loaded {} from {} in {:.2f} s{}; weights: {}", format_bytes(total), part_count(*model), seconds,
-                 rate, mode);
+            seconds >= 0.1
+                ? fmt::format(" ({:.2f} GiB/s)", static_cast<double>(total) / (1u << 30) / seconds)
+                : "";
+        log_info("loaded {} from {} in {:.2f} s{}; weights: {}", format_bytes(total),
+                 part_count(*model), seconds, rate, mode);
     }
     return model;
 }
