@@ -12,6 +12,9 @@ if [[ -x build/tandem && -z "$(ls -A "$corpus/gguf")" ]]; then
     build/tandem synth --arch "$arch" --layers 1 --embd 32 --heads 2 --kv-heads 1 --head-dim 16 \
       --experts 2 --experts-used 1 --expert-ffn 32 --ffn 32 --vocab 260 --out "$corpus/gguf/$arch.gguf" 2>/dev/null
   done
+  # The parts of a split model (split keys; metadata in the first part only).
+  build/tandem synth --layers 1 --embd 32 --heads 2 --kv-heads 1 --head-dim 16 --experts 2 --experts-used 1 \
+    --expert-ffn 32 --vocab 260 --split 2 --out "$corpus/gguf/split.gguf" 2>/dev/null
 fi
 if [[ -z "$(ls -A "$corpus/text")" ]]; then
   printf 'Hello, world! 12345\n\t  <|im_start|>user\nhé 日本 🙂' > "$corpus/text/seed1"

@@ -69,12 +69,12 @@ struct LlamaResult {
 
 // llama-bench's JSON (-o json): the mean tokens/s of its prompt test and of its generation test
 // over its repetitions (it reports means, not medians).
-LlamaResult run_llama_bench(const BenchModelOptions& o, int threads, bool gpu) {
+LlamaResult run_llama_bench(const BenchModelOptions& o, int threads, bool gpu, const std::string& model_path) {
     LlamaResult r;
     int rc = 0;
     const std::string out = run_command(
         fmt::format("'{}' -m '{}' -p {} -n {} -r {} -t {} -ngl {} -fa 1 -o json 2>/dev/null", o.llama_bench,
-                    o.model.model_path, o.prompt, o.gen, o.runs, threads, gpu ? 99 : 0),
+                    model_path, o.prompt, o.gen, o.runs, threads, gpu ? 99 : 0),
         &rc);
     const size_t start = out.find('[');
     if (rc != 0 || start == std::string::npos) {
@@ -96,7 +96,8 @@ LlamaResult run_llama_bench(const BenchModelOptions& o, int threads, bool gpu) {
     return r;
 }
 
-LlamaResult run_llama(const BenchModelOptions& o, int threads) {
+// `model_path` is the file llama.cpp takes: of a split model, its first part.
+LlamaResult run_llama(const BenchModelOptions& o, int threads, const std::string& model_path) {
     LlamaResult r;
     const OracleKit kit = find_oracle_kit();
     if (!kit.has_llama_logits()) {
@@ -109,7 +110,7 @@ LlamaResult run_llama(const BenchModelOptions& o, int threads) {
         const std::string out =
             run_command(fmt::format("'{}/llama_logits' '{}' --bench {} --random-prompt {} --seed "
                                     "{} --threads {} --kv {} 2>&1",
-                                    kit.bin, o.model.model_path, o.gen, o.prompt, o.seed, threads,
+                                    kit.bin, model_path, o.gen, o.prompt, o.seed, threads,
                                     o.model.kv_type),
                         &rc);
         double p = 0, d = 0;
@@ -161,11 +162,11 @@ void run_bench(const BenchModelOptions& o) {
     if (o.no_llama) {
         llama.why = "--no-llama";
     } else if (!o.llama_bench.empty()) {
-        llama = run_llama_bench(o, threads, gpu);
+        llama = run_llama_bench(o, threads, gpu, m.model->file().path());
     } else if (gpu) {
         llama.why = "the GPU is measured against llama.cpp's CUDA build: give its llama-bench with --llama-bench";
     } else {
-        llama = run_llama(o, threads);
+        llama = run_llama(o, threads, m.model->file().path());
     }
 
     if (o.json) {

@@ -1,5 +1,6 @@
-// `tandem inspect FILE [--json]`: what a GGUF file holds — architecture, hyperparameters,
-// tokenizer, every metadata key, the tensor table, totals per type and the expert layout.
+// `tandem inspect FILE [--json]`: what a GGUF model holds — architecture, hyperparameters,
+// tokenizer, every metadata key, the tensor table, totals per type and the expert layout; of a
+// split model (any part given) the whole model, with its parts.
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -14,6 +15,7 @@
 #include "cli/commands.h"
 #include "cli/gpu_info.h"
 #include "gguf/gguf_reader.h"
+#include "gguf/model_files.h"
 #include "kernels/kernel_table.h"
 
 namespace tandem::cli {
@@ -105,6 +107,11 @@ void print_json(const GgufFile& f) {
     j["version"] = f.version();
     j["alignment"] = f.alignment();
     j["data_offset"] = f.data_offset();
+    nlohmann::json parts = nlohmann::json::array();
+    for (const GgufPart& p : f.parts()) {
+        parts.push_back({{"path", p.path}, {"bytes", p.size}, {"tensors", p.n_tensors}, {"tensor_bytes", p.tensor_bytes}});
+    }
+    j["parts"] = parts;
     j["architecture"] = std::string(f.architecture());
     nlohmann::json meta = nlohmann::json::object();
     for (const GgufKeyValue& kv : f.metadata()) meta[std::string(kv.key)] = value_to_json(kv.value);
@@ -117,7 +124,8 @@ void print_json(const GgufFile& f) {
                            {"type", std::string(t.format->name)},
                            {"shape", shape},
                            {"bytes", t.n_bytes},
-                           {"offset", t.offset}});
+                           {"offset", t.offset},
+                           {"part", t.part}});
         auto& e = per_type[std::string(t.format->name)];
         e.first += 1;
         e.second += t.n_bytes;
@@ -145,6 +153,17 @@ void print_text(const GgufFile& f) {
     std::printf("file: %s (%s, GGUF v%u, alignment %u, data at offset %llu)\n", f.path().c_str(),
                 human_bytes(f.file_size()).c_str(), f.version(), f.alignment(),
                 static_cast<unsigned long long>(f.data_offset()));
+    const bool split = f.parts().size() > 1;
+    if (split) {
+        uint64_t all = 0;
+        for (const GgufPart& p : f.parts()) all += p.size;
+        std::printf("split into %zu parts (%s in all):\n", f.parts().size(), human_bytes(all).c_str());
+        for (size_t i = 0; i < f.parts().size(); ++i) {
+            const GgufPart& p = f.parts()[i];
+            std::printf("  part %zu: %s (%s, %zu tensors)\n", i + 1, p.path.c_str(), human_bytes(p.size).c_str(),
+                        p.n_tensors);
+        }
+    }
     std::string arch(f.architecture());
     std::printf("architecture: %s\n", arch.empty() ? "(none)" : arch.c_str());
     if (const GgufValue* name = f.find("general.name")) {
@@ -185,13 +204,14 @@ void print_text(const GgufFile& f) {
     }
 
     std::printf("\ntensors (%zu):\n", f.tensors().size());
-    std::printf("  %-40s %-8s %-24s %14s %14s\n", "name", "type", "shape", "bytes", "offset");
+    std::printf("  %-40s %-8s %-24s %14s %14s%s\n", "name", "type", "shape", "bytes", "offset", split ? "  part" : "");
     std::map<std::string, std::pair<uint64_t, uint64_t>> per_type;
     uint64_t total = 0;
     for (const GgufTensor& t : f.tensors()) {
-        std::printf("  %-40s %-8s %-24s %14llu %14llu\n", std::string(t.name).c_str(),
+        std::printf("  %-40s %-8s %-24s %14llu %14llu%s\n", std::string(t.name).c_str(),
                     std::string(t.format->name).c_str(), t.shape_string().c_str(),
-                    static_cast<unsigned long long>(t.n_bytes), static_cast<unsigned long long>(t.offset));
+                    static_cast<unsigned long long>(t.n_bytes), static_cast<unsigned long long>(t.offset),
+                    split ? fmt::format("  {:4}", t.part + 1).c_str() : "");
         auto& e = per_type[std::string(t.format->name)];
         e.first += 1;
         e.second += t.n_bytes;
@@ -241,7 +261,7 @@ void print_system() {
 void add_inspect_command(CLI::App& app) {
     auto opts = std::make_shared<InspectOptions>();
     CLI::App* cmd = app.add_subcommand("inspect", "Describe a GGUF file (or this machine with --system)");
-    cmd->add_option("file", opts->path, "GGUF file");
+    cmd->add_option("file", opts->path, "GGUF file (of a split model: any part)");
     cmd->add_flag("--json", opts->json, "Print JSON instead of text");
     cmd->add_flag("--system", opts->system, "Describe this machine's CPU, the chosen kernels and the GPUs");
     cmd->callback([opts] {
@@ -250,7 +270,7 @@ void add_inspect_command(CLI::App& app) {
             if (!opts->system) throw CLI::RequiredError("file");
             return;
         }
-        std::unique_ptr<GgufFile> file = GgufFile::open(opts->path);
+        std::unique_ptr<GgufFile> file = open_gguf_model(opts->path, metadata_only());
         if (opts->json) {
             print_json(*file);
         } else {

@@ -20,6 +20,7 @@
 #include "cli/commands.h"
 #include "cli/model_options.h"
 #include "engine/scheduler.h"
+#include "gguf/gguf_split.h"
 #include "server/chat_prompt.h"
 #include "server/http_server.h"
 
@@ -45,6 +46,10 @@ struct Loaded {
 
 std::string model_id(const ServeOptions& o) {
     if (!o.alias.empty()) return o.alias;
+    // A split model is named by its prefix: "m-00001-of-00003.gguf" serves as "m".
+    if (std::optional<SplitName> split = parse_split_path(o.model.model_path)) {
+        return std::filesystem::path(split->prefix).filename().string();
+    }
     std::filesystem::path p(o.model.model_path);
     return p.extension() == ".gguf" ? p.stem().string() : p.filename().string();
 }

@@ -17,6 +17,7 @@ namespace {
 struct SynthOptions {
     SynthSpec spec;
     std::string out = "synthetic.gguf";
+    GgufSplitLayout split;
     std::string wtype, embd_type, attn_type, ffn_type, exp_type, exp_gate_type, exp_up_type,
         exp_down_type, router_type = "f32", out_type, layer_exp_types;
 };
@@ -78,13 +79,23 @@ void add_synth_command(CLI::App& app) {
     cmd->add_option("--out-type", o->out_type, "output.weight type");
     cmd->add_option("--layer-exp-types", o->layer_exp_types,
                     "Comma-separated expert types; layer L uses entry L % n for all its experts");
+    cmd->add_option("--split", o->split.n_parts,
+                    "Write N parts OUT-0000i-of-0000N.gguf as llama.cpp's gguf-split does")
+        ->check(positive_number());
+    cmd->add_flag("--split-metadata-first", o->split.metadata_only_first,
+                  "With --split: the first part holds only metadata (gguf-split --no-tensor-first-split)");
     cmd->callback([o] {
         resolve_types(*o);
         Stopwatch watch;
         std::fprintf(stderr, "synth: writing %s (%s, %d layers, embd %d)\n", o->out.c_str(),
                      o->spec.arch.c_str(), o->spec.n_layer, o->spec.n_embd);
-        write_synthetic_model(o->spec, o->out);
-        std::fprintf(stderr, "synth: wrote %s in %.1f s\n", o->out.c_str(), watch.seconds());
+        const std::vector<std::string> paths = write_synthetic_model(o->spec, o->out, o->split);
+        if (paths.size() == 1) {
+            std::fprintf(stderr, "synth: wrote %s in %.1f s\n", paths[0].c_str(), watch.seconds());
+        } else {
+            std::fprintf(stderr, "synth: wrote %zu parts, %s to %s, in %.1f s\n", paths.size(),
+                         paths.front().c_str(), paths.back().c_str(), watch.seconds());
+        }
     });
 }
 

@@ -6,7 +6,7 @@
 
 #include "base/error.h"
 #include "cli/commands.h"
-#include "gguf/gguf_reader.h"
+#include "gguf/model_files.h"
 #include "text/tokenizer.h"
 
 namespace tandem::cli {
@@ -32,7 +32,7 @@ void run(const TokenizeOptions& o) {
     } else if (o.text.empty()) {
         fail("give the text as an argument or with --file");
     }
-    auto file = GgufFile::open(o.model_path);
+    auto file = open_gguf_model(o.model_path, metadata_only());
     Tokenizer tokenizer = Tokenizer::from_gguf(*file);
     std::vector<TokenId> ids = tokenizer.encode(text, !o.no_special, !o.no_parse_special);
     std::string line;

@@ -12,7 +12,7 @@
 namespace tandem::cli {
 
 void add_model_options(CLI::App* cmd, ModelOptions& o) {
-    cmd->add_option("-m,--model", o.model_path, "GGUF model file")->required();
+    cmd->add_option("-m,--model", o.model_path, "GGUF model file (of a split model: any part)")->required();
     cmd->add_option("-t,--threads", o.threads, "Threads (default: one per physical core)");
     cmd->add_option("-c,--ctx", o.ctx, "Context size in tokens (default: min(4096, the model's))");
     cmd->add_option("-b,--batch", o.batch, "Prompt tokens per forward pass")->capture_default_str();
@@ -20,6 +20,8 @@ void add_model_options(CLI::App* cmd, ModelOptions& o) {
     cmd->add_option("--device", o.device, "Where to compute: auto (the GPU when there is one), cpu or cuda")
         ->capture_default_str();
     cmd->add_option("--gpu-mem", o.gpu_mem, "GiB of GPU memory to use (default: the free memory less 1 GiB)");
+    cmd->add_flag("--no-mmap", o.no_mmap, "Read the weights into memory instead of mapping the file");
+    cmd->add_flag("--mlock", o.mlock, "Lock the weights in RAM (needs a large enough RLIMIT_MEMLOCK)");
 }
 
 KvType parse_kv_type(const std::string& name) {
@@ -59,7 +61,10 @@ LoadedModel load_model(const ModelOptions& o) {
     Stopwatch watch;
     LoadedModel m;
     const KernelVariant& variant = chosen_kernel_variant();
-    m.model = Model::load(o.model_path);
+    LoadOptions load;
+    load.mmap = !o.no_mmap;
+    load.mlock = o.mlock;
+    m.model = Model::load(o.model_path, load);
     const ModelConfig& c = m.model->config();
     if (m.model->file().has("tokenizer.ggml.model")) {
         m.tokenizer = std::make_unique<Tokenizer>(Tokenizer::from_gguf(m.model->file()));

@@ -1,4 +1,5 @@
-// Flags shared by the commands that load a model (-m, --threads, --ctx, --kv-type, --batch),
+// Flags shared by the commands that load a model (-m, --threads, --ctx, --kv-type, --batch,
+// --no-mmap, --mlock),
 // and the loading itself with its start-up log: model, architecture, types, CPU variant.
 #pragma once
 
@@ -24,6 +25,8 @@ struct ModelOptions {
     std::string kv_type = "f16";
     std::string device = "auto";  // auto | cpu | cuda
     double gpu_mem = 0;            // GiB the GPU backend may take; 0: free memory less a margin
+    bool no_mmap = false;  // read the weights into memory instead of mapping them
+    bool mlock = false;    // lock the weights in RAM
 };
 
 void add_model_options(CLI::App* cmd, ModelOptions& options);

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "gguf/gguf_split.h"
 
 namespace tandem {
 namespace {
@@ -68,8 +69,14 @@ void copy_value(GgufWriter& w, std::string_view key, const GgufValue& v) {
 
 GgufWriter copy_gguf(const GgufFile& file, const GgufEdit& edit) {
     GgufWriter w(file.alignment(), file.version());
+    // The parts of a split model joined are copied as one whole model, without the split keys.
+    const bool joined = file.parts().size() > 1;
     for (const GgufKeyValue& kv : file.metadata()) {
         if (kv.key == "general.alignment" || !edit.keep_key(kv.key)) continue;
+        if (joined && (kv.key == split_keys::kNo || kv.key == split_keys::kCount ||
+                       kv.key == split_keys::kTensorsCount)) {
+            continue;
+        }
         copy_value(w, kv.key, kv.value);
     }
     edit.add_keys(w);

@@ -24,7 +24,8 @@ struct GgufEdit {
 };
 
 // Copies `file` into a new writer with the edit applied; tensor bytes are copied from the
-// mapping when the writer writes, so `file` must outlive the writer.
+// mapping when the writer writes, so `file` must outlive the writer. A split model's parts
+// joined copy as one whole model (without split.no, split.count, split.tensors.count).
 GgufWriter copy_gguf(const GgufFile& file, const GgufEdit& edit = {});
 
 }  // namespace tandem

@@ -80,13 +80,41 @@ std::string printable(std::string_view s) {
 }  // namespace
 
 std::unique_ptr<GgufFile> GgufFile::open(const std::string& path) {
-    auto mapping = std::make_unique<MappedFile>(path);
+    return open(FileImage::map(path));
+}
+
+std::unique_ptr<GgufFile> GgufFile::open(std::unique_ptr<FileImage> image) {
     std::unique_ptr<GgufFile> file(new GgufFile());
-    file->name_ = path;
-    file->base_ = mapping->data();
-    file->size_ = mapping->size();
-    file->mapping_ = std::move(mapping);
+    file->name_ = image->path();
+    file->base_ = image->data();
+    file->size_ = image->size();
+    file->image_ = std::move(image);
     file->parse_all();
+    return file;
+}
+
+std::unique_ptr<GgufFile> GgufFile::join(std::vector<std::unique_ptr<GgufFile>> parts) {
+    if (parts.empty()) fail("gguf: no parts to join");
+    std::unique_ptr<GgufFile> file = std::move(parts[0]);
+    if (!file->other_parts_.empty()) fail("{}: already joined", file->name_);
+    for (size_t i = 1; i < parts.size(); ++i) {
+        std::unique_ptr<GgufFile>& part = parts[i];
+        if (!part->other_parts_.empty()) fail("{}: already joined", part->name_);
+        for (const GgufTensor& t : part->tensors_) {
+            auto it = file->tensor_index_.find(t.name);
+            if (it != file->tensor_index_.end()) {
+                const GgufPart& owner = file->parts_[file->tensors_[it->second].part];
+                fail("{}: tensor '{}' is also in {}: a tensor in two parts", part->name_,
+                     printable(t.name), owner.path);
+            }
+            GgufTensor joined = t;
+            joined.part = static_cast<uint32_t>(i);
+            file->tensor_index_.emplace(joined.name, file->tensors_.size());
+            file->tensors_.push_back(joined);
+        }
+        file->parts_.push_back(part->parts_.front());
+        file->other_parts_.push_back(std::move(part));
+    }
     return file;
 }
 
@@ -287,6 +315,7 @@ void GgufFile::parse_all() {
              data_offset_, size_);
     }
     uint64_t data_size = size_ >= data_offset_ ? size_ - data_offset_ : 0;
+    uint64_t tensor_bytes = 0;
     for (size_t i = 0; i < tensors_.size(); ++i) {
         GgufTensor& t = tensors_[i];
         uint64_t rel = relative_offsets[i];
@@ -297,6 +326,7 @@ void GgufFile::parse_all() {
         }
         t.offset = data_offset_ + rel;
         t.data = base_ + t.offset;
+        tensor_bytes += t.n_bytes;
     }
     std::vector<size_t> order(tensors_.size());
     for (size_t i = 0; i < order.size(); ++i) order[i] = i;
@@ -311,6 +341,7 @@ void GgufFile::parse_all() {
                  prev.n_bytes);
         }
     }
+    parts_ = {GgufPart{name_, base_, size_, tensors_.size(), tensor_bytes, image_ && image_->mapped()}};
 }
 
 const GgufValue* GgufFile::find(std::string_view key) const {

@@ -1,6 +1,8 @@
 // A validating GGUF reader: the whole file is checked when opened, then metadata and tensors
-// are views into the memory mapping. Nothing is read outside the mapping, and every problem is
-// an Error naming the file, the field or tensor, and the byte offset.
+// are views into the memory mapping (or the file's bytes read into memory). Nothing is read
+// outside them, and every problem is an Error naming the file, the field or tensor, and the byte
+// offset. The parts of a split model joined (gguf_split.h) read as one file whose tensors lie in
+// several.
 #pragma once
 
 #include <array>
@@ -14,7 +16,8 @@
 #include <vector>
 
 #include "base/error.h"
-#include "base/mapped_file.h"
+#include "base/file_image.h"
+#include "base/resident_memory.h"
 #include "formats/format_table.h"
 #include "gguf/gguf_types.h"
 
@@ -60,9 +63,10 @@ struct GgufTensor {
     const FormatTraits* format;
     int n_dims;
     std::array<int64_t, kGgufMaxDims> ne;  // ne[0] is the row length; unused dims are 1
-    uint64_t offset;                       // absolute offset of the data in the file
+    uint64_t offset;                       // absolute offset of the data in its part's file
     uint64_t n_bytes;
-    const uint8_t* data;                   // view into the mapping
+    const uint8_t* data;                   // view into the mapping of its part
+    uint32_t part = 0;                     // the part holding it (0 unless split)
 
     int64_t n_elements() const { return ne[0] * ne[1] * ne[2] * ne[3]; }
     int64_t n_rows() const { return ne[1] * ne[2] * ne[3]; }
@@ -71,19 +75,42 @@ struct GgufTensor {
     std::string shape_string() const;
 };
 
+// One file of a model: the whole model, or one part of a split model.
+struct GgufPart {
+    std::string path;
+    const uint8_t* data;    // the file's bytes (mapped or read into memory)
+    uint64_t size;          // bytes of the file
+    size_t n_tensors;       // tensors it holds
+    uint64_t tensor_bytes;  // bytes of those tensors
+    bool mapped;            // memory-mapped in place (false: read into host memory, or a buffer)
+};
+
 class GgufFile {
 public:
     // Maps and validates the file; throws Error on the first problem.
     static std::unique_ptr<GgufFile> open(const std::string& path);
+    // Validates a mapped or read file and keeps it.
+    static std::unique_ptr<GgufFile> open(std::unique_ptr<FileImage> image);
+    // Joins the parts of a split model in order: the metadata of parts[0], the tensors of all
+    // (each keeping a view into its own part). Throws Error when a tensor is in two parts. The
+    // split keys themselves are checked by open_gguf_model (gguf_split.h).
+    static std::unique_ptr<GgufFile> join(std::vector<std::unique_ptr<GgufFile>> parts);
     // Validates a buffer (kept alive by the caller); `name` stands for the path in messages.
     static std::unique_ptr<GgufFile> parse(const std::string& name, const uint8_t* data,
                                            size_t size);
 
+    // The file opened; for a split model its first part, which holds the metadata.
     const std::string& path() const { return name_; }
+    // The files holding the model: one, or every part of a split model in order. Their bytes
+    // are where tensors point (for registering host memory with a GPU, locking, paging in).
+    const std::vector<GgufPart>& parts() const { return parts_; }
+    // Keeps `lock` (an mlock over the parts' bytes) for as long as the file lives.
+    void hold_lock(std::unique_ptr<MemoryLock> lock) { lock_ = std::move(lock); }
+    bool locked() const { return lock_ != nullptr; }
     uint32_t version() const { return version_; }
     uint32_t alignment() const { return alignment_; }
     uint64_t data_offset() const { return data_offset_; }
-    uint64_t file_size() const { return size_; }
+    uint64_t file_size() const { return size_; }  // of path()
 
     const std::vector<GgufKeyValue>& metadata() const { return kvs_; }
     const GgufValue* find(std::string_view key) const;
@@ -139,7 +166,10 @@ private:
     const GgufValue& require_array(std::string_view key, GgufValueType elem_type) const;
 
     std::string name_;
-    std::unique_ptr<MappedFile> mapping_;
+    std::unique_ptr<FileImage> image_;
+    std::vector<std::unique_ptr<GgufFile>> other_parts_;  // parts 1.. of a split model
+    std::vector<GgufPart> parts_;
+    std::unique_ptr<MemoryLock> lock_;  // released before the parts are unmapped
     const uint8_t* base_ = nullptr;
     uint64_t size_ = 0;
     uint32_t version_ = 0;

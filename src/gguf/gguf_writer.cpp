@@ -96,6 +96,25 @@ void GgufWriter::add_tensor(std::string_view name, GgmlType type, std::vector<in
     });
 }
 
+GgufWriter GgufWriter::part(size_t begin, size_t end, bool with_metadata) const {
+    if (begin > end || end > tensors_.size()) {
+        fail("gguf writer: tensors [{}, {}) of {} do not make a part", begin, end, tensors_.size());
+    }
+    GgufWriter out(alignment_, version_);  // sets general.alignment itself when not the default
+    if (with_metadata) {
+        for (size_t i = 0; i < keys_.size(); ++i) {
+            if (keys_[i] == "general.alignment") continue;
+            out.keys_.push_back(keys_[i]);
+            out.kvs_.push_back(kvs_[i]);
+        }
+    }
+    for (size_t i = begin; i < end; ++i) {
+        const PendingTensor& t = tensors_[i];
+        out.add_tensor(t.name, t.type, t.ne, t.fill);
+    }
+    return out;
+}
+
 std::string GgufWriter::header_bytes() const {
     std::string out;
     append_u32(out, kGgufMagic);

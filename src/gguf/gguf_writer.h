@@ -48,6 +48,11 @@ public:
     std::vector<uint8_t> to_bytes() const;
 
     size_t tensor_count() const { return tensors_.size(); }
+    uint64_t tensor_bytes(size_t i) const { return tensors_.at(i).n_bytes; }
+
+    // A writer with this one's alignment, version and (when `with_metadata`) metadata, and its
+    // tensors [begin, end) in order: one part of a split model (gguf_split.h).
+    GgufWriter part(size_t begin, size_t end, bool with_metadata) const;
 
 private:
     struct PendingTensor {

@@ -9,9 +9,9 @@
 
 namespace tandem {
 
-std::unique_ptr<Model> Model::load(const std::string& path) {
+std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& options) {
     auto m = std::make_unique<Model>();
-    m->file_ = GgufFile::open(path);
+    m->file_ = open_gguf_model(path, options);
     m->config_ = load_model_config(*m->file_);
     m->weights_ = bind_model_weights(*m->file_, m->config_);
     if (m->config_.n_vocab <= 0) m->config_.n_vocab = static_cast<int>(m->weights_.token_embd.rows);

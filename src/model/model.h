@@ -1,10 +1,11 @@
-// A loaded model: the mapped GGUF file, its hyperparameters and its bound weights.
+// A loaded model: its GGUF file (or split parts), its hyperparameters and its bound weights.
 #pragma once
 
 #include <memory>
 #include <string>
 
 #include "gguf/gguf_reader.h"
+#include "gguf/model_files.h"
 #include "model/model_config.h"
 #include "model/model_weights.h"
 
@@ -12,8 +13,9 @@ namespace tandem {
 
 class Model {
 public:
-    // Maps, validates and binds; throws Error naming the file and what is wrong.
-    static std::unique_ptr<Model> load(const std::string& path);
+    // Opens (a whole file or the parts of a split model; mapped, read or locked as `options`
+    // say), validates and binds; throws Error naming the file and what is wrong.
+    static std::unique_ptr<Model> load(const std::string& path, const LoadOptions& options = {});
 
     const GgufFile& file() const { return *file_; }
     const ModelConfig& config() const { return config_; }

@@ -257,7 +257,8 @@ void fill_tensor(const TensorPlan& t, const SynthSpec& spec, ThreadPool& pool, u
 
 bool is_moe_arch(const std::string& arch) { return arch == "qwen3moe"; }
 
-void write_synthetic_model(const SynthSpec& spec, const std::string& path) {
+std::vector<std::string> write_synthetic_model(const SynthSpec& spec, const std::string& path,
+                                               const GgufSplitLayout& split) {
     validate(spec);
     Vocab vocab = make_vocab(spec.n_vocab);
     const int n_vocab = static_cast<int>(vocab.tokens.size());
@@ -304,7 +305,7 @@ void write_synthetic_model(const SynthSpec& spec, const std::string& path) {
         w.add_tensor(t.name, t.type, t.ne,
                      [t, &spec, pool](uint8_t* dst, size_t) { fill_tensor(t, spec, *pool, dst); });
     }
-    w.write(path);
+    return write_gguf_parts(w, path, split);
 }
 
 }  // namespace tandem

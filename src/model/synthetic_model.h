@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "formats/ggml_type.h"
+#include "gguf/gguf_split.h"
 
 namespace tandem {
 
@@ -45,9 +46,11 @@ struct SynthSpec {
     int threads = 0;  // 0: one per physical core
 };
 
-// Writes the model to `path` (through a temporary file). Throws Error on a bad spec, naming the
-// field (e.g. a row length that is not a multiple of a type's block size).
-void write_synthetic_model(const SynthSpec& spec, const std::string& path);
+// Writes the model to `path` (through a temporary file), or as split parts named after it
+// (gguf_split.h); returns the paths written. Throws Error on a bad spec, naming the field (e.g. a
+// row length that is not a multiple of a type's block size).
+std::vector<std::string> write_synthetic_model(const SynthSpec& spec, const std::string& path,
+                                               const GgufSplitLayout& split = {});
 
 // Whether this architecture has routed experts.
 bool is_moe_arch(const std::string& arch);

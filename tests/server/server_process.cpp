@@ -66,8 +66,8 @@ const std::string& served_model_id() {
 }
 
 ServerProcess::ServerProcess(const std::vector<std::string>& args, bool wait_ready,
-                             const std::map<std::string, std::string>& env) {
-    std::vector<std::string> argv = {tandem_binary(), "serve", "-m",        served_model_path(),
+                             const std::map<std::string, std::string>& env, const std::string& model) {
+    std::vector<std::string> argv = {tandem_binary(), "serve", "-m",        model.empty() ? served_model_path() : model,
                                      "--port",        "0",     "--threads", "2"};
     argv.insert(argv.end(), args.begin(), args.end());
     const std::string log_path = dir_.file("server.log");

@@ -23,9 +23,11 @@ const std::string& served_model_id();
 class ServerProcess {
   public:
     // Starts `tandem serve -m MODEL --port 0 ARGS...` with extra environment variables; waits
-    // (bounded) until it listens, and when `wait_ready`, until /health answers 200.
+    // (bounded) until it listens, and when `wait_ready`, until /health answers 200. MODEL is
+    // `model`, or served_model_path() when empty.
     explicit ServerProcess(const std::vector<std::string>& args, bool wait_ready = true,
-                           const std::map<std::string, std::string>& env = {});
+                           const std::map<std::string, std::string>& env = {},
+                           const std::string& model = {});
     ~ServerProcess();
     ServerProcess(const ServerProcess&) = delete;
     ServerProcess& operator=(const ServerProcess&) = delete;
