@@ -257,7 +257,37 @@ nlohmann::ordered_json checked_content(const nlohmann::ordered_json& message,
 
 }  // namespace
 
+namespace {
+
+// Deeper JSON than any request needs; nlohmann's parser keeps its own stack, but copying,
+// dumping and visiting a value recurse, and a body of 8 MB of '[' ran the handler out of stack
+// (the server died).
+constexpr int kMaxJsonDepth = 256;
+
+void check_nesting(const std::string& body) {
+    int depth = 0;
+    bool in_string = false, escaped = false;
+    for (char c : body) {
+        if (in_string) {
+            if (escaped) escaped = false;
+            else if (c == '\\') escaped = true;
+            else if (c == '"') in_string = false;
+        } else if (c == '"') {
+            in_string = true;
+        } else if (c == '[' || c == '{') {
+            if (++depth > kMaxJsonDepth)
+                bad_request("the request body nests deeper than " + std::to_string(kMaxJsonDepth) +
+                            " levels");
+        } else if (c == ']' || c == '}') {
+            --depth;
+        }
+    }
+}
+
+}  // namespace
+
 nlohmann::ordered_json parse_ordered_object(const std::string& body) {
+    check_nesting(body);
     nlohmann::ordered_json j;
     try {
         j = nlohmann::ordered_json::parse(body);
@@ -308,6 +338,7 @@ void check_tool_choice(const CompletionRequest& r, const char* param) {
 }
 
 nlohmann::json parse_json_object(const std::string& body) {
+    check_nesting(body);
     nlohmann::json j;
     try {
         j = nlohmann::json::parse(body);
