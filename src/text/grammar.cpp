@@ -15,7 +15,12 @@ namespace {
 constexpr uint32_t kMaxCodePoint = 0x10FFFF;
 constexpr uint32_t kSurrogateLo = 0xD800, kSurrogateHi = 0xDFFF;
 // Bounds of {m,n}: each repetition is a copy of the item or a helper rule.
-constexpr uint32_t kMaxRepeat = 100000;
+constexpr uint32_t kMaxRepeat = 10000;
+// Parentheses within parentheses (the parser recurses on them), and rules reaching rules before
+// any byte (the left-recursion check does): far beyond what grammars need, far below what
+// would exhaust a thread's stack.
+constexpr int kMaxGroupDepth = 256;
+constexpr int kMaxRuleDepth = 2000;
 
 void same_length_sequences(uint32_t lo, uint32_t hi, int n,
                            std::vector<std::vector<ByteRange>>& out) {
@@ -234,6 +239,8 @@ class GrammarBuilder {
                 last = seq.size();
                 seq.push_back(code_points(rule, {{0, kMaxCodePoint}}));
             } else if (c == '(') {
+                if (++group_depth_ > kMaxGroupDepth)
+                    syntax_error("parentheses nest deeper than " + std::to_string(kMaxGroupDepth));
                 ++pos_;
                 skip_space(true);
                 const uint32_t group = helper_rule(rule, {});
@@ -242,6 +249,7 @@ class GrammarBuilder {
                 skip_space(true);
                 if (peek() != ')') syntax_error("expected ')'");
                 ++pos_;
+                --group_depth_;
                 last = seq.size();
                 seq.push_back(ref(group));
             } else if (is_name_char(c)) {
@@ -462,7 +470,12 @@ class GrammarBuilder {
             }
         }
         std::vector<uint8_t> color(n, 0);  // 0 new, 1 on the path, 2 done
+        int depth = 0;
         std::function<void(uint32_t)> visit = [&](uint32_t r) {
+            if (++depth > kMaxRuleDepth) {
+                fail("grammar: rules reach rules more than {} deep before matching a character",
+                     kMaxRuleDepth);
+            }
             color[r] = 1;
             for (const auto& alt : rules_[r]) {
                 for (const Symbol& s : alt) {
@@ -477,6 +490,7 @@ class GrammarBuilder {
                 }
             }
             color[r] = 2;
+            --depth;
         };
         for (uint32_t r = 0; r < n; ++r) {
             if (color[r] == 0) visit(r);
@@ -485,6 +499,7 @@ class GrammarBuilder {
 
     std::string_view text_;
     size_t pos_ = 0;
+    int group_depth_ = 0;
     std::vector<Alternatives> rules_;
     std::vector<std::string> names_;
     std::vector<bool> defined_;

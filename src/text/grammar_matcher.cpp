@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "base/error.h"
+
 namespace tandem {
 
 using Symbol = Grammar::Symbol;
@@ -25,7 +27,9 @@ uint32_t GrammarMatcher::node(uint32_t position, uint32_t rest) {
     return it->second;
 }
 
-void GrammarMatcher::expand_into(uint32_t stack, std::vector<uint32_t>& out) {
+void GrammarMatcher::expand_into(uint32_t stack, std::vector<uint32_t>& out, int depth) {
+    if (depth > kMaxExpandDepth)
+        fail("grammar: rules reach rules more than {} deep before matching a byte", kMaxExpandDepth);
     if (stack == 0) {
         out.push_back(0);
         return;
@@ -46,7 +50,8 @@ void GrammarMatcher::expand_into(uint32_t stack, std::vector<uint32_t>& out) {
         const uint32_t rest =
             symbols[n.position + 1].kind == Symbol::kEnd ? n.rest : node(n.position + 1, n.rest);
         for (uint32_t a : grammar_->alternatives(sym.index)) {
-            expand_into(symbols[a].kind == Symbol::kEnd ? rest : node(a, rest), result);
+            expand_into(symbols[a].kind == Symbol::kEnd ? rest : node(a, rest), result,
+                        depth + 1);
         }
         std::sort(result.begin(), result.end());
         result.erase(std::unique(result.begin(), result.end()), result.end());
@@ -84,9 +89,15 @@ GrammarMatcher::State GrammarMatcher::intern(std::vector<uint32_t> stacks) {
     std::sort(stacks.begin(), stacks.end());
     stacks.erase(std::unique(stacks.begin(), stacks.end()), stacks.end());
     if (stacks.empty()) return kDead;
+    if (stacks.size() > kMaxStacks)
+        fail("grammar: more than {} parses at once (an ambiguous grammar)", kMaxStacks);
     std::string key(reinterpret_cast<const char*>(stacks.data()), stacks.size() * sizeof(uint32_t));
     auto [it, added] = state_ids_.emplace(std::move(key), static_cast<State>(states_.size()));
     if (added) {
+        if (states_.size() >= kMaxStates) {
+            state_ids_.erase(it);
+            fail("grammar: more than {} matcher states", kMaxStates);
+        }
         StateData s;
         s.accepting = stacks.front() == 0;
         s.can_continue = stacks.back() != 0;

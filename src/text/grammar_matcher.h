@@ -17,8 +17,14 @@
 
 namespace tandem {
 
+// A hostile or wildly ambiguous grammar could make the sets or their number explode: past the
+// limits below, advance() throws Error (a request then ends with an error, the server goes on).
 class GrammarMatcher {
   public:
+    static constexpr size_t kMaxStates = 50000;   // about 1 KiB each
+    static constexpr size_t kMaxStacks = 4096;    // per state
+    static constexpr int kMaxExpandDepth = 2000;  // rules reached before a byte
+
     using State = int32_t;
     static constexpr State kDead = -1;  // the bytes so far fit no sentence of the grammar
 
@@ -55,7 +61,7 @@ class GrammarMatcher {
     uint32_t node(uint32_t position, uint32_t rest);
     // Appends the stacks a stack stands for once its rule references are expanded, until each
     // has a byte set on top (or is empty); cached per node.
-    void expand_into(uint32_t stack, std::vector<uint32_t>& out);
+    void expand_into(uint32_t stack, std::vector<uint32_t>& out, int depth = 0);
     // Appends the expanded stacks after the byte set on top of `stack` matched; cached per node.
     void after_into(uint32_t stack, std::vector<uint32_t>& out);
     State intern(std::vector<uint32_t> stacks);

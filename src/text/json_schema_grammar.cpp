@@ -87,7 +87,7 @@ int64_t count_field(const ojson& schema, const char* field, const std::string& p
                                                      it->get<uint64_t>(), 1u << 20))
                                                : it->get<int64_t>();
     if (v < 0) fail("json schema at {}: '{}' must be a non-negative integer", path, field);
-    if (v > 100000) fail("json schema at {}: '{}' above 100000 is not supported", path, field);
+    if (v > 10000) fail("json schema at {}: '{}' above 10000 is not supported", path, field);
     return v;
 }
 
@@ -165,7 +165,24 @@ std::string JsonGrammarBuilder::any_object() {
     return primitive("object");
 }
 
+namespace {
+
+// Nesting deeper than any schema needs would only drive the visitor's recursion.
+constexpr int kMaxSchemaDepth = 64;
+
+// The nesting depth of a value, counted no further than `limit` + 1.
+int nesting(const ojson& value, int limit) {
+    if (limit < 0 || !value.is_structured()) return 0;
+    int deepest = 0;
+    for (const auto& child : value) deepest = std::max(deepest, nesting(child, limit - 1));
+    return deepest + 1;
+}
+
+}  // namespace
+
 std::string JsonGrammarBuilder::add_schema(const ojson& schema, std::string_view name) {
+    if (nesting(schema, kMaxSchemaDepth) > kMaxSchemaDepth)
+        fail("json schema: nested deeper than {} levels", kMaxSchemaDepth);
     const ojson* saved = document_;
     document_ = &schema;
     std::string rule;

@@ -158,6 +158,15 @@ TEST(Grammar, ErrorsSayWhatAndWhere) {
     EXPECT_NE(parse_error("root ::= [^\\x00-\\U0010FFFF]").find("matches nothing"),
               std::string::npos);
     EXPECT_NE(parse_error("root ::= \"a\"{999999}").find("above"), std::string::npos);
+    // Limits that keep a hostile grammar from exhausting the stack.
+    EXPECT_NE(parse_error("root ::= " + std::string(300, '(') + "\"a\"" + std::string(300, ')'))
+                  .find("parentheses nest deeper"),
+              std::string::npos);
+    std::string chain = "root ::= r0\n";
+    for (int i = 0; i < 3000; ++i)
+        chain += "r" + std::to_string(i) + " ::= r" + std::to_string(i + 1) + "\n";
+    chain += "r3000 ::= \"x\"\n";
+    EXPECT_NE(parse_error(chain).find("rules reach rules"), std::string::npos);
 }
 
 // The trie walk must allow exactly the tokens whose bytes keep the grammar alive.

@@ -216,6 +216,11 @@ TEST(JsonSchemaGrammar, RefusesWhatItCannotEnforce) {
               std::string::npos);
     EXPECT_NE(schema_error("false").find("accepts nothing"), std::string::npos);
     EXPECT_NE(schema_error("[1]").find("must be an object"), std::string::npos);
+    std::string deep = "{\"type\": \"integer\"}";
+    for (int i = 0; i < 70; ++i) deep = "{\"type\": \"array\", \"items\": " + deep + "}";
+    EXPECT_NE(schema_error(deep).find("nested deeper than 64"), std::string::npos);
+    EXPECT_NE(schema_error(R"({"type":"string","maxLength":20000})").find("above 10000"),
+              std::string::npos);
     // Annotations are fine.
     EXPECT_EQ(schema_error(R"({"title":"T","description":"d","type":"string","format":"email","examples":["a"]})"),
               "(no error)");
