@@ -36,6 +36,8 @@ class GrammarConstraint : public TokenConstraint {
 
     // The output so far is a whole sentence of the grammar.
     bool complete() const { return matcher_.accepting(state_); }
+    // Matcher states met so far (each caches its transitions and, for a while, its mask).
+    size_t n_states() const { return matcher_.n_states(); }
 
   private:
     const std::vector<uint64_t>& allowed(GrammarMatcher::State state);
