@@ -29,15 +29,16 @@ const char* anthropic_error_type(int status) {
 }
 
 // The text of a content that is a string or a list of text blocks.
-std::string text_of(const ojson& content, const std::string& where) {
+std::string text_of(const ojson& content, const std::string& where,
+                    const char* param = "messages") {
     if (content.is_string()) return content.get<std::string>();
     if (content.is_null()) return {};
-    if (!content.is_array()) bad_request(where + " must be a string or an array of blocks", "messages");
+    if (!content.is_array()) bad_request(where + " must be a string or an array of blocks", param);
     std::string text;
     for (const auto& block : content) {
         if (!block.is_object() || get_string(block, "type").value_or("") != "text" ||
             !get_string(block, "text")) {
-            bad_request(where + ": only text blocks are supported here", "messages");
+            bad_request(where + ": only text blocks are supported here", param);
         }
         text += *get_string(block, "text");
     }
@@ -49,7 +50,7 @@ std::string text_of(const ojson& content, const std::string& where) {
 void read_messages(const ojson& body, CompletionRequest& r) {
     r.messages = ojson::array();
     if (auto system = body.find("system"); system != body.end() && !system->is_null()) {
-        const std::string text = text_of(*system, "'system'");
+        const std::string text = text_of(*system, "'system'", "system");
         if (!text.empty()) r.messages.push_back({{"role", "system"}, {"content", text}});
     }
     auto messages = body.find("messages");
