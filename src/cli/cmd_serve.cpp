@@ -102,8 +102,9 @@ void load(const ServeOptions& o, Loaded& l) {
               l.served.grammar_vocab->trie.n_nodes(), vocab_time.seconds() * 1e3);
     if (l.chat) {
         log_info("tool calls: {} format{}", l.chat->tool_format().name,
-                 l.chat->renders_tools() ? "" : " (the template renders no tools: described in a "
-                                                "system prompt)");
+                 l.chat->renders_tools() ? ""
+                                         : " (the template renders no tools: described in a "
+                                           "system prompt)");
     }
 }
 

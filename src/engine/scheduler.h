@@ -43,8 +43,8 @@ struct SchedulerStats {
     int slots_total = 0;
     int slots_busy = 0;
     int queued = 0;
-    uint64_t finished = 0;   // requests finished, any reason
-    uint64_t cancelled = 0;  // of which cancelled
+    uint64_t finished = 0;    // requests finished, any reason
+    uint64_t cancelled = 0;   // of which cancelled
     int64_t kv_used = 0;      // KV cache positions held by the requests in the slots
     int64_t kv_capacity = 0;  // n_slots × n_ctx
 };

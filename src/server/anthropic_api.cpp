@@ -17,14 +17,22 @@ constexpr size_t kMaxStops = 16;
 
 const char* anthropic_error_type(int status) {
     switch (status) {
-        case 400: return "invalid_request_error";
-        case 401: return "authentication_error";
-        case 403: return "permission_error";
-        case 404: return "not_found_error";
-        case 413: return "request_too_large";
-        case 429: return "rate_limit_error";
-        case 503: return "overloaded_error";
-        default: return status >= 500 ? "api_error" : "invalid_request_error";
+        case 400:
+            return "invalid_request_error";
+        case 401:
+            return "authentication_error";
+        case 403:
+            return "permission_error";
+        case 404:
+            return "not_found_error";
+        case 413:
+            return "request_too_large";
+        case 429:
+            return "rate_limit_error";
+        case 503:
+            return "overloaded_error";
+        default:
+            return status >= 500 ? "api_error" : "invalid_request_error";
     }
 }
 
@@ -99,7 +107,8 @@ void read_messages(const ojson& body, CompletionRequest& r) {
                 auto c = block.find("content");
                 std::string result = c == block.end() ? "" : text_of(*c, at + ".content");
                 if (get_bool(block, "is_error").value_or(false)) result = "Error: " + result;
-                r.messages.push_back({{"role", "tool"}, {"tool_call_id", *id}, {"content", result}});
+                r.messages.push_back(
+                    {{"role", "tool"}, {"tool_call_id", *id}, {"content", result}});
             } else if (type == "thinking" || type == "redacted_thinking") {
                 // Earlier reasoning is not sent back to the model.
             } else {
@@ -178,7 +187,8 @@ void read_sampling(const ojson& body, CompletionRequest& r) {
     }
     if (auto v = get_integer(body, "top_k", 0, 1 << 30)) p.top_k = static_cast<int>(*v);
     if (auto it = body.find("stop_sequences"); it != body.end() && !it->is_null()) {
-        if (!it->is_array()) bad_request("'stop_sequences' must be an array of strings", "stop_sequences");
+        if (!it->is_array())
+            bad_request("'stop_sequences' must be an array of strings", "stop_sequences");
         for (const auto& s : *it) {
             if (!s.is_string() || s.get<std::string>().empty())
                 bad_request("'stop_sequences' must hold non-empty strings", "stop_sequences");
@@ -198,7 +208,7 @@ const char* stop_reason(const JobEnd& end) {
 
 json stop_sequence(const JobEnd& end) {
     return end.stop.empty() || end.result.reason == FinishReason::kLength ? json(nullptr)
-                                                                         : json(end.stop);
+                                                                          : json(end.stop);
 }
 
 json tool_use_block(const ToolCall& call) {
@@ -236,7 +246,8 @@ class MessageStream {
                                   {"stop_reason", nullptr},
                                   {"stop_sequence", nullptr},
                                   {"usage", {{"input_tokens", n_prompt_}, {"output_tokens", 0}}}};
-            if (!write(sink, event("message_start", {{"type", "message_start"}, {"message", message}})))
+            if (!write(sink,
+                       event("message_start", {{"type", "message_start"}, {"message", message}})))
                 return false;
             if (!write(sink, event("ping", {{"type", "ping"}}))) return false;
         }
@@ -253,8 +264,9 @@ class MessageStream {
                     !write(sink, event("content_block_delta",
                                        {{"type", "content_block_delta"},
                                         {"index", index_},
-                                        {"delta", {{"type", "input_json_delta"},
-                                                   {"partial_json", e.call->arguments}}}}))) {
+                                        {"delta",
+                                         {{"type", "input_json_delta"},
+                                          {"partial_json", e.call->arguments}}}}))) {
                     return false;
                 }
                 open_ = true;
@@ -284,14 +296,17 @@ class MessageStream {
             const int status = error ? 500 : 503;
             const std::string message =
                 error ? "generation failed: " + end.result.error : "the server is shutting down";
-            if (!write(sink, "event: error\ndata: " + anthropic_error_body(status, message) + "\n\n"))
+            if (!write(sink,
+                       "event: error\ndata: " + anthropic_error_body(status, message) + "\n\n"))
                 return false;
         } else {
-            if (!write(sink, event("message_delta",
-                                   {{"type", "message_delta"},
-                                    {"delta", {{"stop_reason", stop_reason(end)},
-                                               {"stop_sequence", stop_sequence(end)}}},
-                                    {"usage", {{"output_tokens", end.result.completion_tokens}}}})) ||
+            if (!write(sink,
+                       event("message_delta",
+                             {{"type", "message_delta"},
+                              {"delta",
+                               {{"stop_reason", stop_reason(end)},
+                                {"stop_sequence", stop_sequence(end)}}},
+                              {"usage", {{"output_tokens", end.result.completion_tokens}}}})) ||
                 !write(sink, event("message_stop", {{"type", "message_stop"}}))) {
                 return false;
             }
@@ -357,8 +372,8 @@ void serve_messages(const ServedModel& m, const std::string& body, httplib::Resp
                     Metrics* metrics) {
     CompletionRequest r = parse_messages_request(body);
     if (!m.answers_to(r.model)) {
-        throw ApiError(404, "the model '" + r.model + "' does not exist; this server serves '" +
-                                m.id + "'");
+        throw ApiError(
+            404, "the model '" + r.model + "' does not exist; this server serves '" + m.id + "'");
     }
     JobSpec spec = chat_job(m, r);
     const int n_prompt = static_cast<int>(spec.params.prompt.size());
@@ -414,8 +429,8 @@ void serve_messages(const ServedModel& m, const std::string& body, httplib::Resp
 void serve_count_tokens(const ServedModel& m, const std::string& body, httplib::Response& res) {
     CompletionRequest r = parse_messages_request(body, /*count_only=*/true);
     if (!m.answers_to(r.model)) {
-        throw ApiError(404, "the model '" + r.model + "' does not exist; this server serves '" +
-                                m.id + "'");
+        throw ApiError(
+            404, "the model '" + r.model + "' does not exist; this server serves '" + m.id + "'");
     }
     // The prompt is the same whatever the choice; a forced call's grammar is not needed.
     if (r.tool_choice != ToolChoice::kNone) r.tool_choice = ToolChoice::kAuto;

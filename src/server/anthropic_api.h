@@ -26,8 +26,7 @@ void serve_messages(const ServedModel& model, const std::string& body, httplib::
                     const std::atomic<bool>& stopping, std::shared_ptr<void> in_flight,
                     Metrics* metrics);
 // Answers POST /v1/messages/count_tokens: {"input_tokens": N}.
-void serve_count_tokens(const ServedModel& model, const std::string& body,
-                        httplib::Response& res);
+void serve_count_tokens(const ServedModel& model, const std::string& body, httplib::Response& res);
 
 // Anthropic's error body, {"type": "error", "error": {"type", "message"}}.
 std::string anthropic_error_body(int status, const std::string& message);

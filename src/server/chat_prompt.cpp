@@ -45,7 +45,8 @@ ChatPrompt::ChatPrompt(const std::string& source, const std::string& origin,
           {"function",
            {{"name", kProbeTool},
             {"description", "probe"},
-            {"parameters", {{"type", "object"}, {"properties", nlohmann::ordered_json::object()}}}}}}});
+            {"parameters",
+             {{"type", "object"}, {"properties", nlohmann::ordered_json::object()}}}}}}});
     try {
         renders_tools_ = render(probe, tools, nullptr).find(kProbeTool) != std::string::npos;
     } catch (const Error&) {
@@ -94,11 +95,11 @@ std::string ChatPrompt::render_chat(const nlohmann::ordered_json& messages,
         if (describe_tools && message.value("role", "") == "tool") {
             // Templates that know no tools may refuse the role: the result as a user turn.
             message = {{"role", "user"},
-                       {"content", "<tool_response>\n" +
-                                       (message["content"].is_string()
-                                            ? message["content"].get<std::string>()
-                                            : std::string()) +
-                                       "\n</tool_response>"}};
+                       {"content",
+                        "<tool_response>\n" +
+                            (message["content"].is_string() ? message["content"].get<std::string>()
+                                                            : std::string()) +
+                            "\n</tool_response>"}};
         }
         out.push_back(std::move(message));
     }

@@ -12,8 +12,8 @@
 #include <nlohmann/json.hpp>
 
 #include "text/chat_template.h"
-#include "text/tool_call_format.h"
 #include "text/tokenizer.h"
+#include "text/tool_call_format.h"
 
 namespace tandem::server {
 

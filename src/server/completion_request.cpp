@@ -144,9 +144,9 @@ std::string schema_grammar(const nlohmann::ordered_json& schema, const char* par
 void read_output_format(const nlohmann::ordered_json& body, CompletionRequest& r) {
     auto set = [&](std::string grammar, const char* param) {
         if (!r.grammar.empty()) {
-            bad_request(std::string("'") + param + "' cannot be combined with '" +
-                            r.grammar_param + "'",
-                        param);
+            bad_request(
+                std::string("'") + param + "' cannot be combined with '" + r.grammar_param + "'",
+                param);
         }
         r.grammar = std::move(grammar);
         r.grammar_param = param;
@@ -157,8 +157,9 @@ void read_output_format(const nlohmann::ordered_json& body, CompletionRequest& r
         if (type == "json_object") {
             // llama.cpp also takes a schema here.
             auto schema = it->find("schema");
-            set(schema != it->end() && !schema->is_null() ? schema_grammar(*schema, "response_format")
-                                                          : json_object_grammar(),
+            set(schema != it->end() && !schema->is_null()
+                    ? schema_grammar(*schema, "response_format")
+                    : json_object_grammar(),
                 "response_format");
         } else if (type == "json_schema") {
             auto js = it->find("json_schema");
@@ -167,8 +168,9 @@ void read_output_format(const nlohmann::ordered_json& body, CompletionRequest& r
                             "response_format");
             }
             auto schema = js->find("schema");
-            set(schema != js->end() && !schema->is_null() ? schema_grammar(*schema, "response_format")
-                                                          : json_object_grammar(),
+            set(schema != js->end() && !schema->is_null()
+                    ? schema_grammar(*schema, "response_format")
+                    : json_object_grammar(),
                 "response_format");
         } else if (type != "text") {
             bad_request("'response_format' type '" + type +
@@ -191,19 +193,24 @@ void read_tool_choice(const nlohmann::ordered_json& body, CompletionRequest& r) 
     if (it == body.end() || it->is_null()) return;
     if (it->is_string()) {
         const std::string v = it->get<std::string>();
-        if (v == "auto") r.tool_choice = ToolChoice::kAuto;
-        else if (v == "none") r.tool_choice = ToolChoice::kNone;
-        else if (v == "required") r.tool_choice = ToolChoice::kRequired;
-        else bad_request("'tool_choice' must be auto, none, required or a function", "tool_choice");
+        if (v == "auto")
+            r.tool_choice = ToolChoice::kAuto;
+        else if (v == "none")
+            r.tool_choice = ToolChoice::kNone;
+        else if (v == "required")
+            r.tool_choice = ToolChoice::kRequired;
+        else
+            bad_request("'tool_choice' must be auto, none, required or a function", "tool_choice");
         return;
     }
     if (!it->is_object()) bad_request("'tool_choice' must be a string or an object", "tool_choice");
     auto fn = it->find("function");
-    if (get_string(*it, "type").value_or("") != "function" || fn == it->end() ||
-        !fn->is_object() || !get_string(*fn, "name")) {
-        bad_request("'tool_choice' as an object must be {\"type\": \"function\", \"function\": "
-                    "{\"name\": …}}",
-                    "tool_choice");
+    if (get_string(*it, "type").value_or("") != "function" || fn == it->end() || !fn->is_object() ||
+        !get_string(*fn, "name")) {
+        bad_request(
+            "'tool_choice' as an object must be {\"type\": \"function\", \"function\": "
+            "{\"name\": …}}",
+            "tool_choice");
     }
     r.tool_choice = ToolChoice::kFunction;
     r.tool_name = *get_string(*fn, "name");
@@ -269,9 +276,12 @@ void check_nesting(const std::string& body) {
     bool in_string = false, escaped = false;
     for (char c : body) {
         if (in_string) {
-            if (escaped) escaped = false;
-            else if (c == '\\') escaped = true;
-            else if (c == '"') in_string = false;
+            if (escaped)
+                escaped = false;
+            else if (c == '\\')
+                escaped = true;
+            else if (c == '"')
+                in_string = false;
         } else if (c == '"') {
             in_string = true;
         } else if (c == '[' || c == '{') {

@@ -45,6 +45,10 @@ class Job {
     // Validates and submits; throws ApiError (400 for a request that can never run, 503 when
     // the queue is full or the server is stopping).
     Job(const ServedModel& model, JobSpec spec, Metrics* metrics);
+    // A reply nobody will read any more (the handler threw, the stream ended) frees its slot.
+    ~Job() { cancel(); }
+    Job(const Job&) = delete;
+    Job& operator=(const Job&) = delete;
 
     struct Update {
         std::vector<ToolCallParser::Event> events;  // content and calls, in order
@@ -52,7 +56,9 @@ class Job {
     };
     // Waits up to `timeout` for something new.
     Update wait(std::chrono::milliseconds timeout);
-    void cancel() { request_->cancel(); }
+    void cancel() {
+        if (request_) request_->cancel();
+    }
 
   private:
     std::shared_ptr<TextGeneration> text_;

@@ -47,7 +47,8 @@ void set_error(httplib::Response& res, int status, const std::string& body) {
 // `header` is `prefix` then the key; constant time over the key: no timing hint of how much of
 // a guess was right.
 bool key_matches(const std::string& header, const std::string& prefix, const std::string& key) {
-    if (header.size() != prefix.size() + key.size() || header.compare(0, prefix.size(), prefix) != 0)
+    if (header.size() != prefix.size() + key.size() ||
+        header.compare(0, prefix.size(), prefix) != 0)
         return false;
     unsigned diff = 0;
     for (size_t i = 0; i < key.size(); ++i)
@@ -270,7 +271,8 @@ struct HttpServer::Impl {
                         fmt::format("the request body exceeds {} bytes", options.max_body_bytes),
                         "request_too_large");
                 } else {
-                    body = error_for(req.path, res.status, fmt::format("HTTP error {}", res.status));
+                    body =
+                        error_for(req.path, res.status, fmt::format("HTTP error {}", res.status));
                 }
                 res.set_content(body, "application/json");
                 return httplib::Server::HandlerResponse::Handled;

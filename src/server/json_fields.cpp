@@ -97,11 +97,11 @@ std::optional<std::string> get_string(const Json& object, const char* field) {
     return v->template get<std::string>();
 }
 
-#define TANDEM_JSON_FIELDS(Json)                                                              \
+#define TANDEM_JSON_FIELDS(Json)                                                             \
     template const char* json_type_name(const Json&);                                        \
-    template std::optional<bool> get_bool(const Json&, const char*);                          \
-    template std::optional<double> get_number(const Json&, const char*);                      \
-    template std::optional<int64_t> get_integer(const Json&, const char*, int64_t, int64_t);  \
+    template std::optional<bool> get_bool(const Json&, const char*);                         \
+    template std::optional<double> get_number(const Json&, const char*);                     \
+    template std::optional<int64_t> get_integer(const Json&, const char*, int64_t, int64_t); \
     template std::optional<std::string> get_string(const Json&, const char*);
 TANDEM_JSON_FIELDS(nlohmann::json)
 TANDEM_JSON_FIELDS(nlohmann::ordered_json)

@@ -18,8 +18,7 @@ template <typename Json>
 std::optional<double> get_number(const Json& object, const char* field);
 // Integers only (3.0 is accepted, 3.5 is not), within [min, max].
 template <typename Json>
-std::optional<int64_t> get_integer(const Json& object, const char* field, int64_t min,
-                                   int64_t max);
+std::optional<int64_t> get_integer(const Json& object, const char* field, int64_t min, int64_t max);
 template <typename Json>
 std::optional<std::string> get_string(const Json& object, const char* field);
 

@@ -11,9 +11,18 @@ namespace {
 // The endpoints a label may name; anything else is "other", so that a client probing random
 // URLs cannot grow the series without bound.
 constexpr const char* kEndpoints[] = {
-    "/v1/chat/completions", "/chat/completions", "/v1/completions", "/completions",
-    "/v1/messages",         "/v1/messages/count_tokens", "/v1/models", "/models",
-    "/health",              "/metrics",          "/tokenize",       "/detokenize",
+    "/v1/chat/completions",
+    "/chat/completions",
+    "/v1/completions",
+    "/completions",
+    "/v1/messages",
+    "/v1/messages/count_tokens",
+    "/v1/models",
+    "/models",
+    "/health",
+    "/metrics",
+    "/tokenize",
+    "/detokenize",
 };
 
 std::string endpoint_label(const std::string& path) {
@@ -71,8 +80,8 @@ void Histogram::render(const std::string& name, std::string& out) const {
 
 Metrics::Metrics()
     : ttft_({0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 40, 80}),
-      token_gap_({0.001, 0.0025, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.15, 0.2, 0.3, 0.5,
-                  1, 2.5}),
+      token_gap_(
+          {0.001, 0.0025, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.15, 0.2, 0.3, 0.5, 1, 2.5}),
       duration_({0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 40, 80, 160, 320, 640}),
       queue_({0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 40, 80}) {}
 
@@ -110,9 +119,9 @@ std::string Metrics::render(const SchedulerStats* stats) const {
            "Generation requests finished, by how they ended.");
     for (FinishReason reason : {FinishReason::kStop, FinishReason::kLength,
                                 FinishReason::kCancelled, FinishReason::kError}) {
-        out += fmt::format("tandem_requests_finished_total{{reason=\"{}\"}} {}\n",
-                           finish_reason_name(reason),
-                           finished_[static_cast<size_t>(reason)].load());
+        out +=
+            fmt::format("tandem_requests_finished_total{{reason=\"{}\"}} {}\n",
+                        finish_reason_name(reason), finished_[static_cast<size_t>(reason)].load());
     }
     header(out, "tandem_prompt_tokens_total", "counter", "Prompt tokens of finished requests.");
     sample(out, "tandem_prompt_tokens_total", prompt_tokens_.load());

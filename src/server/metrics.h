@@ -50,7 +50,7 @@ class Metrics {
   private:
     mutable std::mutex mutex_;
     std::map<std::pair<std::string, int>, uint64_t> responses_;  // (endpoint, status) -> count
-    std::array<std::atomic<uint64_t>, 4> finished_{};  // by FinishReason
+    std::array<std::atomic<uint64_t>, 4> finished_{};            // by FinishReason
     std::atomic<uint64_t> prompt_tokens_{0}, generated_tokens_{0};
     Histogram ttft_, token_gap_, duration_, queue_;
 };

@@ -47,10 +47,8 @@ json chat_completion(const ResponseHead& head, const std::string& content,
     if (!calls.empty()) message["tool_calls"] = calls;
     const char* reason = openai_finish_reason(result.reason);
     if (!calls.empty() && result.reason != FinishReason::kLength) reason = "tool_calls";
-    j["choices"] = json::array({{{"index", 0},
-                                 {"message", message},
-                                 {"logprobs", nullptr},
-                                 {"finish_reason", reason}}});
+    j["choices"] = json::array(
+        {{{"index", 0}, {"message", message}, {"logprobs", nullptr}, {"finish_reason", reason}}});
     j["usage"] = usage_json(result);
     return j;
 }

@@ -258,7 +258,8 @@ class GrammarBuilder {
                 last = seq.size();
                 seq.push_back(ref(rule_id(std::string(text_.substr(start, pos_ - start)))));
             } else if (c == '*' || c == '+' || c == '?' || c == '{') {
-                if (last == std::string::npos) syntax_error(std::string("nothing to repeat before '") + c + "'");
+                if (last == std::string::npos)
+                    syntax_error(std::string("nothing to repeat before '") + c + "'");
                 quantify(rule, seq, last);
                 last = std::string::npos;
             } else {
@@ -272,7 +273,8 @@ class GrammarBuilder {
         uint64_t n = 0;
         while (peek() >= '0' && peek() <= '9') {
             n = n * 10 + static_cast<uint64_t>(peek() - '0');
-            if (n > kMaxRepeat) syntax_error("repetition count above " + std::to_string(kMaxRepeat));
+            if (n > kMaxRepeat)
+                syntax_error("repetition count above " + std::to_string(kMaxRepeat));
             ++pos_;
         }
         if (pos_ == start) syntax_error("expected a number");
@@ -328,7 +330,8 @@ class GrammarBuilder {
         } else if (max > min) {
             // x{0,k} nested: O1 ::= x | (empty), Oj ::= x Oj-1 | (empty).
             uint32_t inner = helper_rule(rule, {{unit}, {}});
-            for (uint32_t j = 1; j < max - min; ++j) inner = helper_rule(rule, {{unit, ref(inner)}, {}});
+            for (uint32_t j = 1; j < max - min; ++j)
+                inner = helper_rule(rule, {{unit, ref(inner)}, {}});
             seq.push_back(ref(inner));
         }
     }
@@ -356,13 +359,26 @@ class GrammarBuilder {
         const char e = peek();
         ++pos_;
         switch (e) {
-            case 'n': return '\n';
-            case 'r': return '\r';
-            case 't': return '\t';
-            case 'x': return parse_hex(2);
-            case 'u': return parse_hex(4);
-            case 'U': return parse_hex(8);
-            case '\\': case '"': case '[': case ']': case '-': case '^': case '/': case '.':
+            case 'n':
+                return '\n';
+            case 'r':
+                return '\r';
+            case 't':
+                return '\t';
+            case 'x':
+                return parse_hex(2);
+            case 'u':
+                return parse_hex(4);
+            case 'U':
+                return parse_hex(8);
+            case '\\':
+            case '"':
+            case '[':
+            case ']':
+            case '-':
+            case '^':
+            case '/':
+            case '.':
                 return static_cast<uint8_t>(e);
             default:
                 --pos_;
@@ -481,9 +497,10 @@ class GrammarBuilder {
                 for (const Symbol& s : alt) {
                     if (s.kind != Symbol::kRule) break;
                     if (color[s.index] == 1) {
-                        fail("grammar: rule '{}' is left-recursive (it can reach '{}' before "
-                             "matching a character)",
-                             names_[s.index], names_[s.index]);
+                        fail(
+                            "grammar: rule '{}' is left-recursive (it can reach '{}' before "
+                            "matching a character)",
+                            names_[s.index], names_[s.index]);
                     }
                     if (color[s.index] == 0) visit(s.index);
                     if (!nullable[s.index]) break;

@@ -29,7 +29,8 @@ uint32_t GrammarMatcher::node(uint32_t position, uint32_t rest) {
 
 void GrammarMatcher::expand_into(uint32_t stack, std::vector<uint32_t>& out, int depth) {
     if (depth > kMaxExpandDepth)
-        fail("grammar: rules reach rules more than {} deep before matching a byte", kMaxExpandDepth);
+        fail("grammar: rules reach rules more than {} deep before matching a byte",
+             kMaxExpandDepth);
     if (stack == 0) {
         out.push_back(0);
         return;
@@ -50,8 +51,7 @@ void GrammarMatcher::expand_into(uint32_t stack, std::vector<uint32_t>& out, int
         const uint32_t rest =
             symbols[n.position + 1].kind == Symbol::kEnd ? n.rest : node(n.position + 1, n.rest);
         for (uint32_t a : grammar_->alternatives(sym.index)) {
-            expand_into(symbols[a].kind == Symbol::kEnd ? rest : node(a, rest), result,
-                        depth + 1);
+            expand_into(symbols[a].kind == Symbol::kEnd ? rest : node(a, rest), result, depth + 1);
         }
         std::sort(result.begin(), result.end());
         result.erase(std::unique(result.begin(), result.end()), result.end());

@@ -93,8 +93,8 @@ class TokenTrie {
   private:
     struct Node {
         uint8_t byte;
-        uint32_t depth;        // 1 for the first byte of a token
-        uint32_t subtree_end;  // the first node after this one's subtree
+        uint32_t depth;                     // 1 for the first byte of a token
+        uint32_t subtree_end;               // the first node after this one's subtree
         uint32_t tokens_begin, tokens_end;  // into tokens_: the tokens that end here
     };
     std::vector<Node> nodes_;

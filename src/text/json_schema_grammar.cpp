@@ -28,17 +28,21 @@ const std::vector<Primitive>& primitives() {
         {"integral-part", R"([0] | [1-9] [0-9]{0,15})", {}},
         {"decimal-part", R"([0-9]{1,16})", {}},
         {"integer", R"(("-"? integral-part) space)", {"integral-part", "space"}},
-        {"number", R"(("-"? integral-part) ("." decimal-part)? ([eE] [-+]? [0-9]{1,2})? space)",
+        {"number",
+         R"(("-"? integral-part) ("." decimal-part)? ([eE] [-+]? [0-9]{1,2})? space)",
          {"integral-part", "decimal-part", "space"}},
         {"char", R"([^"\\\x7F\x00-\x1F] | [\\] (["\\/bfnrt] | "u" [0-9a-fA-F]{4}))", {}},
         {"string", R"("\"" char* "\"" space)", {"char", "space"}},
-        {"value", R"(object | array | string | number | boolean | null)",
+        {"value",
+         R"(object | array | string | number | boolean | null)",
          {"object", "array", "string", "number", "boolean", "null"}},
         {"object",
          R"("{" space ( string ":" space value ("," space string ":" space value)* )? "}" space)",
          {"string", "value", "space"}},
         {"array", R"("[" space ( value ("," space value)* )? "]" space)", {"value", "space"}},
-        {"date", R"([0-9]{4} "-" ( "0" [1-9] | "1" [0-2] ) "-" ( "0" [1-9] | [1-2] [0-9] | "3" [0-1] ))", {}},
+        {"date",
+         R"([0-9]{4} "-" ( "0" [1-9] | "1" [0-2] ) "-" ( "0" [1-9] | [1-2] [0-9] | "3" [0-1] ))",
+         {}},
         {"time",
          R"(([01] [0-9] | "2" [0-3]) ":" [0-5] [0-9] ":" [0-5] [0-9] ( "." [0-9]{3} )? ( "Z" | [+-] ( [01] [0-9] | "2" [0-3] ) ":" [0-5] [0-9] ))",
          {}},
@@ -53,12 +57,30 @@ const std::vector<Primitive>& primitives() {
 // them would let through documents the schema rejects.
 const std::set<std::string>& unsupported_keywords() {
     static const std::set<std::string> kUnsupported = {
-        "pattern",       "minimum",          "maximum",          "exclusiveMinimum",
-        "exclusiveMaximum", "multipleOf",    "minProperties",    "maxProperties",
-        "uniqueItems",   "not",              "if",               "then",
-        "else",          "patternProperties", "propertyNames",   "contains",
-        "minContains",   "maxContains",      "dependentRequired", "dependentSchemas",
-        "dependencies",  "unevaluatedProperties", "unevaluatedItems", "contentSchema",
+        "pattern",
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+        "multipleOf",
+        "minProperties",
+        "maxProperties",
+        "uniqueItems",
+        "not",
+        "if",
+        "then",
+        "else",
+        "patternProperties",
+        "propertyNames",
+        "contains",
+        "minContains",
+        "maxContains",
+        "dependentRequired",
+        "dependentSchemas",
+        "dependencies",
+        "unevaluatedProperties",
+        "unevaluatedItems",
+        "contentSchema",
     };
     return kUnsupported;
 }
@@ -83,9 +105,9 @@ int64_t count_field(const ojson& schema, const char* field, const std::string& p
     if (!it->is_number_integer() && !it->is_number_unsigned()) {
         fail("json schema at {}: '{}' must be a non-negative integer", path, field);
     }
-    const int64_t v = it->is_number_unsigned() ? static_cast<int64_t>(std::min<uint64_t>(
-                                                     it->get<uint64_t>(), 1u << 20))
-                                               : it->get<int64_t>();
+    const int64_t v = it->is_number_unsigned()
+                          ? static_cast<int64_t>(std::min<uint64_t>(it->get<uint64_t>(), 1u << 20))
+                          : it->get<int64_t>();
     if (v < 0) fail("json schema at {}: '{}' must be a non-negative integer", path, field);
     if (v > 10000) fail("json schema at {}: '{}' above 10000 is not supported", path, field);
     return v;
@@ -135,7 +157,8 @@ std::string JsonGrammarBuilder::literal(std::string_view text) {
 std::string JsonGrammarBuilder::unique_name(std::string_view hint) {
     std::string base = sanitize(hint);
     std::string name = base;
-    for (int i = 1; names_.count(name) || rules_.count(name); ++i) name = base + "-" + std::to_string(i);
+    for (int i = 1; names_.count(name) || rules_.count(name); ++i)
+        name = base + "-" + std::to_string(i);
     names_.insert(name);
     return name;
 }
@@ -199,10 +222,12 @@ std::string JsonGrammarBuilder::add_schema(const ojson& schema, std::string_view
 std::string JsonGrammarBuilder::visit(const ojson& schema, const std::string& name,
                                       const std::string& path) {
     if (schema.is_boolean()) {
-        if (!schema.get<bool>()) fail("json schema at {}: the schema 'false' accepts nothing", path);
+        if (!schema.get<bool>())
+            fail("json schema at {}: the schema 'false' accepts nothing", path);
         return any_value();
     }
-    if (!schema.is_object()) fail("json schema at {}: a schema must be an object or a boolean", path);
+    if (!schema.is_object())
+        fail("json schema at {}: a schema must be an object or a boolean", path);
     for (const auto& [key, value] : schema.items()) {
         if (unsupported_keywords().count(key)) {
             fail("json schema at {}: '{}' is not supported (the output could not be held to it)",
@@ -243,13 +268,15 @@ std::string JsonGrammarBuilder::visit(const ojson& schema, const std::string& na
         // Objects only: their properties and required lists together.
         if (!all->is_array() || all->empty())
             fail("json schema at {}: 'allOf' must be a non-empty array", path);
-        ojson merged = {{"type", "object"}, {"properties", ojson::object()}, {"required", ojson::array()}};
+        ojson merged = {
+            {"type", "object"}, {"properties", ojson::object()}, {"required", ojson::array()}};
         for (size_t i = 0; i < all->size(); ++i) {
             const ojson* part = &(*all)[i];
             const std::string at = path + "/allOf/" + std::to_string(i);
             if (part->is_object() && part->contains("$ref") && (*part)["$ref"].is_string()) {
                 const std::string ref = (*part)["$ref"].get<std::string>();
-                if (ref.rfind("#", 0) != 0) fail("json schema at {}: only local '$ref's are supported", at);
+                if (ref.rfind("#", 0) != 0)
+                    fail("json schema at {}: only local '$ref's are supported", at);
                 try {
                     part = &document_->at(nlohmann::ordered_json::json_pointer(ref.substr(1)));
                 } catch (const std::exception&) {
@@ -335,7 +362,7 @@ std::string JsonGrammarBuilder::visit_object(const ojson& schema, const std::str
     auto kv = [&](const std::string& key, const ojson& sub, const std::string& at) {
         const std::string value = visit(sub, name + "-" + key, at);
         return add_rule(name + "-" + key + "-kv", literal(json_text(ojson(key))) + " " + space +
-                                                       " \":\" " + space + " " + value);
+                                                      " \":\" " + space + " " + value);
     };
     for (const auto& [key, sub] : props->items()) {
         const std::string rule = kv(key, sub, path + "/properties/" + key);
@@ -357,9 +384,8 @@ std::string JsonGrammarBuilder::visit_object(const ojson& schema, const std::str
         // O2 rest3 | ..., rest_i ::= ("," O_i)? rest_i+1.
         std::vector<std::string> rest(optional_kv.size() + 1);
         for (size_t i = optional_kv.size(); i-- > 1;) {
-            rest[i] = add_rule(name + "-rest",
-                               "(\",\" " + space + " " + optional_kv[i] + ")?" +
-                                   (rest[i + 1].empty() ? "" : " " + rest[i + 1]));
+            rest[i] = add_rule(name + "-rest", "(\",\" " + space + " " + optional_kv[i] + ")?" +
+                                                   (rest[i + 1].empty() ? "" : " " + rest[i + 1]));
         }
         std::string first;
         for (size_t i = 0; i < optional_kv.size(); ++i) {
@@ -372,8 +398,8 @@ std::string JsonGrammarBuilder::visit_object(const ojson& schema, const std::str
     if (auto add = schema.find("additionalProperties");
         add != schema.end() && add->is_object() && props->empty() && required.empty()) {
         const std::string value = visit(*add, name + "-value", path + "/additionalProperties");
-        const std::string entry = add_rule(name + "-entry", primitive("string") + " \":\" " +
-                                                                space + " " + value);
+        const std::string entry =
+            add_rule(name + "-entry", primitive("string") + " \":\" " + space + " " + value);
         inner = "(" + entry + " (\",\" " + space + " " + entry + ")*)?";
     } else if (add != schema.end() && !add->is_boolean() && !add->is_object()) {
         fail("json schema at {}: 'additionalProperties' must be a boolean or a schema", path);

@@ -25,12 +25,14 @@ std::string compact(const ojson& value) {
 }
 
 // {"name": "...", "<args_key>": {...}}; arguments given as a JSON string are read too.
-std::optional<ToolCall> call_from_json(const ojson& j, std::initializer_list<const char*> args_keys) {
+std::optional<ToolCall> call_from_json(const ojson& j,
+                                       std::initializer_list<const char*> args_keys) {
     if (!j.is_object()) return std::nullopt;
     auto name = j.find("name");
     if (name == j.end() || !name->is_string() || name->get<std::string>().empty())
         return std::nullopt;
-    for (const auto& [key, value] : j.items()) {
+    for (const auto& item : j.items()) {
+        const std::string& key = item.key();
         const bool known = key == "name" || key == "type" ||
                            std::any_of(args_keys.begin(), args_keys.end(),
                                        [&](const char* k) { return key == k; });
@@ -52,7 +54,8 @@ std::optional<ToolCall> call_from_json(const ojson& j, std::initializer_list<con
 
 // The JSON schema of a tool's arguments: its parameters, or an empty object when it has none.
 ojson arguments_schema(const ToolSpec& tool) {
-    if (tool.parameters.is_null()) return ojson{{"type", "object"}, {"properties", ojson::object()}};
+    if (tool.parameters.is_null())
+        return ojson{{"type", "object"}, {"properties", ojson::object()}};
     return tool.parameters;
 }
 
@@ -87,8 +90,8 @@ std::optional<std::vector<ToolCall>> hermes_parse(std::string_view, std::string_
 std::string hermes_grammar(const std::vector<ToolSpec>& tools, bool parallel) {
     JsonGrammarBuilder b;
     const std::string call = call_alternatives(b, tools, "arguments");
-    const std::string block = b.add_rule(
-        "block", "\"<tool_call>\\n\" " + call + " \"\\n</tool_call>\"");
+    const std::string block =
+        b.add_rule("block", "\"<tool_call>\\n\" " + call + " \"\\n</tool_call>\"");
     return b.grammar(parallel ? block + " (\"\\n\" " + block + ")*" : block);
 }
 
@@ -134,9 +137,12 @@ std::optional<std::vector<ToolCall>> llama3_parse(std::string_view opener, std::
         for (size_t i = 0; i < rest.size(); ++i) {
             const char c = rest[i];
             if (in_string) {
-                if (escaped) escaped = false;
-                else if (c == '\\') escaped = true;
-                else if (c == '"') in_string = false;
+                if (escaped)
+                    escaped = false;
+                else if (c == '\\')
+                    escaped = true;
+                else if (c == '"')
+                    in_string = false;
             } else if (c == '"') {
                 in_string = true;
             } else if (c == '{') {
@@ -189,10 +195,24 @@ std::string llama3_render(const std::vector<ToolCall>& calls) {
 
 const std::vector<ToolCallFormat>& tool_call_formats() {
     static const std::vector<ToolCallFormat> kFormats = {
-        {"hermes", hermes_detect, {"<tool_call>"}, false, "</tool_call>", hermes_parse,
-         hermes_grammar, hermes_system_prompt, hermes_render},
-        {"llama3_json", llama3_detect, {"<|python_tag|>", "{"}, true, "", llama3_parse,
-         llama3_grammar, llama3_system_prompt, llama3_render},
+        {"hermes",
+         hermes_detect,
+         {"<tool_call>"},
+         false,
+         "</tool_call>",
+         hermes_parse,
+         hermes_grammar,
+         hermes_system_prompt,
+         hermes_render},
+        {"llama3_json",
+         llama3_detect,
+         {"<|python_tag|>", "{"},
+         true,
+         "",
+         llama3_parse,
+         llama3_grammar,
+         llama3_system_prompt,
+         llama3_render},
     };
     return kFormats;
 }
@@ -309,7 +329,8 @@ std::vector<ToolCallParser::Event> ToolCallParser::feed(std::string_view text) {
         if (format_.opens_at_start) {
             // Nothing but whitespace so far: all of it may still precede an opener.
             const size_t first = buffer_.find_first_not_of(" \t\r\n");
-            if (first == std::string::npos) keep = buffer_.size();
+            if (first == std::string::npos)
+                keep = buffer_.size();
             else if (keep == 0 || first + keep != buffer_.size()) {
                 // Content that cannot be a call: the reply is plain text.
                 said_something_ = true;
@@ -337,8 +358,10 @@ std::vector<ToolCallParser::Event> ToolCallParser::finish() {
     if (n_calls_ == 0 && !space_.empty()) {
         std::string text = std::move(space_);
         space_.clear();
-        if (!out.empty() && !out.back().call) out.back().text += text;
-        else out.push_back({std::move(text), std::nullopt});
+        if (!out.empty() && !out.back().call)
+            out.back().text += text;
+        else
+            out.push_back({std::move(text), std::nullopt});
     }
     return out;
 }
@@ -348,8 +371,10 @@ ParsedReply parse_tool_calls(const ToolCallFormat& format, std::string_view repl
     ParsedReply r;
     auto take = [&](std::vector<ToolCallParser::Event> events) {
         for (auto& e : events) {
-            if (e.call) r.calls.push_back(std::move(*e.call));
-            else r.content += e.text;
+            if (e.call)
+                r.calls.push_back(std::move(*e.call));
+            else
+                r.content += e.text;
         }
     };
     take(parser.feed(reply));

@@ -64,7 +64,7 @@ class ToolCallParser {
     explicit ToolCallParser(const ToolCallFormat& format) : format_(format) {}
 
     struct Event {
-        std::string text;               // content, when `call` is empty
+        std::string text;  // content, when `call` is empty
         std::optional<ToolCall> call;
     };
     // Text as it comes; returns what is settled (content that cannot start a call, calls whose
@@ -80,9 +80,9 @@ class ToolCallParser {
     void emit_block(std::string_view body, bool final, std::vector<Event>& out);
 
     const ToolCallFormat& format_;
-    std::string buffer_;       // not yet settled
-    std::string space_;        // whitespace held until we know what follows it
-    std::string opener_;       // the opener of the block being read
+    std::string buffer_;  // not yet settled
+    std::string space_;   // whitespace held until we know what follows it
+    std::string opener_;  // the opener of the block being read
     bool in_block_ = false;
     bool said_something_ = false;  // content other than whitespace went out
     int n_calls_ = 0;

@@ -22,7 +22,8 @@ TEST(AnthropicClient, MessagesWholeStreamedStopsAndErrors) {
 }
 
 TEST(AnthropicClient, ToolUseQwen3Template) {
-    ServerProcess server({"--parallel", "2", "--ctx", "4096", "--chat-template", qwen3_template_path()});
+    ServerProcess server(
+        {"--parallel", "2", "--ctx", "4096", "--chat-template", qwen3_template_path()});
     run_scenario(server, "tools");
 }
 

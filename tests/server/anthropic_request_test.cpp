@@ -61,7 +61,8 @@ TEST(AnthropicRequest, SystemBlocksAndTools) {
     EXPECT_EQ(m[2]["tool_calls"][0]["id"], "toolu_1");
     EXPECT_EQ(m[2]["tool_calls"][0]["function"]["name"], "get_weather");
     EXPECT_EQ(m[2]["tool_calls"][0]["function"]["arguments"], R"({"city":"Oslo"})");
-    EXPECT_EQ(m[3], (nlohmann::ordered_json{{"role", "tool"}, {"tool_call_id", "toolu_1"}, {"content", "21 C"}}));
+    EXPECT_EQ(m[3], (nlohmann::ordered_json{
+                        {"role", "tool"}, {"tool_call_id", "toolu_1"}, {"content", "21 C"}}));
     EXPECT_EQ(m[4]["content"], "Error: boom");
     EXPECT_EQ(m[5], (nlohmann::ordered_json{{"role", "user"}, {"content", "And tomorrow?"}}));
 }
@@ -69,8 +70,9 @@ TEST(AnthropicRequest, SystemBlocksAndTools) {
 TEST(AnthropicRequest, ToolChoices) {
     const std::string tools = R"("tools": [{"name": "f", "input_schema": {"type": "object"}}])";
     auto choice = [&](const std::string& c) {
-        return parse_messages_request(R"({"max_tokens": 5, "messages": [{"role": "user", "content": "x"}], )" +
-                                      tools + ", \"tool_choice\": " + c + "}");
+        return parse_messages_request(
+            R"({"max_tokens": 5, "messages": [{"role": "user", "content": "x"}], )" + tools +
+            ", \"tool_choice\": " + c + "}");
     };
     EXPECT_EQ(choice(R"({"type": "auto"})").tool_choice, ToolChoice::kAuto);
     EXPECT_TRUE(choice(R"({"type": "auto"})").parallel_tool_calls);
@@ -95,30 +97,45 @@ TEST(AnthropicRequest, BadFieldsAre400NamingTheField) {
     EXPECT_EQ(param_of(R"({"max_tokens": 5, "stop_sequences": [""], )" + user + "}"),
               "stop_sequences");
     EXPECT_EQ(param_of(R"({"max_tokens": 5, "system": 3, )" + user + "}"), "system");
-    EXPECT_EQ(param_of(R"({"max_tokens": 5, "messages": [{"role": "user", "content": [{"type": "image"}]}]})"),
-              "messages");
-    EXPECT_EQ(param_of(R"({"max_tokens": 5, "messages": [{"role": "user", "content": [{"type": "tool_use", "id": "a", "name": "f", "input": {}}]}]})"),
-              "messages");  // tool_use belongs to the assistant
-    EXPECT_EQ(param_of(R"({"max_tokens": 5, "messages": [{"role": "assistant", "content": [{"type": "tool_use", "id": "a", "name": "f"}]}]})"),
-              "messages");  // no input
+    EXPECT_EQ(
+        param_of(
+            R"({"max_tokens": 5, "messages": [{"role": "user", "content": [{"type": "image"}]}]})"),
+        "messages");
+    EXPECT_EQ(
+        param_of(
+            R"({"max_tokens": 5, "messages": [{"role": "user", "content": [{"type": "tool_use", "id": "a", "name": "f", "input": {}}]}]})"),
+        "messages");  // tool_use belongs to the assistant
+    EXPECT_EQ(
+        param_of(
+            R"({"max_tokens": 5, "messages": [{"role": "assistant", "content": [{"type": "tool_use", "id": "a", "name": "f"}]}]})"),
+        "messages");  // no input
     EXPECT_EQ(param_of(R"({"max_tokens": 5, "tools": [{"name": "f"}], )" + user + "}"), "tools");
-    EXPECT_EQ(param_of(R"({"max_tokens": 5, "tools": [{"type": "bash_20250124", "name": "bash"}], )" + user + "}"),
-              "tools");
+    EXPECT_EQ(
+        param_of(R"({"max_tokens": 5, "tools": [{"type": "bash_20250124", "name": "bash"}], )" +
+                 user + "}"),
+        "tools");
     EXPECT_EQ(param_of(R"({"max_tokens": 5, "tool_choice": {"type": "any"}, )" + user + "}"),
               "tool_choice");
     EXPECT_EQ(param_of(R"({"max_tokens": 5, "tool_choice": "auto", )" + user + "}"), "tool_choice");
-    EXPECT_EQ(param_of(R"({"max_tokens": 5, "thinking": {"type": "enabled", "budget_tokens": 100}, )" + user + "}"),
-              "thinking");
+    EXPECT_EQ(
+        param_of(R"({"max_tokens": 5, "thinking": {"type": "enabled", "budget_tokens": 100}, )" +
+                 user + "}"),
+        "thinking");
 }
 
 TEST(AnthropicRequest, ErrorBodies) {
     const nlohmann::json e = nlohmann::json::parse(anthropic_error_body(400, "bad"));
-    EXPECT_EQ(e, (nlohmann::json{{"type", "error"},
-                                 {"error", {{"type", "invalid_request_error"}, {"message", "bad"}}}}));
-    EXPECT_EQ(nlohmann::json::parse(anthropic_error_body(401, "x"))["error"]["type"], "authentication_error");
-    EXPECT_EQ(nlohmann::json::parse(anthropic_error_body(404, "x"))["error"]["type"], "not_found_error");
-    EXPECT_EQ(nlohmann::json::parse(anthropic_error_body(413, "x"))["error"]["type"], "request_too_large");
-    EXPECT_EQ(nlohmann::json::parse(anthropic_error_body(503, "x"))["error"]["type"], "overloaded_error");
+    EXPECT_EQ(e,
+              (nlohmann::json{{"type", "error"},
+                              {"error", {{"type", "invalid_request_error"}, {"message", "bad"}}}}));
+    EXPECT_EQ(nlohmann::json::parse(anthropic_error_body(401, "x"))["error"]["type"],
+              "authentication_error");
+    EXPECT_EQ(nlohmann::json::parse(anthropic_error_body(404, "x"))["error"]["type"],
+              "not_found_error");
+    EXPECT_EQ(nlohmann::json::parse(anthropic_error_body(413, "x"))["error"]["type"],
+              "request_too_large");
+    EXPECT_EQ(nlohmann::json::parse(anthropic_error_body(503, "x"))["error"]["type"],
+              "overloaded_error");
     EXPECT_EQ(nlohmann::json::parse(anthropic_error_body(500, "x"))["error"]["type"], "api_error");
 }
 

@@ -123,15 +123,16 @@ TEST(CompletionRequest, ToolsAndToolChoice) {
     EXPECT_EQ(r.tools[0]["function"]["parameters"].begin().key(), "type");
     EXPECT_EQ(r.tool_choice, ToolChoice::kAuto);
     EXPECT_TRUE(r.parallel_tool_calls);
-    EXPECT_EQ(parse_chat_request("{" + kUser + ", " + kTools + R"(, "tool_choice": "none"})")
-                  .tool_choice,
-              ToolChoice::kNone);
+    EXPECT_EQ(
+        parse_chat_request("{" + kUser + ", " + kTools + R"(, "tool_choice": "none"})").tool_choice,
+        ToolChoice::kNone);
     r = parse_chat_request("{" + kUser + ", " + kTools +
                            R"(, "tool_choice": "required", "parallel_tool_calls": false})");
     EXPECT_EQ(r.tool_choice, ToolChoice::kRequired);
     EXPECT_FALSE(r.parallel_tool_calls);
-    r = parse_chat_request("{" + kUser + ", " + kTools +
-                           R"(, "tool_choice": {"type": "function", "function": {"name": "now"}}})");
+    r = parse_chat_request(
+        "{" + kUser + ", " + kTools +
+        R"(, "tool_choice": {"type": "function", "function": {"name": "now"}}})");
     EXPECT_EQ(r.tool_choice, ToolChoice::kFunction);
     EXPECT_EQ(r.tool_name, "now");
 
@@ -144,21 +145,24 @@ TEST(CompletionRequest, ToolsAndToolChoice) {
     EXPECT_EQ(param_of("{" + kUser + R"(, "tools": [{"type": "retrieval"}]})"), "tools");
     EXPECT_EQ(param_of("{" + kUser + R"(, "tools": [{"type": "function", "function": {}}]})"),
               "tools");
-    EXPECT_EQ(param_of("{" + kUser +
-                       R"(, "tools": [{"type": "function", "function": {"name": "f", "parameters": 3}}]})"),
-              "tools");
+    EXPECT_EQ(
+        param_of(
+            "{" + kUser +
+            R"(, "tools": [{"type": "function", "function": {"name": "f", "parameters": 3}}]})"),
+        "tools");
     EXPECT_EQ(param_of("{" + kUser +
                        R"(, "tools": [{"function": {"name": "f"}}, {"function": {"name": "f"}}]})"),
               "tools");
-    EXPECT_EQ(param_of("{" + kUser + ", " + kTools +
-                       R"(, "tool_choice": "required", "response_format": {"type": "json_object"}})"),
-              "tool_choice");
+    EXPECT_EQ(
+        param_of("{" + kUser + ", " + kTools +
+                 R"(, "tool_choice": "required", "response_format": {"type": "json_object"}})"),
+        "tool_choice");
 }
 
 TEST(CompletionRequest, OutputFormatsBecomeGrammars) {
     EXPECT_TRUE(parse_chat_request("{" + kUser + "}").grammar.empty());
-    EXPECT_TRUE(
-        parse_chat_request("{" + kUser + R"(, "response_format": {"type": "text"}})").grammar.empty());
+    EXPECT_TRUE(parse_chat_request("{" + kUser + R"(, "response_format": {"type": "text"}})")
+                    .grammar.empty());
     CompletionRequest r =
         parse_chat_request("{" + kUser + R"(, "response_format": {"type": "json_object"}})");
     EXPECT_NE(r.grammar.find("root ::= object"), std::string::npos) << r.grammar;
@@ -189,9 +193,10 @@ TEST(CompletionRequest, OutputFormatsBecomeGrammars) {
             << e.what();
     }
     EXPECT_EQ(param_of("{" + kUser + R"(, "grammar": 3})"), "grammar");
-    EXPECT_EQ(param_of("{" + kUser +
-                       R"(, "response_format": {"type": "json_object"}, "grammar": "root ::= \"a\""})"),
-              "grammar");
+    EXPECT_EQ(
+        param_of("{" + kUser +
+                 R"(, "response_format": {"type": "json_object"}, "grammar": "root ::= \"a\""})"),
+        "grammar");
 }
 
 TEST(CompletionRequest, Prompts) {

@@ -62,11 +62,13 @@ std::string sample_checked(const std::string& gbnf, uint32_t seed, size_t padded
                                           static_cast<int32_t>(id)) != v.end_of_generation.end();
             bool expected = false;
             if (id < v.pieces.size()) {
-                expected = is_eog ? reference.accepting(state)
-                                  : !v.pieces[id].empty() &&
-                                        reference.advance(state, v.pieces[id]) != GrammarMatcher::kDead;
+                expected = is_eog
+                               ? reference.accepting(state)
+                               : !v.pieces[id].empty() && reference.advance(state, v.pieces[id]) !=
+                                                              GrammarMatcher::kDead;
             }
-            EXPECT_EQ(!std::isinf(logits[id]), expected) << "token " << id << " after '" << out << "'";
+            EXPECT_EQ(!std::isinf(logits[id]), expected)
+                << "token " << id << " after '" << out << "'";
             if (expected) {
                 EXPECT_EQ(logits[id], before[id]) << "an allowed token's logit changed";
                 allowed.push_back(static_cast<int32_t>(id));
@@ -107,10 +109,12 @@ TEST(GrammarConstraint, MaskAllowsExactlyWhatKeepsTheGrammarAlive) {
         const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
         ASSERT_TRUE(j.is_object()) << text;
         EXPECT_TRUE(j["ok"].is_boolean());
-        EXPECT_TRUE(j["word"] == "alpha" || j["word"] == "beta" || j["word"] == "gamma delta") << text;
+        EXPECT_TRUE(j["word"] == "alpha" || j["word"] == "beta" || j["word"] == "gamma delta")
+            << text;
         EXPECT_LE(nlohmann::json(j["note"]).get<std::string>().size(), 6u * 4);
     }
-    const std::string yes_no = sample_checked(R"(root ::= ("yes" | "no") "!"?)", 4, tokenizer().n_tokens());
+    const std::string yes_no =
+        sample_checked(R"(root ::= ("yes" | "no") "!"?)", 4, tokenizer().n_tokens());
     EXPECT_TRUE(yes_no == "yes" || yes_no == "no" || yes_no == "yes!" || yes_no == "no!") << yes_no;
 }
 

@@ -241,7 +241,8 @@ TEST_F(Served, BadGrammarsAndSchemasAre400) {
     };
     for (const auto& [field, param] : cases) {
         expect_error(post("/v1/chat/completions", "{" + user + ", " + field + "}"), 400, {}, field);
-        const json e = json::parse(post("/v1/chat/completions", "{" + user + ", " + field + "}").body);
+        const json e =
+            json::parse(post("/v1/chat/completions", "{" + user + ", " + field + "}").body);
         EXPECT_EQ(e["error"]["param"], param) << field;
     }
     // Nested past any sensible schema: refused, not a stack overflow.
@@ -262,12 +263,14 @@ TEST_F(Served, BadGrammarsAndSchemasAre400) {
 TEST(ServerBodies, DeeplyNestedJsonIs400) {
     ServerProcess server({});
     const std::string deep = std::string(200000, '[') + std::string(200000, ']');
-    for (const char* path : {"/v1/chat/completions", "/v1/completions", "/v1/messages", "/tokenize"}) {
+    for (const char* path :
+         {"/v1/chat/completions", "/v1/completions", "/v1/messages", "/tokenize"}) {
         const std::string body = R"({"messages": [{"role": "user", "content": )" + deep +
                                  R"(}], "prompt": )" + deep + R"(, "content": )" + deep + "}";
         const HttpResponse r = http_request("POST", server.url(path), body);
         EXPECT_EQ(r.status, 400) << path << ": " << r.body.substr(0, 200);
-        EXPECT_NE(r.body.find("nests deeper than"), std::string::npos) << path << ": " << r.body.substr(0, 200);
+        EXPECT_NE(r.body.find("nests deeper than"), std::string::npos)
+            << path << ": " << r.body.substr(0, 200);
     }
     EXPECT_EQ(http_request("POST", server.url("/v1/chat/completions"), kHello).status, 200);
 }

@@ -41,7 +41,8 @@ struct Exposition {
     std::vector<Sample> samples;
 
     // The value of the one sample with this name and these labels; NaN when absent.
-    double value(const std::string& name, const std::map<std::string, std::string>& labels = {}) const {
+    double value(const std::string& name,
+                 const std::map<std::string, std::string>& labels = {}) const {
         for (const Sample& s : samples) {
             if (s.name == name && s.labels == labels) return s.value;
         }
@@ -77,7 +78,8 @@ Exposition check_exposition(const std::string& text) {
     if (text.empty() || text.back() != '\n') e.problems.push_back("does not end with a newline");
     static const std::regex kName(R"([a-zA-Z_:][a-zA-Z0-9_:]*)");
     static const std::regex kHelp(R"(# HELP ([a-zA-Z_:][a-zA-Z0-9_:]*) ((?:[^\\\n]|\\\\|\\n)*))");
-    static const std::regex kType(R"(# TYPE ([a-zA-Z_:][a-zA-Z0-9_:]*) (counter|gauge|histogram|summary|untyped))");
+    static const std::regex kType(
+        R"(# TYPE ([a-zA-Z_:][a-zA-Z0-9_:]*) (counter|gauge|histogram|summary|untyped))");
     static const std::regex kSample(R"(([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})? (\S+)( -?\d+)?)");
     static const std::regex kLabel(R"(([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\\n]|\\\\|\\"|\\n)*)\")");
     std::set<std::string> helped, finished_families, series;
@@ -97,7 +99,8 @@ Exposition check_exposition(const std::string& text) {
     };
     auto enter = [&](const std::string& family, size_t at) {
         if (family == current) return;
-        if (finished_families.count(family)) problem(at, "the lines of " + family + " are not together");
+        if (finished_families.count(family))
+            problem(at, "the lines of " + family + " are not together");
         if (!current.empty()) finished_families.insert(current);
         current = family;
     };
@@ -138,7 +141,8 @@ Exposition check_exposition(const std::string& text) {
                     problem(n, "malformed labels: " + labels);
                     break;
                 }
-                if (!s.labels.emplace(l[1], l[2]).second) problem(n, "label repeated: " + l[1].str());
+                if (!s.labels.emplace(l[1], l[2]).second)
+                    problem(n, "label repeated: " + l[1].str());
                 pos += static_cast<size_t>(l.length(0));
                 if (pos < labels.size()) {
                     if (labels[pos] != ',') {
@@ -167,7 +171,8 @@ Exposition check_exposition(const std::string& text) {
     // which equals _count; a _sum.
     for (const auto& [family, type] : e.types) {
         if (type != "histogram") continue;
-        std::map<std::map<std::string, std::string>, std::vector<std::pair<double, double>>> buckets;
+        std::map<std::map<std::string, std::string>, std::vector<std::pair<double, double>>>
+            buckets;
         for (const Sample& s : e.samples) {
             if (s.name != family + "_bucket") continue;
             auto labels = s.labels;
@@ -183,8 +188,10 @@ Exposition check_exposition(const std::string& text) {
         if (buckets.empty()) e.problems.push_back(family + ": a histogram without buckets");
         for (const auto& [labels, list] : buckets) {
             for (size_t i = 1; i < list.size(); ++i) {
-                if (!(list[i].first > list[i - 1].first)) e.problems.push_back(family + ": le not increasing");
-                if (list[i].second < list[i - 1].second) e.problems.push_back(family + ": buckets not cumulative");
+                if (!(list[i].first > list[i - 1].first))
+                    e.problems.push_back(family + ": le not increasing");
+                if (list[i].second < list[i - 1].second)
+                    e.problems.push_back(family + ": buckets not cumulative");
             }
             if (list.empty() || !std::isinf(list.back().first)) {
                 e.problems.push_back(family + ": no +Inf bucket");
@@ -192,7 +199,8 @@ Exposition check_exposition(const std::string& text) {
             }
             if (list.back().second != e.value(family + "_count", labels))
                 e.problems.push_back(family + ": +Inf bucket differs from _count");
-            if (std::isnan(e.value(family + "_sum", labels))) e.problems.push_back(family + ": no _sum");
+            if (std::isnan(e.value(family + "_sum", labels)))
+                e.problems.push_back(family + ": no _sum");
         }
     }
     return e;
@@ -205,14 +213,15 @@ TEST(MetricsFormat, StrictCheckerCatchesMistakes) {
         "h_sum 3.5\nh_count 2\n";
     EXPECT_TRUE(check_exposition(good).problems.empty());
     for (const std::string& bad : {
-             std::string("# TYPE a_total counter\na_total 1"),                      // no newline
-             std::string("a_total 1\n"),                                             // no TYPE
-             std::string("# TYPE a counter\na 1\n"),                                 // not *_total
-             std::string("# TYPE a_total counter\na_total{x=1} 1\n"),                // unquoted label
-             std::string("# TYPE a_total counter\na_total one\n"),                   // not a number
-             std::string("# TYPE a_total counter\na_total 1\na_total 2\n"),          // duplicate
+             std::string("# TYPE a_total counter\na_total 1"),               // no newline
+             std::string("a_total 1\n"),                                     // no TYPE
+             std::string("# TYPE a counter\na 1\n"),                         // not *_total
+             std::string("# TYPE a_total counter\na_total{x=1} 1\n"),        // unquoted label
+             std::string("# TYPE a_total counter\na_total one\n"),           // not a number
+             std::string("# TYPE a_total counter\na_total 1\na_total 2\n"),  // duplicate
              std::string("# TYPE g gauge\n# TYPE a_total counter\na_total 1\ng 1\n"),  // split
-             std::string("# TYPE h histogram\nh_bucket{le=\"1\"} 2\nh_bucket{le=\"+Inf\"} 1\nh_sum 1\nh_count 1\n"),
+             std::string("# TYPE h histogram\nh_bucket{le=\"1\"} 2\nh_bucket{le=\"+Inf\"} 1\nh_sum "
+                         "1\nh_count 1\n"),
              std::string("# TYPE h histogram\nh_bucket{le=\"1\"} 1\nh_sum 1\nh_count 1\n"),
          }) {
         EXPECT_FALSE(check_exposition(bad).problems.empty()) << bad;
@@ -236,7 +245,8 @@ TEST(MetricsFormat, ConcurrentObservationsRenderConsistently) {
                     r.first_token_seconds = 0.01 * (i % 7);
                     r.total_seconds = 0.5;
                     metrics.observe_finish(r);
-                    metrics.count_response(i % 200 == 0 ? "/v1/messages" : "/bogus/" + std::to_string(i), 200);
+                    metrics.count_response(
+                        i % 200 == 0 ? "/v1/messages" : "/bogus/" + std::to_string(i), 200);
                 }
             }
         });
@@ -261,14 +271,15 @@ TEST(MetricsFormat, ConcurrentObservationsRenderConsistently) {
 std::string scrape(const ServerProcess& server, std::string* content_type = nullptr) {
     TempDir dir;
     std::string out;
-    const std::string cmd = "curl -sS --max-time 30 -D " + shell_quote(dir.file("headers")) +
-                            " " + shell_quote(server.url("/metrics"));
+    const std::string cmd = "curl -sS --max-time 30 -D " + shell_quote(dir.file("headers")) + " " +
+                            shell_quote(server.url("/metrics"));
     EXPECT_EQ(run_command(cmd, &out), 0) << out;
     if (content_type) {
         std::string headers;
         run_command("cat " + shell_quote(dir.file("headers")), &headers);
         std::smatch m;
-        if (std::regex_search(headers, m, std::regex(R"(Content-Type: ([^\r\n]*))", std::regex::icase)))
+        if (std::regex_search(headers, m,
+                              std::regex(R"(Content-Type: ([^\r\n]*))", std::regex::icase)))
             *content_type = m[1];
     }
     return out;
@@ -289,11 +300,13 @@ void python_parser_reads(const std::string& text) {
         "/usr/bin/python3 -c 'import sys\n"
         "from prometheus_client.parser import text_string_to_metric_families as parse\n"
         "families = list(parse(open(sys.argv[1]).read()))\n"
-        "print(len(families), sum(len(f.samples) for f in families))' " + shell_quote(file),
+        "print(len(families), sum(len(f.samples) for f in families))' " +
+            shell_quote(file),
         &out);
     ASSERT_EQ(status, 0) << "prometheus_client could not read the metrics (install "
                             "python3-prometheus-client: tools/install-deps.sh --tests):\n"
-                         << out << "\n" << text;
+                         << out << "\n"
+                         << text;
 }
 
 TEST(Metrics, CountsWhatTheRequestsReported) {
@@ -311,14 +324,16 @@ TEST(Metrics, CountsWhatTheRequestsReported) {
                      {"max_tokens", lengths[i]},
                      {"ignore_eos", true},
                      {"temperature", 0}};
-        const HttpResponse r = http_request("POST", server.url("/v1/chat/completions"), body.dump());
+        const HttpResponse r =
+            http_request("POST", server.url("/v1/chat/completions"), body.dump());
         ASSERT_EQ(r.status, 200) << r.body;
         const json usage = json::parse(r.body)["usage"];
         prompt_tokens += usage["prompt_tokens"].get<int>();
         completion_tokens += usage["completion_tokens"].get<int>();
         gaps += lengths[i] - 1;
     }
-    EXPECT_EQ(http_request("POST", server.url("/v1/chat/completions"), R"({"messages": 3})").status, 400);
+    EXPECT_EQ(http_request("POST", server.url("/v1/chat/completions"), R"({"messages": 3})").status,
+              400);
     EXPECT_EQ(http_request("POST", server.url("/v1/messages"), R"({"messages": []})").status, 400);
     EXPECT_EQ(http_request("GET", server.url("/no/such/path")).status, 404);
 
@@ -357,8 +372,9 @@ TEST(Metrics, CountsWhatTheRequestsReported) {
 TEST(Metrics, GaugesShowARunningRequest) {
     ServerProcess server({"--parallel", "1", "--ctx", "16384"});
     std::thread client([&] {
-        http_request("POST", server.url("/v1/chat/completions"),
-                     R"({"messages": [{"role": "user", "content": "Go on"}], "max_tokens": 3000, "ignore_eos": true})");
+        http_request(
+            "POST", server.url("/v1/chat/completions"),
+            R"({"messages": [{"role": "user", "content": "Go on"}], "max_tokens": 3000, "ignore_eos": true})");
     });
     Exposition e;
     for (int i = 0; i < 200; ++i) {

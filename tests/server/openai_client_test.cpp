@@ -40,7 +40,8 @@ TEST(OpenAiClient, DisconnectMidStreamFreesTheSlot) {
 
 // Hermes <tool_call> JSON, rendered by Qwen3's template.
 TEST(OpenAiClient, ToolCallsQwen3Template) {
-    ServerProcess server({"--parallel", "4", "--ctx", "4096", "--chat-template", qwen3_template_path()});
+    ServerProcess server(
+        {"--parallel", "4", "--ctx", "4096", "--chat-template", qwen3_template_path()});
     EXPECT_NE(server.log().find("tool calls: hermes format"), std::string::npos) << server.log();
     run_scenario(server, "tools");
 }

@@ -148,7 +148,8 @@ TEST(Grammar, ErrorsSayWhatAndWhere) {
               std::string::npos);
     EXPECT_NE(parse_error("start ::= \"a\"").find("no rule 'root'"), std::string::npos);
     EXPECT_NE(parse_error("root ::= root \"a\" | \"b\"").find("left-recursive"), std::string::npos);
-    EXPECT_NE(parse_error("root ::= a\na ::= b? root\nb ::= \"b\"").find("left-recursive"), std::string::npos);
+    EXPECT_NE(parse_error("root ::= a\na ::= b? root\nb ::= \"b\"").find("left-recursive"),
+              std::string::npos);
     EXPECT_NE(parse_error("root ::= \"a\"\n\nroot ::= \"b\"").find("line 3"), std::string::npos);
     EXPECT_NE(parse_error("root ::= * \"a\"").find("nothing to repeat"), std::string::npos);
     EXPECT_NE(parse_error("root ::= \"a\"{3,2}").find("n below m"), std::string::npos);
@@ -172,9 +173,9 @@ TEST(Grammar, ErrorsSayWhatAndWhere) {
 // The trie walk must allow exactly the tokens whose bytes keep the grammar alive.
 TEST(TokenTrie, AllowedTokensEqualBruteForce) {
     std::mt19937 rng(7);
-    std::vector<std::string> pieces = {"", "{", "}", "\"", "\"a", "a", "ab", "abc", "b", "1",
-                                       "12", "123", ",", ", ", " ", "é", "\xC3", "\xA9", "\"}",
-                                       "null", "nul", "true", "{\"", "\":", ":", "x"};
+    std::vector<std::string> pieces = {
+        "",   "{", "}", "\"",   "\"a",  "a",   "ab",   "abc", "b",    "1",   "12",  "123", ",",
+        ", ", " ", "é", "\xC3", "\xA9", "\"}", "null", "nul", "true", "{\"", "\":", ":",   "x"};
     const std::string alphabet = "{}\":,ab1 é";
     for (int i = 0; i < 300; ++i) {
         std::string p;

@@ -92,7 +92,9 @@ TEST(JsonSchemaGrammar, AcceptsValidDocumentsAndRefusesOthers) {
     EXPECT_TRUE(m.matches(R"({"name":"Ann","age":41,"role":"admin","kind":"person"})"));
     EXPECT_TRUE(m.matches(
         R"({ "name": "Bo", "age": -3, "role": null, "kind": "person", "height": 1.5e3, "tags": ["a", "bc"], "address": {"city": "Oslo", "zip": null}, "active": true })"));
-    EXPECT_TRUE(m.matches("{\n  \"name\": \"\\\"q\\u00e9\",\n  \"age\": 0,\n  \"role\": 3,\n  \"kind\": \"person\"\n}"));
+    EXPECT_TRUE(
+        m.matches("{\n  \"name\": \"\\\"q\\u00e9\",\n  \"age\": 0,\n  \"role\": 3,\n  \"kind\": "
+                  "\"person\"\n}"));
     EXPECT_FALSE(m.matches(R"({"name":"Ann","age":41,"role":"admin"})"));  // kind missing
     EXPECT_FALSE(m.matches(R"({"name":"","age":41,"role":"admin","kind":"person"})"));  // minLength
     EXPECT_FALSE(m.matches(R"({"name":"Ann","age":4.5,"role":"admin","kind":"person"})"));
@@ -101,7 +103,9 @@ TEST(JsonSchemaGrammar, AcceptsValidDocumentsAndRefusesOthers) {
     EXPECT_FALSE(m.matches(R"({"name":"Ann","age":41,"role":"user","kind":"person","tags":[]})"));
     EXPECT_FALSE(m.matches(R"({"name":"Ann","age":01,"role":"user","kind":"person"})"));
     EXPECT_FALSE(m.matches(R"({"name":"Ann","age":1,"role":"user","kind":"person","address":{}})"));
-    EXPECT_FALSE(m.matches(R"({"name":"a)" "\n" R"(b","age":1,"role":"user","kind":"person"})"));
+    EXPECT_FALSE(m.matches(R"({"name":"a)"
+                           "\n"
+                           R"(b","age":1,"role":"user","kind":"person"})"));
 }
 
 TEST(JsonSchemaGrammar, RandomWalksParseAndHoldToTheSchema) {
@@ -161,7 +165,8 @@ TEST(JsonSchemaGrammar, OptionalPropertiesAnyOfRefsAndTuples) {
          "children": {"type": "array", "items": {"$ref": "#/$defs/node"}}},
          "required": ["value"]}},
       "$ref": "#/$defs/node"})");
-    EXPECT_TRUE(tree.matches(R"({"value":1,"children":[{"value":"ab"},{"value":2,"children":[]}]})"));
+    EXPECT_TRUE(
+        tree.matches(R"({"value":1,"children":[{"value":"ab"},{"value":2,"children":[]}]})"));
     EXPECT_FALSE(tree.matches(R"({"value":1,"children":[{"value":"abcd"}]})"));
     EXPECT_FALSE(tree.matches(R"({"value":true})"));
 
@@ -203,12 +208,14 @@ TEST(JsonSchemaGrammar, JsonObjectGrammar) {
 }
 
 TEST(JsonSchemaGrammar, RefusesWhatItCannotEnforce) {
-    EXPECT_NE(schema_error(R"({"type":"object","properties":{"age":{"type":"integer","minimum":0}}})")
-                  .find("json schema at #/properties/age: 'minimum' is not supported"),
-              std::string::npos);
+    EXPECT_NE(
+        schema_error(R"({"type":"object","properties":{"age":{"type":"integer","minimum":0}}})")
+            .find("json schema at #/properties/age: 'minimum' is not supported"),
+        std::string::npos);
     EXPECT_NE(schema_error(R"({"type":"string","pattern":"^a+$"})").find("'pattern'"),
               std::string::npos);
-    EXPECT_NE(schema_error(R"({"$ref":"#/$defs/missing"})").find("points nowhere"), std::string::npos);
+    EXPECT_NE(schema_error(R"({"$ref":"#/$defs/missing"})").find("points nowhere"),
+              std::string::npos);
     EXPECT_NE(schema_error(R"({"$ref":"http://example.com/s.json"})").find("same schema"),
               std::string::npos);
     EXPECT_NE(schema_error(R"({"type":"wat"})").find("unknown type 'wat'"), std::string::npos);
@@ -222,8 +229,10 @@ TEST(JsonSchemaGrammar, RefusesWhatItCannotEnforce) {
     EXPECT_NE(schema_error(R"({"type":"string","maxLength":20000})").find("above 10000"),
               std::string::npos);
     // Annotations are fine.
-    EXPECT_EQ(schema_error(R"({"title":"T","description":"d","type":"string","format":"email","examples":["a"]})"),
-              "(no error)");
+    EXPECT_EQ(
+        schema_error(
+            R"({"title":"T","description":"d","type":"string","format":"email","examples":["a"]})"),
+        "(no error)");
 }
 
 }  // namespace

@@ -99,8 +99,9 @@ TEST(HermesToolCalls, PlainTextAndMalformedCallsStayText) {
     EXPECT_EQ(cut.content, "");
     // A malformed block between good ones stays as text in its place.
     const ParsedReply mixed = parse_every_way(
-        f, "<tool_call>{\"name\": \"a\", \"arguments\": {}}</tool_call><tool_call>oops</tool_call>"
-           "<tool_call>{\"name\": \"b\", \"arguments\": {}}</tool_call>");
+        f,
+        "<tool_call>{\"name\": \"a\", \"arguments\": {}}</tool_call><tool_call>oops</tool_call>"
+        "<tool_call>{\"name\": \"b\", \"arguments\": {}}</tool_call>");
     ASSERT_EQ(mixed.calls.size(), 2u);
     EXPECT_EQ(mixed.content, "<tool_call>oops</tool_call>");
 }
@@ -117,21 +118,23 @@ TEST(HermesToolCalls, NoOpenerPrefixLeaksIntoContent) {
 
 TEST(Llama3ToolCalls, WholeReplyIsTheCall) {
     const ToolCallFormat& f = format("llama3_json");
-    const ParsedReply r = parse_every_way(
-        f, "  {\"name\": \"get_weather\", \"parameters\": {\"city\": \"Oslo\"}}");
+    const ParsedReply r =
+        parse_every_way(f, "  {\"name\": \"get_weather\", \"parameters\": {\"city\": \"Oslo\"}}");
     ASSERT_EQ(r.calls.size(), 1u);
     EXPECT_EQ(r.calls[0].name, "get_weather");
     EXPECT_EQ(r.calls[0].arguments, R"({"city":"Oslo"})");
     EXPECT_EQ(r.content, "");
     const ParsedReply two = parse_every_way(
-        f, "{\"type\": \"function\", \"name\": \"a\", \"parameters\": {}}; {\"name\": \"b\", "
-           "\"parameters\": {\"x\": [1, {\"y\": \"}\"}]}}");
+        f,
+        "{\"type\": \"function\", \"name\": \"a\", \"parameters\": {}}; {\"name\": \"b\", "
+        "\"parameters\": {\"x\": [1, {\"y\": \"}\"}]}}");
     ASSERT_EQ(two.calls.size(), 2u);
     EXPECT_EQ(two.calls[1].arguments, R"({"x":[1,{"y":"}"}]})");
-    for (const std::string& text : {std::string("The answer is {\"name\": \"a\", \"parameters\": {}}"),
-                                   std::string("{\"answer\": 42}"),
-                                   std::string("{\"name\": \"a\", \"parameters\": {}} trailing"),
-                                   std::string("Hello!\n"), std::string("  \n")}) {
+    for (const std::string& text :
+         {std::string("The answer is {\"name\": \"a\", \"parameters\": {}}"),
+          std::string("{\"answer\": 42}"),
+          std::string("{\"name\": \"a\", \"parameters\": {}} trailing"), std::string("Hello!\n"),
+          std::string("  \n")}) {
         const ParsedReply plain = parse_every_way(f, text);
         EXPECT_EQ(plain.content, text);
         EXPECT_TRUE(plain.calls.empty()) << text;
@@ -179,7 +182,8 @@ TEST(ToolCallFormats, GrammarForcesWellFormedCalls) {
         for (bool parallel : {false, true}) {
             const std::string gbnf = f.grammar(tools, parallel);
             GrammarMatcher m(std::make_shared<const Grammar>(Grammar::parse(gbnf)));
-            const std::vector<ToolCall> one = {{"get_weather", R"({"city":"Paris","unit":"celsius"})"}};
+            const std::vector<ToolCall> one = {
+                {"get_weather", R"({"city":"Paris","unit":"celsius"})"}};
             EXPECT_TRUE(m.matches(f.render_calls(one))) << gbnf << "\n" << f.render_calls(one);
             EXPECT_TRUE(m.matches(f.render_calls({{"now", "{}"}})));
             EXPECT_FALSE(m.matches(f.render_calls({{"later", "{}"}})));
