@@ -10,8 +10,9 @@ packages=(
   curl
 )
 if [[ "${1:-}" == "--tests" ]]; then
-  # Cross-compilation and emulation for the aarch64 kernel tests.
-  packages+=(g++-aarch64-linux-gnu qemu-user)
+  # Cross-compilation and emulation for the aarch64 kernel tests; the Prometheus project's
+  # parser of the /metrics text format.
+  packages+=(g++-aarch64-linux-gnu qemu-user python3-prometheus-client)
 fi
 
 missing=()

@@ -57,7 +57,8 @@ fi
 if [[ "${SKIP_FUZZ:-0}" != 1 ]]; then
   stage "fuzz (${FUZZ_SECONDS:-60} s per target)"
   cmake --preset fuzz >/dev/null
-  cmake --build build-fuzz --target gguf_reader_fuzz tokenizer_fuzz chat_template_fuzz -- -j"$jobs"
+  cmake --build build-fuzz --target gguf_reader_fuzz tokenizer_fuzz chat_template_fuzz \
+    grammar_fuzz json_schema_fuzz tool_call_fuzz -- -j"$jobs"
   tools/fuzz.sh "${FUZZ_SECONDS:-60}"
 fi
 stage "all tests passed"

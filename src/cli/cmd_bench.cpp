@@ -1,5 +1,5 @@
-// `tandem bench`: the benchmark subcommands (kernels, moe, model), each comparing with
-// llama.cpp on the same machine in the same run where the oracle kit is set up.
+// `tandem bench`: the benchmark subcommands (kernels, moe, model, each comparing with llama.cpp
+// on the same machine in the same run where the oracle kit is set up; grammar, on its own).
 #include "cli/commands.h"
 
 namespace tandem::cli {
@@ -11,6 +11,7 @@ void add_bench_command(CLI::App& app) {
     add_bench_kernels(bench);
     add_bench_moe(bench);
     add_bench_model(bench);
+    add_bench_grammar(bench);
 }
 
 }  // namespace tandem::cli

@@ -16,12 +16,14 @@
 
 #include "base/error.h"
 #include "base/log.h"
+#include "base/timer.h"
 #include "cli/chat_template_source.h"
 #include "cli/commands.h"
 #include "cli/model_options.h"
 #include "engine/scheduler.h"
 #include "gguf/gguf_split.h"
 #include "server/chat_prompt.h"
+#include "server/grammar_constraint.h"
 #include "server/http_server.h"
 
 namespace tandem::cli {
@@ -101,6 +103,16 @@ void load(const ServeOptions& o, Loaded& l) {
     l.served.tokenizer = &tokenizer;
     l.served.chat = l.chat.get();
     l.served.scheduler = l.scheduler.get();
+    const Stopwatch vocab_time;
+    l.served.grammar_vocab = std::make_shared<server::GrammarVocab>(tokenizer);
+    log_debug("grammar vocabulary: {} tokens, trie of {} nodes, {:.0f} ms", tokenizer.n_tokens(),
+              l.served.grammar_vocab->trie.n_nodes(), vocab_time.seconds() * 1e3);
+    if (l.chat) {
+        log_info("tool calls: {} format{}", l.chat->tool_format().name,
+                 l.chat->renders_tools() ? ""
+                                         : " (the template renders no tools: described in a "
+                                           "system prompt)");
+    }
 }
 
 void serve(ServeOptions o) {

@@ -17,5 +17,6 @@ void add_bench_command(CLI::App& app);
 void add_bench_kernels(CLI::App* bench);
 void add_bench_moe(CLI::App* bench);
 void add_bench_model(CLI::App* bench);
+void add_bench_grammar(CLI::App* bench);
 
 }  // namespace tandem::cli

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "engine/sampler.h"
+#include "engine/token_constraint.h"
 
 namespace tandem {
 
@@ -27,6 +28,8 @@ struct GenerationParams {
     SamplingParams sampling;
     int max_tokens = 0;       // 0: until an end-of-generation token or the end of the context
     bool ignore_eos = false;  // end-of-generation tokens do not end it (benchmarks, tests)
+    // Restricts the sampled tokens (structured output, forced tool calls); null: none.
+    std::shared_ptr<TokenConstraint> constraint;
 };
 
 struct GenerationResult {

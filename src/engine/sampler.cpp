@@ -102,6 +102,9 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
         cum += candidates_[i].p;
         if (r < cum) return candidates_[i].id;
     }
+    // Rounding left r above the sum: the last token with a chance, never one masked out to
+    // -infinity (probability 0) by a constraint.
+    while (n > 1 && candidates_[n - 1].p <= 0.0f) --n;
     return candidates_[n - 1].id;
 }
 

@@ -105,6 +105,8 @@ SchedulerStats Scheduler::stats() const {
     s.queued = static_cast<int>(queue_.size());
     s.finished = finished_;
     s.cancelled = cancelled_;
+    s.kv_used = kv_used_.load(std::memory_order_relaxed);
+    s.kv_capacity = static_cast<int64_t>(options_.n_slots) * options_.n_ctx;
     return s;
 }
 
@@ -239,15 +241,28 @@ bool Scheduler::step() {
     for (size_t row = 0; row < row_slot_.size(); ++row) {
         sample_row(slots_[row_slot_[row]], logits_.data() + row * n_vocab);
     }
+    int64_t kv_used = 0;
+    for (const Slot& slot : slots_) {
+        if (slot.request) kv_used += slot.n_cached;
+    }
+    kv_used_.store(kv_used, std::memory_order_relaxed);
     return true;
 }
 
-void Scheduler::sample_row(Slot& slot, const float* logits) {
+void Scheduler::sample_row(Slot& slot, float* logits) {
     const size_t n_vocab = static_cast<size_t>(model_.config().n_vocab);
-    const int32_t id = slot.sampler->sample(std::span<const float>(logits, n_vocab), slot.history);
+    const GenerationParams& p = slot.request->params();
+    int32_t id = 0;
+    try {
+        if (p.constraint) p.constraint->mask(std::span<float>(logits, n_vocab));
+        id = slot.sampler->sample(std::span<const float>(logits, n_vocab), slot.history);
+        if (p.constraint) p.constraint->accept(id);
+    } catch (const std::exception& e) {
+        finish(slot, FinishReason::kError, e.what());
+        return;
+    }
     if (slot.n_generated++ == 0) slot.first_token_at = now_seconds();
     slot.history.push_back(id);
-    const GenerationParams& p = slot.request->params();
     if (!p.ignore_eos && options_.is_end_of_generation && options_.is_end_of_generation(id)) {
         finish(slot, FinishReason::kStop);
     } else if (!deliver(slot, id)) {

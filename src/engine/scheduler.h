@@ -8,6 +8,7 @@
 // runs alone or with others.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -44,8 +45,10 @@ struct SchedulerStats {
     int slots_total = 0;
     int slots_busy = 0;
     int queued = 0;
-    uint64_t finished = 0;   // requests finished, any reason
-    uint64_t cancelled = 0;  // of which cancelled
+    uint64_t finished = 0;    // requests finished, any reason
+    uint64_t cancelled = 0;   // of which cancelled
+    int64_t kv_used = 0;      // KV cache positions held by the requests in the slots
+    int64_t kv_capacity = 0;  // n_slots × n_ctx
 };
 
 class Scheduler {
@@ -86,7 +89,7 @@ class Scheduler {
     // Moves queued requests into free slots and drops cancelled ones; false when stopping.
     bool admit();
     bool step();
-    void sample_row(Slot& slot, const float* logits);
+    void sample_row(Slot& slot, float* logits);
     // Hands a token to the sink; false ends the request (stop string, or the sink failed).
     bool deliver(Slot& slot, int32_t token);
     void finish(Slot& slot, FinishReason reason, std::string error = {});
@@ -112,6 +115,7 @@ class Scheduler {
     int free_slots_ = 0;  // under mutex_: slots not holding a request
     bool stopping_ = false;
     uint64_t finished_ = 0, cancelled_ = 0;
+    std::atomic<int64_t> kv_used_{0};  // after each step, for stats()
     std::thread thread_;
 };
 

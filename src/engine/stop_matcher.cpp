@@ -22,7 +22,13 @@ StopMatcher::Result StopMatcher::feed(std::string_view text) {
     // The earliest match wins, whichever stop string it is: text before it was complete
     // before any later match.
     size_t first = std::string::npos;
-    for (const std::string& s : stops_) first = std::min(first, held_.find(s));
+    for (const std::string& s : stops_) {
+        const size_t at = held_.find(s);
+        if (at < first) {
+            first = at;
+            matched_ = s;
+        }
+    }
     if (first != std::string::npos) {
         out.text = held_.substr(0, first);
         out.stopped = stopped_ = true;

@@ -25,11 +25,14 @@ class StopMatcher {
 
     bool stopped() const { return stopped_; }
     bool empty() const { return stops_.empty(); }
+    // The stop string that matched (as given), or empty.
+    const std::string& matched() const { return matched_; }
 
   private:
     std::vector<std::string> stops_;
     std::string held_;  // text that might be the start of a stop string
     bool stopped_ = false;
+    std::string matched_;
 };
 
 }  // namespace tandem

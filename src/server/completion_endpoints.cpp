@@ -1,65 +1,37 @@
-// The completion endpoints: prompt, submission, and the response whole or streamed.
+// The completion endpoints: a parsed request becomes a Job; its reply goes back whole or as
+// server-sent events, tool calls included.
 #include "server/completion_endpoints.h"
 
-#include <chrono>
 #include <ctime>
 #include <memory>
-#include <random>
 
-#include "base/error.h"
 #include "base/log.h"
 #include "server/api_error.h"
 #include "server/completion_request.h"
+#include "server/generation_job.h"
 #include "server/openai_json.h"
-#include "server/text_generation.h"
 
 namespace tandem::server {
 namespace {
 
 using nlohmann::json;
 
-// How often a waiting handler looks at the shutdown flag when no text comes.
-constexpr std::chrono::milliseconds kPollInterval{100};
-
-std::string make_id(const char* prefix) {
-    thread_local std::mt19937_64 rng{std::random_device{}()};
-    return fmt::format("{}{:016x}", prefix, rng());
-}
-
-std::vector<int32_t> prompt_tokens(CompletionKind kind, const ServedModel& m,
-                                   const CompletionRequest& r) {
-    if (kind == CompletionKind::kChat) {
-        if (!m.chat) {
-            bad_request(
-                "the model has no chat template; start the server with --chat-template FILE, or "
-                "use "
-                "/v1/completions");
-        }
-        std::string text;
-        try {
-            text = m.chat->render(r.messages, r.tools, r.template_kwargs);
-        } catch (const Error& e) {
-            bad_request(std::string("the chat template rejected the conversation: ") + e.what(),
-                        "messages");
-        }
-        return m.chat->tokenize(text);
-    }
-    if (r.prompt_is_tokens) return r.prompt_tokens;
-    // Raw completions: BOS where the vocabulary wants it, special tokens in the text parsed.
-    return m.tokenizer->encode(r.prompt_text, /*add_special=*/true, /*parse_special=*/true);
+// "stop", "length", or "tool_calls" for a reply that called tools.
+const char* finish_reason(const JobEnd& end) {
+    if (end.n_calls > 0 && end.result.reason != FinishReason::kLength) return "tool_calls";
+    return openai_finish_reason(end.result.reason);
 }
 
 // A streamed response, alive as long as httplib keeps the connection's content provider.
 class EventStream {
   public:
     EventStream(CompletionKind kind, ResponseHead head, bool include_usage,
-                std::shared_ptr<TextGeneration> text, std::shared_ptr<Request> request,
-                const std::atomic<bool>& stopping, std::shared_ptr<void> in_flight)
+                std::shared_ptr<Job> job, const std::atomic<bool>& stopping,
+                std::shared_ptr<void> in_flight)
         : kind_(kind),
           head_(std::move(head)),
           include_usage_(include_usage),
-          text_(std::move(text)),
-          request_(std::move(request)),
+          job_(std::move(job)),
           stopping_(stopping),
           in_flight_(std::move(in_flight)) {}
 
@@ -74,16 +46,32 @@ class EventStream {
                 return false;
             }
         }
-        TextGeneration::Update u = text_->wait(kPollInterval);
-        if (stopping_.load()) request_->cancel();
-        if (!u.text.empty() && !write(sink, text_chunk_for(u.text, nullptr))) return false;
-        if (!u.finished) return true;
-        const GenerationResult& r = *u.finished;
+        Job::Update u = job_->wait(kPollInterval);
+        if (stopping_.load()) job_->cancel();
+        for (const ToolCallParser::Event& e : u.events) {
+            if (e.call) {
+                // As OpenAI streams a call: its id and name first, then the arguments.
+                const json first = {{"index", n_calls_},
+                                    {"id", make_id("call_")},
+                                    {"type", "function"},
+                                    {"function", {{"name", e.call->name}, {"arguments", ""}}}};
+                const json args = {{"index", n_calls_},
+                                   {"function", {{"arguments", e.call->arguments}}}};
+                ++n_calls_;
+                if (!write(sink, chunk(json{{"tool_calls", json::array({first})}}))) return false;
+                if (!write(sink, chunk(json{{"tool_calls", json::array({args})}}))) return false;
+            } else if (!e.text.empty() && !write(sink, text_chunk_for(e.text, nullptr))) {
+                return false;
+            }
+        }
+        if (!u.end) return true;
+        const JobEnd& end = *u.end;
+        const GenerationResult& r = end.result;
         if (r.reason == FinishReason::kError) {
             if (!write(sink, "data: " + error_body(500, "generation failed: " + r.error) + "\n\n"))
                 return false;
         } else if (r.reason != FinishReason::kCancelled) {
-            const char* reason = openai_finish_reason(r.reason);
+            const char* reason = finish_reason(end);
             json last = kind_ == CompletionKind::kChat ? chunk(json::object(), reason)
                                                        : text_chunk_for("", reason);
             if (!write(sink, last)) return false;
@@ -98,7 +86,7 @@ class EventStream {
         return true;
     }
 
-    void cancel() { request_->cancel(); }
+    void cancel() { job_->cancel(); }
 
   private:
     json chunk(const json& delta, const char* finish_reason = nullptr) const {
@@ -115,25 +103,25 @@ class EventStream {
     bool write(httplib::DataSink& sink, const json& event) { return write(sink, sse_event(event)); }
     bool write(httplib::DataSink& sink, const std::string& data) {
         if (sink.write(data.data(), data.size())) return true;
-        request_->cancel();
+        job_->cancel();
         return false;
     }
 
     CompletionKind kind_;
     ResponseHead head_;
     bool include_usage_;
-    std::shared_ptr<TextGeneration> text_;
-    std::shared_ptr<Request> request_;
+    std::shared_ptr<Job> job_;
     const std::atomic<bool>& stopping_;
     std::shared_ptr<void> in_flight_;  // released with the stream
     bool started_ = false;
+    int n_calls_ = 0;
 };
 
 }  // namespace
 
 void serve_completion(CompletionKind kind, const ServedModel& m, const std::string& body,
                       httplib::Response& res, const std::atomic<bool>& stopping,
-                      std::shared_ptr<void> in_flight) {
+                      std::shared_ptr<void> in_flight, Metrics* metrics) {
     CompletionRequest r =
         kind == CompletionKind::kChat ? parse_chat_request(body) : parse_completion_request(body);
     if (!m.answers_to(r.model)) {
@@ -141,36 +129,14 @@ void serve_completion(CompletionKind kind, const ServedModel& m, const std::stri
             404, "the model '" + r.model + "' does not exist; this server serves '" + m.id + "'",
             "model_not_found", "model");
     }
-    GenerationParams params;
-    params.prompt = prompt_tokens(kind, m, r);
-    params.sampling = r.sampling;
-    params.max_tokens = r.max_tokens;
-    params.ignore_eos = r.ignore_eos;
-    try {
-        m.scheduler->validate(params);
-    } catch (const Error& e) {
-        bad_request(e.what(), r.max_tokens > 0
-                                  ? "max_tokens"
-                                  : (kind == CompletionKind::kChat ? "messages" : "prompt"));
-    }
-    auto text = std::make_shared<TextGeneration>(*m.tokenizer, r.stop);
-    auto request = std::make_shared<Request>(std::move(params), text);
-    switch (m.scheduler->submit(request)) {
-        case SubmitStatus::kAccepted:
-            break;
-        case SubmitStatus::kQueueFull:
-            throw ApiError(
-                503, "the server is busy (every slot is in use and the queue is full); retry later",
-                "queue_full");
-        case SubmitStatus::kShutDown:
-            throw ApiError(503, "the server is shutting down", "shutting_down");
-    }
+    JobSpec spec = kind == CompletionKind::kChat ? chat_job(m, r) : text_job(m, r);
+    auto job = std::make_shared<Job>(m, std::move(spec), metrics);
     ResponseHead head{make_id(kind == CompletionKind::kChat ? "chatcmpl-" : "cmpl-"),
                       static_cast<int64_t>(std::time(nullptr)), m.id};
 
     if (r.stream) {
-        auto stream = std::make_shared<EventStream>(kind, std::move(head), r.include_usage, text,
-                                                    request, stopping, std::move(in_flight));
+        auto stream = std::make_shared<EventStream>(kind, std::move(head), r.include_usage, job,
+                                                    stopping, std::move(in_flight));
         res.set_header("Cache-Control", "no-cache");
         res.set_chunked_content_provider(
             "text/event-stream",
@@ -181,22 +147,30 @@ void serve_completion(CompletionKind kind, const ServedModel& m, const std::stri
         return;
     }
     std::string content;
+    std::vector<json> calls;
     for (;;) {
-        TextGeneration::Update u = text->wait(kPollInterval);
-        content += u.text;
-        if (u.finished) {
-            const GenerationResult& result = *u.finished;
+        Job::Update u = job->wait(kPollInterval);
+        for (ToolCallParser::Event& e : u.events) {
+            if (e.call) {
+                calls.push_back(tool_call_json(make_id("call_"), *e.call));
+            } else {
+                content += e.text;
+            }
+        }
+        if (u.end) {
+            const GenerationResult& result = u.end->result;
             if (result.reason == FinishReason::kError)
                 throw ApiError(500, "generation failed: " + result.error);
             if (result.reason == FinishReason::kCancelled) {
                 throw ApiError(503, "the server is shutting down", "shutting_down");
             }
-            const json out = kind == CompletionKind::kChat ? chat_completion(head, content, result)
-                                                           : text_completion(head, content, result);
+            const json out = kind == CompletionKind::kChat
+                                 ? chat_completion(head, content, calls, result)
+                                 : text_completion(head, content, result);
             res.set_content(dump(out), "application/json");
             return;
         }
-        if (stopping.load()) request->cancel();
+        if (stopping.load()) job->cancel();
     }
 }
 

@@ -1,17 +1,22 @@
 // Reading and checking completion request bodies.
 #include "server/completion_request.h"
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
+#include "base/error.h"
 #include "server/api_error.h"
 #include "server/json_fields.h"
+#include "text/json_schema_grammar.h"
 
 namespace tandem::server {
 namespace {
 
 constexpr size_t kMaxStops = 16;
 constexpr int64_t kMaxTokensLimit = 1 << 24;
+
+}  // namespace
 
 // OpenAI's defaults (temperature 1, nucleus off), with llama.cpp's extras off unless asked for:
 // a client that sends nothing gets plain sampling from the model's distribution.
@@ -26,6 +31,8 @@ SamplingParams default_sampling() {
     p.seed = std::random_device{}() | (static_cast<uint64_t>(std::random_device{}()) << 32);
     return p;
 }
+
+namespace {
 
 uint64_t read_seed(const nlohmann::json& v) {
     if (v.is_number_unsigned()) return v.get<uint64_t>();
@@ -122,13 +129,91 @@ void read_common(const nlohmann::json& body, CompletionRequest& r, bool chat) {
         if (!it->is_object()) bad_request("'logit_bias' must be an object", "logit_bias");
         if (!it->empty()) bad_request("'logit_bias' is not supported", "logit_bias");
     }
+}
+
+// A JSON schema's grammar; a schema the grammar cannot follow is a 400 naming `param`.
+std::string schema_grammar(const nlohmann::ordered_json& schema, const char* param) {
+    try {
+        return json_schema_grammar(schema);
+    } catch (const Error& e) {
+        bad_request(std::string("'") + param + "': " + e.what(), param);
+    }
+}
+
+// response_format (OpenAI), json_schema and grammar (llama.cpp's extensions): at most one.
+void read_output_format(const nlohmann::ordered_json& body, CompletionRequest& r) {
+    auto set = [&](std::string grammar, const char* param) {
+        if (!r.grammar.empty()) {
+            bad_request(
+                std::string("'") + param + "' cannot be combined with '" + r.grammar_param + "'",
+                param);
+        }
+        r.grammar = std::move(grammar);
+        r.grammar_param = param;
+    };
     if (auto it = body.find("response_format"); it != body.end() && !it->is_null()) {
         if (!it->is_object()) bad_request("'response_format' must be an object", "response_format");
-        if (get_string(*it, "type").value_or("text") != "text") {
-            bad_request("only 'response_format' {\"type\": \"text\"} is supported",
+        const std::string type = get_string(*it, "type").value_or("text");
+        if (type == "json_object") {
+            // llama.cpp also takes a schema here.
+            auto schema = it->find("schema");
+            set(schema != it->end() && !schema->is_null()
+                    ? schema_grammar(*schema, "response_format")
+                    : json_object_grammar(),
+                "response_format");
+        } else if (type == "json_schema") {
+            auto js = it->find("json_schema");
+            if (js == it->end() || !js->is_object()) {
+                bad_request("'response_format' of type json_schema needs a 'json_schema' object",
+                            "response_format");
+            }
+            auto schema = js->find("schema");
+            set(schema != js->end() && !schema->is_null()
+                    ? schema_grammar(*schema, "response_format")
+                    : json_object_grammar(),
+                "response_format");
+        } else if (type != "text") {
+            bad_request("'response_format' type '" + type +
+                            "' is unknown (expected text, json_object or json_schema)",
                         "response_format");
         }
     }
+    if (auto it = body.find("json_schema"); it != body.end() && !it->is_null()) {
+        set(schema_grammar(*it, "json_schema"), "json_schema");
+    }
+    if (auto it = body.find("grammar"); it != body.end() && !it->is_null()) {
+        if (!it->is_string()) bad_request("'grammar' must be a string (GBNF)", "grammar");
+        if (!it->get<std::string>().empty()) set(it->get<std::string>(), "grammar");
+    }
+}
+
+// tool_choice: "auto", "none", "required", or {"type": "function", "function": {"name": …}}.
+void read_tool_choice(const nlohmann::ordered_json& body, CompletionRequest& r) {
+    auto it = body.find("tool_choice");
+    if (it == body.end() || it->is_null()) return;
+    if (it->is_string()) {
+        const std::string v = it->get<std::string>();
+        if (v == "auto")
+            r.tool_choice = ToolChoice::kAuto;
+        else if (v == "none")
+            r.tool_choice = ToolChoice::kNone;
+        else if (v == "required")
+            r.tool_choice = ToolChoice::kRequired;
+        else
+            bad_request("'tool_choice' must be auto, none, required or a function", "tool_choice");
+        return;
+    }
+    if (!it->is_object()) bad_request("'tool_choice' must be a string or an object", "tool_choice");
+    auto fn = it->find("function");
+    if (get_string(*it, "type").value_or("") != "function" || fn == it->end() || !fn->is_object() ||
+        !get_string(*fn, "name")) {
+        bad_request(
+            "'tool_choice' as an object must be {\"type\": \"function\", \"function\": "
+            "{\"name\": …}}",
+            "tool_choice");
+    }
+    r.tool_choice = ToolChoice::kFunction;
+    r.tool_name = *get_string(*fn, "name");
 }
 
 // Roles the chat templates know; "developer" is OpenAI's newer name for "system".
@@ -177,7 +262,42 @@ nlohmann::ordered_json checked_content(const nlohmann::ordered_json& message,
     return text;
 }
 
+}  // namespace
+
+namespace {
+
+// Deeper JSON than any request needs; nlohmann's parser keeps its own stack, but copying,
+// dumping and visiting a value recurse, and a body of 8 MB of '[' ran the handler out of stack
+// (the server died).
+constexpr int kMaxJsonDepth = 256;
+
+void check_nesting(const std::string& body) {
+    int depth = 0;
+    bool in_string = false, escaped = false;
+    for (char c : body) {
+        if (in_string) {
+            if (escaped)
+                escaped = false;
+            else if (c == '\\')
+                escaped = true;
+            else if (c == '"')
+                in_string = false;
+        } else if (c == '"') {
+            in_string = true;
+        } else if (c == '[' || c == '{') {
+            if (++depth > kMaxJsonDepth)
+                bad_request("the request body nests deeper than " + std::to_string(kMaxJsonDepth) +
+                            " levels");
+        } else if (c == ']' || c == '}') {
+            --depth;
+        }
+    }
+}
+
+}  // namespace
+
 nlohmann::ordered_json parse_ordered_object(const std::string& body) {
+    check_nesting(body);
     nlohmann::ordered_json j;
     try {
         j = nlohmann::ordered_json::parse(body);
@@ -188,9 +308,47 @@ nlohmann::ordered_json parse_ordered_object(const std::string& body) {
     return j;
 }
 
-}  // namespace
+void read_tools(const nlohmann::ordered_json& tools, CompletionRequest& r, const char* param) {
+    if (!tools.is_array()) bad_request(std::string("'") + param + "' must be an array", param);
+    for (size_t i = 0; i < tools.size(); ++i) {
+        const auto& t = tools[i];
+        const std::string where = std::string(param) + "[" + std::to_string(i) + "]";
+        if (!t.is_object()) bad_request(where + " must be an object", param);
+        if (get_string(t, "type").value_or("function") != "function")
+            bad_request(where + ": only tools of type 'function' are supported", param);
+        auto fn = t.find("function");
+        if (fn == t.end() || !fn->is_object())
+            bad_request(where + ": 'function' must be an object", param);
+        auto name = fn->find("name");
+        if (name == fn->end() || !name->is_string() || name->get<std::string>().empty())
+            bad_request(where + ".function: 'name' must be a non-empty string", param);
+        ToolSpec spec{name->get<std::string>(), nullptr};
+        for (const ToolSpec& other : r.tool_specs) {
+            if (other.name == spec.name)
+                bad_request(where + ": a second function named '" + spec.name + "'", param);
+        }
+        if (auto p = fn->find("parameters"); p != fn->end() && !p->is_null()) {
+            if (!p->is_object())
+                bad_request(where + ".function: 'parameters' must be a JSON schema object", param);
+            spec.parameters = *p;
+        }
+        r.tool_specs.push_back(std::move(spec));
+    }
+    if (!tools.empty()) r.tools = tools;
+}
+
+void check_tool_choice(const CompletionRequest& r, const char* param) {
+    if (r.tool_choice == ToolChoice::kRequired && r.tool_specs.empty())
+        bad_request("a required tool call needs 'tools'", param);
+    if (r.tool_choice == ToolChoice::kFunction) {
+        const bool found = std::any_of(r.tool_specs.begin(), r.tool_specs.end(),
+                                       [&](const ToolSpec& t) { return t.name == r.tool_name; });
+        if (!found) bad_request("the function '" + r.tool_name + "' is not among the tools", param);
+    }
+}
 
 nlohmann::json parse_json_object(const std::string& body) {
+    check_nesting(body);
     nlohmann::json j;
     try {
         j = nlohmann::json::parse(body);
@@ -223,8 +381,16 @@ CompletionRequest parse_chat_request(const std::string& text) {
         r.messages.push_back(std::move(out));
     }
     if (auto tools = body.find("tools"); tools != body.end() && !tools->is_null()) {
-        if (!tools->is_array()) bad_request("'tools' must be an array", "tools");
-        if (!tools->empty()) r.tools = *tools;
+        read_tools(*tools, r, "tools");
+    }
+    read_tool_choice(body, r);
+    check_tool_choice(r, "tool_choice");
+    r.parallel_tool_calls = get_bool(body, "parallel_tool_calls").value_or(true);
+    read_output_format(body, r);
+    if (!r.grammar.empty() &&
+        (r.tool_choice == ToolChoice::kRequired || r.tool_choice == ToolChoice::kFunction)) {
+        bad_request("a required tool call cannot be combined with '" + r.grammar_param + "'",
+                    "tool_choice");
     }
     if (auto kw = body.find("chat_template_kwargs"); kw != body.end() && !kw->is_null()) {
         if (!kw->is_object())
@@ -238,6 +404,7 @@ CompletionRequest parse_completion_request(const std::string& text) {
     const nlohmann::json body = parse_json_object(text);
     CompletionRequest r;
     read_common(body, r, /*chat=*/false);
+    read_output_format(nlohmann::ordered_json::parse(text), r);
     auto prompt = body.find("prompt");
     if (prompt == body.end() || prompt->is_null()) bad_request("'prompt' is missing", "prompt");
     // A one-element batch is the same as its element; several prompts would need n choices.

@@ -9,16 +9,19 @@
 #include <condition_variable>
 #include <csignal>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include <httplib.h>
 
 #include "base/error.h"
 #include "base/log.h"
+#include "server/anthropic_api.h"
 #include "server/api_error.h"
 #include "server/completion_endpoints.h"
 #include "server/completion_request.h"
 #include "server/json_fields.h"
+#include "server/metrics.h"
 #include "server/openai_json.h"
 
 namespace tandem::server {
@@ -41,16 +44,27 @@ void set_error(httplib::Response& res, int status, const std::string& body) {
     res.set_content(body, "application/json");
 }
 
-bool bearer_matches(const std::string& header, const std::string& key) {
-    static const std::string kPrefix = "Bearer ";
-    if (header.size() != kPrefix.size() + key.size() ||
-        header.compare(0, kPrefix.size(), kPrefix) != 0)
+// `header` is `prefix` then the key; constant time over the key: no timing hint of how much of
+// a guess was right.
+bool key_matches(const std::string& header, const std::string& prefix, const std::string& key) {
+    if (header.size() != prefix.size() + key.size() ||
+        header.compare(0, prefix.size(), prefix) != 0)
         return false;
-    // Constant time over the key: no timing hint of how much of a guess was right.
     unsigned diff = 0;
     for (size_t i = 0; i < key.size(); ++i)
-        diff |= static_cast<unsigned char>(header[kPrefix.size() + i] ^ key[i]);
+        diff |= static_cast<unsigned char>(header[prefix.size() + i] ^ key[i]);
     return diff == 0;
+}
+
+// The Anthropic API's paths answer errors in its shape.
+bool anthropic_path(const std::string& path) {
+    return path.rfind("/v1/messages", 0) == 0;
+}
+
+std::string error_for(const std::string& path, int status, const std::string& message,
+                      const std::string& code = {}) {
+    return anthropic_path(path) ? anthropic_error_body(status, message)
+                                : error_body(status, message, code);
 }
 
 }  // namespace
@@ -68,6 +82,7 @@ struct HttpServer::Impl {
     std::atomic<bool> listener_ended{false};
     int port = -1;
     bool stopped = false;
+    Metrics metrics;
 
     // Counts a response in flight until the returned token is released.
     std::shared_ptr<void> track() {
@@ -90,20 +105,24 @@ struct HttpServer::Impl {
 
     // Runs a handler, turning every exception into an error response: a bad request never
     // takes the server down.
+    // Errors in OpenAI's shape, or Anthropic's on its paths.
     template <typename F>
     httplib::Server::Handler guarded(F f) {
         return [f](const httplib::Request& req, httplib::Response& res) {
+            const bool anthropic = anthropic_path(req.path);
             try {
                 f(req, res);
             } catch (const ApiError& e) {
-                set_error(res, e.status(), e.body());
+                set_error(res, e.status(),
+                          anthropic ? anthropic_error_body(e.status(), e.what()) : e.body());
             } catch (const Error& e) {
-                set_error(res, 400, error_body(400, e.what()));
+                set_error(res, 400, error_for(req.path, 400, e.what()));
             } catch (const std::bad_alloc&) {
-                set_error(res, 500, error_body(500, "out of memory"));
+                set_error(res, 500, error_for(req.path, 500, "out of memory"));
             } catch (const std::exception& e) {
                 log_warn("{} {}: {}", req.method, req.path, e.what());
-                set_error(res, 500, error_body(500, std::string("internal error: ") + e.what()));
+                set_error(res, 500,
+                          error_for(req.path, 500, std::string("internal error: ") + e.what()));
             }
         };
     }
@@ -186,15 +205,30 @@ struct HttpServer::Impl {
         for (const char* path : {"/v1/chat/completions", "/chat/completions"}) {
             http.Post(path, guarded([this](const httplib::Request& req, httplib::Response& res) {
                           serve_completion(CompletionKind::kChat, ready_model(), req.body, res,
-                                           stopping, track());
+                                           stopping, track(), &metrics);
                       }));
         }
         for (const char* path : {"/v1/completions", "/completions"}) {
             http.Post(path, guarded([this](const httplib::Request& req, httplib::Response& res) {
                           serve_completion(CompletionKind::kText, ready_model(), req.body, res,
-                                           stopping, track());
+                                           stopping, track(), &metrics);
                       }));
         }
+        http.Post("/v1/messages",
+                  guarded([this](const httplib::Request& req, httplib::Response& res) {
+                      serve_messages(ready_model(), req.body, res, stopping, track(), &metrics);
+                  }));
+        http.Post("/v1/messages/count_tokens",
+                  guarded([this](const httplib::Request& req, httplib::Response& res) {
+                      serve_count_tokens(ready_model(), req.body, res);
+                  }));
+        http.Get("/metrics", guarded([this](const httplib::Request&, httplib::Response& res) {
+                     const ServedModel* m = model.load();
+                     std::optional<SchedulerStats> stats;
+                     if (m) stats = m->scheduler->stats();
+                     res.set_content(metrics.render(stats ? &*stats : nullptr),
+                                     kPrometheusContentType);
+                 }));
         http.Post("/tokenize", guarded([this](const httplib::Request& req, httplib::Response& res) {
                       tokenize(req, res);
                   }));
@@ -207,15 +241,18 @@ struct HttpServer::Impl {
         http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
             if (options.api_key.empty() || req.path == "/health")
                 return httplib::Server::HandlerResponse::Unhandled;
-            if (bearer_matches(req.get_header_value("Authorization"), options.api_key)) {
+            // OpenAI's clients send a bearer token, Anthropic's an x-api-key header.
+            if (key_matches(req.get_header_value("Authorization"), "Bearer ", options.api_key) ||
+                key_matches(req.get_header_value("x-api-key"), "", options.api_key)) {
                 return httplib::Server::HandlerResponse::Unhandled;
             }
-            const bool missing = !req.has_header("Authorization");
+            const bool missing = !req.has_header("Authorization") && !req.has_header("x-api-key");
             set_error(res, 401,
-                      error_body(401,
-                                 missing ? "missing API key (send 'Authorization: Bearer KEY')"
-                                         : "invalid API key",
-                                 "invalid_api_key"));
+                      error_for(req.path, 401,
+                                missing ? "missing API key (send 'Authorization: Bearer KEY' or "
+                                          "'x-api-key: KEY')"
+                                        : "invalid API key",
+                                "invalid_api_key"));
             return httplib::Server::HandlerResponse::Handled;
         });
         // Errors httplib raises itself (unknown path, body too large, unparsable request) get
@@ -225,24 +262,27 @@ struct HttpServer::Impl {
                 if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
                 std::string body;
                 if (res.status == 404) {
-                    body = error_body(404, "unknown request URL: " + req.method + " " + req.path,
-                                      "unknown_url");
+                    body = error_for(req.path, 404,
+                                     "unknown request URL: " + req.method + " " + req.path,
+                                     "unknown_url");
                 } else if (res.status == 413) {
-                    body = error_body(
-                        413,
+                    body = error_for(
+                        req.path, 413,
                         fmt::format("the request body exceeds {} bytes", options.max_body_bytes),
                         "request_too_large");
                 } else {
-                    body = error_body(res.status, fmt::format("HTTP error {}", res.status));
+                    body =
+                        error_for(req.path, res.status, fmt::format("HTTP error {}", res.status));
                 }
                 res.set_content(body, "application/json");
                 return httplib::Server::HandlerResponse::Handled;
             }));
         http.set_exception_handler(
-            [](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
-                set_error(res, 500, error_body(500, "internal error"));
+            [](const httplib::Request& req, httplib::Response& res, std::exception_ptr) {
+                set_error(res, 500, error_for(req.path, 500, "internal error"));
             });
-        http.set_logger([](const httplib::Request& req, const httplib::Response& res) {
+        http.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
+            metrics.count_response(req.path, res.status);
             log_debug("http: {} {} -> {}", req.method, req.path, res.status);
         });
     }

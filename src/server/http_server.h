@@ -1,6 +1,8 @@
-// The OpenAI-compatible HTTP server: /v1/chat/completions, /v1/completions, /v1/models,
-// /health, /tokenize, /detokenize. It listens before the model is loaded (answering 503 until
-// set_model), checks the API key, caps request bodies, and answers every error in OpenAI's shape.
+// The HTTP server: OpenAI's /v1/chat/completions, /v1/completions, /v1/models; Anthropic's
+// /v1/messages and /v1/messages/count_tokens; /health, /metrics (Prometheus), /tokenize,
+// /detokenize. It listens before the model is loaded (answering 503 until set_model), checks the
+// API key (a bearer token or x-api-key), caps request bodies, and answers every error in the
+// shape of the API asked (Anthropic's on its paths, OpenAI's elsewhere).
 #pragma once
 
 #include <cstddef>

@@ -8,13 +8,15 @@
 namespace tandem::server {
 namespace {
 
-const nlohmann::json* find(const nlohmann::json& object, const char* field) {
+template <typename Json>
+const Json* find(const Json& object, const char* field) {
     auto it = object.find(field);
     if (it == object.end() || it->is_null()) return nullptr;
     return &*it;
 }
 
-[[noreturn]] void wrong_type(const char* field, const char* expected, const nlohmann::json& value) {
+template <typename Json>
+[[noreturn]] void wrong_type(const char* field, const char* expected, const Json& value) {
     bad_request(
         std::string("'") + field + "' must be " + expected + ", not " + json_type_name(value),
         field);
@@ -22,7 +24,8 @@ const nlohmann::json* find(const nlohmann::json& object, const char* field) {
 
 }  // namespace
 
-const char* json_type_name(const nlohmann::json& value) {
+template <typename Json>
+const char* json_type_name(const Json& value) {
     switch (value.type()) {
         case nlohmann::json::value_t::null:
             return "null";
@@ -43,33 +46,36 @@ const char* json_type_name(const nlohmann::json& value) {
     }
 }
 
-std::optional<bool> get_bool(const nlohmann::json& object, const char* field) {
-    const nlohmann::json* v = find(object, field);
+template <typename Json>
+std::optional<bool> get_bool(const Json& object, const char* field) {
+    const Json* v = find(object, field);
     if (!v) return std::nullopt;
     if (!v->is_boolean()) wrong_type(field, "a boolean", *v);
-    return v->get<bool>();
+    return v->template get<bool>();
 }
 
-std::optional<double> get_number(const nlohmann::json& object, const char* field) {
-    const nlohmann::json* v = find(object, field);
+template <typename Json>
+std::optional<double> get_number(const Json& object, const char* field) {
+    const Json* v = find(object, field);
     if (!v) return std::nullopt;
     if (!v->is_number()) wrong_type(field, "a number", *v);
-    return v->get<double>();
+    return v->template get<double>();
 }
 
-std::optional<int64_t> get_integer(const nlohmann::json& object, const char* field, int64_t min,
+template <typename Json>
+std::optional<int64_t> get_integer(const Json& object, const char* field, int64_t min,
                                    int64_t max) {
-    const nlohmann::json* v = find(object, field);
+    const Json* v = find(object, field);
     if (!v) return std::nullopt;
     if (!v->is_number()) wrong_type(field, "an integer", *v);
     int64_t value = 0;
     if (v->is_number_unsigned()) {
-        const uint64_t u = v->get<uint64_t>();
+        const uint64_t u = v->template get<uint64_t>();
         value = u > static_cast<uint64_t>(INT64_MAX) ? INT64_MAX : static_cast<int64_t>(u);
     } else if (v->is_number_integer()) {
-        value = v->get<int64_t>();
+        value = v->template get<int64_t>();
     } else {
-        const double d = v->get<double>();
+        const double d = v->template get<double>();
         if (!std::isfinite(d) || d != std::floor(d) || std::fabs(d) > 9.0e15) {
             bad_request(std::string("'") + field + "' must be an integer", field);
         }
@@ -83,11 +89,22 @@ std::optional<int64_t> get_integer(const nlohmann::json& object, const char* fie
     return value;
 }
 
-std::optional<std::string> get_string(const nlohmann::json& object, const char* field) {
-    const nlohmann::json* v = find(object, field);
+template <typename Json>
+std::optional<std::string> get_string(const Json& object, const char* field) {
+    const Json* v = find(object, field);
     if (!v) return std::nullopt;
     if (!v->is_string()) wrong_type(field, "a string", *v);
-    return v->get<std::string>();
+    return v->template get<std::string>();
 }
+
+#define TANDEM_JSON_FIELDS(Json)                                                             \
+    template const char* json_type_name(const Json&);                                        \
+    template std::optional<bool> get_bool(const Json&, const char*);                         \
+    template std::optional<double> get_number(const Json&, const char*);                     \
+    template std::optional<int64_t> get_integer(const Json&, const char*, int64_t, int64_t); \
+    template std::optional<std::string> get_string(const Json&, const char*);
+TANDEM_JSON_FIELDS(nlohmann::json)
+TANDEM_JSON_FIELDS(nlohmann::ordered_json)
+#undef TANDEM_JSON_FIELDS
 
 }  // namespace tandem::server

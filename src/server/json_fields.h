@@ -11,14 +11,19 @@
 
 namespace tandem::server {
 
-std::optional<bool> get_bool(const nlohmann::json& object, const char* field);
-std::optional<double> get_number(const nlohmann::json& object, const char* field);
+// For nlohmann::json and nlohmann::ordered_json alike.
+template <typename Json>
+std::optional<bool> get_bool(const Json& object, const char* field);
+template <typename Json>
+std::optional<double> get_number(const Json& object, const char* field);
 // Integers only (3.0 is accepted, 3.5 is not), within [min, max].
-std::optional<int64_t> get_integer(const nlohmann::json& object, const char* field, int64_t min,
-                                   int64_t max);
-std::optional<std::string> get_string(const nlohmann::json& object, const char* field);
+template <typename Json>
+std::optional<int64_t> get_integer(const Json& object, const char* field, int64_t min, int64_t max);
+template <typename Json>
+std::optional<std::string> get_string(const Json& object, const char* field);
 
 // The JSON type name of a value, for messages: "string", "number", "array", ...
-const char* json_type_name(const nlohmann::json& value);
+template <typename Json>
+const char* json_type_name(const Json& value);
 
 }  // namespace tandem::server

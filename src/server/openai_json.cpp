@@ -33,13 +33,22 @@ json reason_or_null(const char* finish_reason) {
 
 }  // namespace
 
+json tool_call_json(const std::string& id, const ToolCall& call) {
+    return {{"id", id},
+            {"type", "function"},
+            {"function", {{"name", call.name}, {"arguments", call.arguments}}}};
+}
+
 json chat_completion(const ResponseHead& head, const std::string& content,
-                     const GenerationResult& result) {
+                     const std::vector<json>& calls, const GenerationResult& result) {
     json j = head_fields(head, "chat.completion");
-    j["choices"] = json::array({{{"index", 0},
-                                 {"message", {{"role", "assistant"}, {"content", content}}},
-                                 {"logprobs", nullptr},
-                                 {"finish_reason", openai_finish_reason(result.reason)}}});
+    json message = {{"role", "assistant"}};
+    message["content"] = calls.empty() || !content.empty() ? json(content) : json(nullptr);
+    if (!calls.empty()) message["tool_calls"] = calls;
+    const char* reason = openai_finish_reason(result.reason);
+    if (!calls.empty() && result.reason != FinishReason::kLength) reason = "tool_calls";
+    j["choices"] = json::array(
+        {{{"index", 0}, {"message", message}, {"logprobs", nullptr}, {"finish_reason", reason}}});
     j["usage"] = usage_json(result);
     return j;
 }

@@ -4,10 +4,12 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "engine/request.h"
+#include "text/tool_call_format.h"
 
 namespace tandem::server {
 
@@ -23,8 +25,13 @@ const char* openai_finish_reason(FinishReason reason);
 
 nlohmann::json usage_json(const GenerationResult& result);
 
+// `calls`: the tool calls of the reply (content is null when there are calls and no text);
+// the finish reason is then "tool_calls".
 nlohmann::json chat_completion(const ResponseHead& head, const std::string& content,
+                               const std::vector<nlohmann::json>& calls,
                                const GenerationResult& result);
+// One entry of a message's tool_calls: {"id", "type": "function", "function": {name, arguments}}.
+nlohmann::json tool_call_json(const std::string& id, const ToolCall& call);
 // A chunk with one choice: `delta` ({"role": …} or {"content": …} or {}), finish_reason or null.
 nlohmann::json chat_chunk(const ResponseHead& head, const nlohmann::json& delta,
                           const char* finish_reason);

@@ -1,13 +1,16 @@
-// What the HTTP server serves once loading is done: the model's name, its tokenizer and chat
-// prompt, and the scheduler that runs its requests. Owned by whoever loaded them.
+// What the HTTP server serves once loading is done: the model's name, its tokenizer, chat
+// prompt and grammar vocabulary, and the scheduler that runs its requests. Owned by whoever
+// loaded them.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "engine/scheduler.h"
 #include "server/chat_prompt.h"
+#include "server/grammar_constraint.h"
 #include "text/tokenizer.h"
 
 namespace tandem::server {
@@ -19,6 +22,8 @@ struct ServedModel {
     const Tokenizer* tokenizer = nullptr;
     const ChatPrompt* chat = nullptr;  // null: the model has no chat template
     Scheduler* scheduler = nullptr;
+    // The vocabulary as grammars see it (structured output, forced tool calls).
+    std::shared_ptr<const GrammarVocab> grammar_vocab;
 
     bool answers_to(const std::string& name) const {
         if (name.empty() || name == id) return true;

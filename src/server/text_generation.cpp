@@ -1,12 +1,20 @@
 // One request's text, from the scheduler thread to the HTTP handler.
 #include "server/text_generation.h"
 
+#include "base/timer.h"
+
 namespace tandem::server {
 
-TextGeneration::TextGeneration(const Tokenizer& tokenizer, std::vector<std::string> stops)
-    : decoder_(tokenizer, /*render_special=*/false), stops_(std::move(stops)) {}
+TextGeneration::TextGeneration(const Tokenizer& tokenizer, std::vector<std::string> stops,
+                               Metrics* metrics)
+    : decoder_(tokenizer, /*render_special=*/false), stops_(std::move(stops)), metrics_(metrics) {}
 
 bool TextGeneration::on_token(int32_t token) {
+    if (metrics_) {
+        const double now = now_seconds();
+        if (last_token_at_ > 0.0) metrics_->observe_token_gap(now - last_token_at_);
+        last_token_at_ = now;
+    }
     // The decoder and the matcher are touched only on the scheduler thread.
     StopMatcher::Result r = stops_.feed(decoder_.feed(token));
     if (!r.text.empty()) {
@@ -28,6 +36,7 @@ void TextGeneration::on_finish(const GenerationResult& result) {
         text_ += rest;
         result_ = result;
     }
+    if (metrics_) metrics_->observe_finish(result);
     ready_.notify_one();
 }
 
@@ -38,6 +47,7 @@ TextGeneration::Update TextGeneration::wait(std::chrono::milliseconds timeout) {
     u.text.swap(text_);
     if (result_ && !result_taken_) {
         u.finished = result_;
+        u.stop = stops_.matched();  // written before result_, under the mutex
         result_taken_ = true;
     }
     return u;

@@ -1,6 +1,6 @@
 // The bridge from the scheduler thread to an HTTP handler thread for one request: tokens become
 // text (whole UTF-8 characters only), stop strings are cut out, and the handler picks up what
-// has accumulated whenever it is ready to write.
+// has accumulated whenever it is ready to write. Token timings and the end go to the metrics.
 #pragma once
 
 #include <chrono>
@@ -12,6 +12,7 @@
 
 #include "engine/request.h"
 #include "engine/stop_matcher.h"
+#include "server/metrics.h"
 #include "text/stream_decoder.h"
 #include "text/tokenizer.h"
 
@@ -19,7 +20,9 @@ namespace tandem::server {
 
 class TextGeneration : public GenerationSink {
   public:
-    TextGeneration(const Tokenizer& tokenizer, std::vector<std::string> stops);
+    // `metrics` may be null.
+    TextGeneration(const Tokenizer& tokenizer, std::vector<std::string> stops,
+                   Metrics* metrics = nullptr);
 
     // Scheduler thread.
     bool on_token(int32_t token) override;
@@ -28,6 +31,7 @@ class TextGeneration : public GenerationSink {
     struct Update {
         std::string text;                          // new text since the last update
         std::optional<GenerationResult> finished;  // set once, with the last text
+        std::string stop;                          // with `finished`: the stop string matched
     };
     // Handler thread: waits up to `timeout` for new text or the end.
     Update wait(std::chrono::milliseconds timeout);
@@ -35,6 +39,8 @@ class TextGeneration : public GenerationSink {
   private:
     StreamDecoder decoder_;
     StopMatcher stops_;
+    Metrics* metrics_;
+    double last_token_at_ = 0.0;
     std::mutex mutex_;
     std::condition_variable ready_;
     std::string text_;  // not yet taken by the handler

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <filesystem>
 #include <memory>
@@ -254,6 +255,78 @@ TEST(Scheduler, EndOfGenerationTokenStops) {
     ASSERT_EQ(s.submit(std::make_shared<Request>(std::move(p), sink)), SubmitStatus::kAccepted);
     EXPECT_EQ(sink->wait().reason, FinishReason::kLength);
     EXPECT_EQ(sink->tokens(), expected);
+}
+
+// Allows only the tokens of `script`, one after another (then only `script`'s last token);
+// records what it was shown and told. Fails on request when `fail_at` is reached.
+class ScriptedConstraint : public TokenConstraint {
+  public:
+    explicit ScriptedConstraint(std::vector<int32_t> script, int fail_at = -1)
+        : script_(std::move(script)), fail_at_(fail_at) {}
+    void mask(std::span<float> logits) override {
+        if (static_cast<int>(accepted.size()) == fail_at_) throw Error("constraint failed");
+        const int32_t allowed = script_[std::min(accepted.size(), script_.size() - 1)];
+        for (size_t i = 0; i < logits.size(); ++i) {
+            if (static_cast<int32_t>(i) != allowed) logits[i] = -INFINITY;
+        }
+    }
+    void accept(int32_t token) override { accepted.push_back(token); }
+    std::vector<int32_t> accepted;
+
+  private:
+    std::vector<int32_t> script_;
+    int fail_at_;
+};
+
+TEST(Scheduler, ConstraintDecidesTheTokensGreedyOrSampled) {
+    const auto prompt = random_prompt(10, 21);
+    const std::vector<int32_t> script = {7, 42, 42, 299, 0, 13};
+    SchedulerOptions o = options(2);
+    o.is_end_of_generation = [](int32_t id) { return id == 13; };
+    Scheduler s(model(), pool(), o);
+    for (const SamplingParams& sp : {greedy(), seeded(5)}) {
+        auto constraint = std::make_shared<ScriptedConstraint>(script);
+        auto sink = std::make_shared<RecordingSink>();
+        GenerationParams p{prompt, sp, 20};
+        p.constraint = constraint;
+        // A request without a constraint alongside is unaffected.
+        Submitted free = submit(s, prompt, greedy(), 6);
+        ASSERT_EQ(s.submit(std::make_shared<Request>(std::move(p), sink)), SubmitStatus::kAccepted);
+        const GenerationResult result = sink->wait();
+        EXPECT_EQ(result.reason, FinishReason::kStop);  // 13 ends generation
+        EXPECT_EQ(sink->tokens(), std::vector<int32_t>(script.begin(), script.end() - 1));
+        EXPECT_EQ(constraint->accepted, script);
+        free.sink->wait();
+        EXPECT_EQ(free.sink->tokens(), session_generate(prompt, greedy(), 6));
+    }
+    // A constraint that throws ends its request with an error, not the scheduler.
+    auto failing = std::make_shared<ScriptedConstraint>(script, /*fail_at=*/2);
+    auto sink = std::make_shared<RecordingSink>();
+    GenerationParams p{prompt, greedy(), 20};
+    p.constraint = failing;
+    ASSERT_EQ(s.submit(std::make_shared<Request>(std::move(p), sink)), SubmitStatus::kAccepted);
+    const GenerationResult result = sink->wait();
+    EXPECT_EQ(result.reason, FinishReason::kError);
+    EXPECT_EQ(result.error, "constraint failed");
+    EXPECT_EQ(sink->tokens(), std::vector<int32_t>(script.begin(), script.begin() + 2));
+    Submitted after = submit(s, prompt, greedy(), 4);
+    EXPECT_EQ(after.sink->wait().reason, FinishReason::kLength);
+}
+
+TEST(Scheduler, StatsCountKvPositions) {
+    Scheduler s(model(), pool(), options(2));
+    EXPECT_EQ(s.stats().kv_capacity, 2 * 512);
+    Submitted r = submit(s, random_prompt(30, 4), greedy(), 400);
+    ASSERT_TRUE(r.sink->wait_tokens(5));
+    const SchedulerStats busy = s.stats();
+    EXPECT_GE(busy.kv_used, 30 + 3);
+    EXPECT_LE(busy.kv_used, 30 + 400);
+    r.request->cancel();
+    r.sink->wait();
+    // The next step (of another request) no longer counts the freed slot.
+    Submitted q = submit(s, random_prompt(5, 5), greedy(), 2);
+    q.sink->wait();
+    EXPECT_LE(s.stats().kv_used, 5 + 2);
 }
 
 TEST(Scheduler, SinkCanStop) {

@@ -55,6 +55,14 @@ TEST(StopMatcher, EarliestOfSeveralStopsWins) {
     EXPECT_EQ(run({"abce", "bc"}, {"ab", "cd"}), std::make_pair(std::string("a"), true));
 }
 
+TEST(StopMatcher, SaysWhichStopMatched) {
+    StopMatcher m({"world", "lo w", "x"});
+    EXPECT_EQ(m.matched(), "");
+    EXPECT_FALSE(m.feed("hel").stopped);
+    EXPECT_TRUE(m.feed("lo world").stopped);
+    EXPECT_EQ(m.matched(), "lo w");
+}
+
 TEST(StopMatcher, OverlappingPrefixes) {
     // "aab": the held "a" of a failed "aa…" start must still be found.
     EXPECT_EQ(run({"aab"}, {"a", "a", "a", "b", "c"}), std::make_pair(std::string("a"), true));

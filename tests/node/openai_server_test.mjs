@@ -3,8 +3,11 @@
 //   node openai_server_test.mjs --base http://127.0.0.1:PORT --model ID --scenario NAME [--api-key KEY]
 // Scenarios: api (non-stream, stream, stop strings, usage, errors as exceptions), auth (401),
 // concurrent (8 streams at once equal their solo runs), disconnect (an aborted stream frees its
-// slot). Exits 0 when every check passes; prints what failed otherwise.
+// slot), tools (forced and named calls that parse and fit their schema, streamed as deltas, a
+// round trip through a tool result), structured (response_format json_schema and json_object:
+// replies that parse and validate). Exits 0 when every check passes; prints what failed otherwise.
 import assert from 'node:assert/strict';
+import Ajv from 'ajv';
 import OpenAI from 'openai';
 
 const args = Object.fromEntries(
@@ -203,10 +206,238 @@ async function scenarioDisconnect() {
   log('disconnect: cancelled and freed; next request served');
 }
 
-const scenarios = { api: scenarioApi, auth: scenarioAuth, concurrent: scenarioConcurrent, disconnect: scenarioDisconnect };
+const ajv = new Ajv({ strict: true, allErrors: true });
+function expectValid(schema, value, what) {
+  const validate = ajv.compile(schema);
+  assert.ok(validate(value), `${what}: ${JSON.stringify(value)} does not fit the schema: ${ajv.errorsText(validate.errors)}`);
+}
+
+// Tools with bounded strings: a random-weight model under a grammar ends its call within the
+// token limit (free strings would run on for hundreds of tokens).
+const weatherTool = {
+  type: 'function',
+  function: {
+    name: 'get_weather', description: 'The current weather in a city',
+    parameters: {
+      type: 'object',
+      properties: {
+        city: { type: 'string', minLength: 1, maxLength: 16 },
+        unit: { enum: ['celsius', 'fahrenheit'] },
+        days: { type: 'integer' },
+      },
+      required: ['city', 'unit'], additionalProperties: false,
+    },
+  },
+};
+const timeTool = {
+  type: 'function',
+  function: {
+    name: 'get_time', description: 'The time in a time zone',
+    parameters: { type: 'object', properties: { zone: { type: 'string', maxLength: 12 } }, required: ['zone'] },
+  },
+};
+const tools = [weatherTool, timeTool];
+const toolSchema = Object.fromEntries(tools.map((t) => [t.function.name, t.function.parameters]));
+
+function expectCalls(message, what) {
+  assert.ok(Array.isArray(message.tool_calls) && message.tool_calls.length >= 1, `${what}: no tool call`);
+  for (const call of message.tool_calls) {
+    assert.equal(call.type, 'function');
+    assert.match(call.id, /^call_/);
+    assert.ok(call.function.name in toolSchema, `${what}: unknown function ${call.function.name}`);
+    expectValid(toolSchema[call.function.name], JSON.parse(call.function.arguments), what);
+  }
+}
+
+// A stream's tool call deltas put together, as the OpenAI documentation describes.
+async function collectCalls(stream) {
+  const calls = [];
+  let finish = null, content = '';
+  for await (const chunk of stream) {
+    for (const choice of chunk.choices) {
+      content += choice.delta?.content ?? '';
+      for (const d of choice.delta?.tool_calls ?? []) {
+        calls[d.index] ??= { id: '', type: 'function', function: { name: '', arguments: '' } };
+        const c = calls[d.index];
+        if (d.id) c.id = d.id;
+        if (d.function?.name) c.function.name += d.function.name;
+        if (d.function?.arguments) c.function.arguments += d.function.arguments;
+      }
+      if (choice.finish_reason) finish = choice.finish_reason;
+    }
+  }
+  return { calls, finish, content };
+}
+
+async function tokenCount(text) {
+  const r = await fetch(`${base}/tokenize`, { method: 'POST', headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify({ content: text }) });
+  return (await r.json()).tokens.length;
+}
+
+async function scenarioTools() {
+  const api = client();
+  const conversation = [
+    { role: 'system', content: 'You answer with the tools.' },
+    { role: 'user', content: 'What is the weather in Paris, in celsius?' },
+  ];
+  const request = (extra) => ({ model, messages: conversation, tools, max_tokens: 1024, temperature: 0.8, ...extra });
+
+  // tool_choice "required": a call that parses and fits its schema, whatever the model.
+  const seeds = [1, 2, 3, 4];
+  const forced = await Promise.all(seeds.map((seed) =>
+    api.chat.completions.create(request({ seed, tool_choice: 'required', parallel_tool_calls: false }))));
+  let first = null;
+  for (const [i, r] of forced.entries()) {
+    const seed = seeds[i];
+    const choice = r.choices[0];
+    assert.equal(choice.finish_reason, 'tool_calls', `seed ${seed}`);
+    assert.equal(choice.message.content, null);
+    assert.equal(choice.message.tool_calls.length, 1);
+    expectCalls(choice.message, `required, seed ${seed}`);
+    first ??= r;
+  }
+  log('required:', first.choices[0].message.tool_calls[0].function);
+
+  // Streamed: the same call, as deltas; and through the SDK's stream helper.
+  const streamed = await collectCalls(await api.chat.completions.create(
+    request({ seed: 1, tool_choice: 'required', parallel_tool_calls: false, stream: true })));
+  assert.equal(streamed.finish, 'tool_calls');
+  assert.equal(streamed.content, '');
+  assert.equal(streamed.calls.length, 1);
+  assert.match(streamed.calls[0].id, /^call_/);
+  assert.deepEqual(streamed.calls[0].function, first.choices[0].message.tool_calls[0].function);
+  const helper = await api.chat.completions.stream(request({ seed: 1, tool_choice: 'required', parallel_tool_calls: false })).finalChatCompletion();
+  assert.deepEqual(helper.choices[0].message.tool_calls[0].function, first.choices[0].message.tool_calls[0].function);
+
+  // A named function is the one called.
+  for (const seed of [1, 2]) {
+    const named = await api.chat.completions.create(
+      request({ seed, tool_choice: { type: 'function', function: { name: 'get_time' } } }));
+    expectCalls(named.choices[0].message, 'named');
+    assert.ok(named.choices[0].message.tool_calls.every((c) => c.function.name === 'get_time'));
+  }
+
+  // Parallel calls allowed: one or more, each fitting its schema (a random model may go on
+  // calling until max_tokens cuts a last call short: that one stays text).
+  const parallel = await api.chat.completions.create(request({ seed: 9, tool_choice: 'required', max_tokens: 300 }));
+  expectCalls(parallel.choices[0].message, 'parallel');
+
+  // The round trip: the call and its result go back through the template; the model goes on.
+  const call = first.choices[0].message.tool_calls[0];
+  const result = JSON.stringify({ temperature: 21, sky: 'clear', station: 'Paris-Montsouris' });
+  const followUp = [...conversation, first.choices[0].message, { role: 'tool', tool_call_id: call.id, content: result }];
+  const answer = await api.chat.completions.create({ model, messages: followUp, tools, max_tokens: 16, temperature: 0 });
+  assert.ok(['stop', 'length', 'tool_calls'].includes(answer.choices[0].finish_reason));
+  if (answer.choices[0].message.tool_calls) expectCalls(answer.choices[0].message, 'auto after the result');
+  else assert.equal(typeof answer.choices[0].message.content, 'string');
+  // The prompt grew by at least the call and the result.
+  const grown = answer.usage.prompt_tokens - first.usage.prompt_tokens;
+  assert.ok(grown >= await tokenCount(result) + await tokenCount(call.function.arguments),
+    `the prompt grew by ${grown} tokens only`);
+  const again = await api.chat.completions.create({ model, messages: followUp, tools, tool_choice: 'required', max_tokens: 1024, seed: 4 });
+  expectCalls(again.choices[0].message, 'required after the result');
+  // tool_choice "none": text, and no tools in the prompt.
+  const none = await api.chat.completions.create({ model, messages: followUp, tools, tool_choice: 'none', max_tokens: 8, temperature: 0 });
+  assert.equal(none.choices[0].message.tool_calls, undefined);
+  assert.ok(none.usage.prompt_tokens < answer.usage.prompt_tokens);
+  log('round trip: prompt', first.usage.prompt_tokens, '->', answer.usage.prompt_tokens, 'tokens; answer', JSON.stringify(answer.choices[0].message.content));
+
+  // tool_choice "auto": whatever the model does is served (a random model rarely calls).
+  const auto = await api.chat.completions.create(request({ seed: 3, max_tokens: 24 }));
+  assert.ok(['stop', 'length', 'tool_calls'].includes(auto.choices[0].finish_reason));
+
+  // Errors.
+  const noTools = await expectError(api.chat.completions.create({ model, messages: conversation, tool_choice: 'required' }), OpenAI.BadRequestError, 400);
+  assert.equal(noTools.param, 'tool_choice');
+  await expectError(api.chat.completions.create(request({ tool_choice: { type: 'function', function: { name: 'nope' } } })), OpenAI.BadRequestError, 400);
+  const bounded = { type: 'function', function: { name: 'f', parameters: { type: 'object', properties: { n: { type: 'integer', minimum: 1 } } } } };
+  const unenforceable = await expectError(api.chat.completions.create({ model, messages: conversation, tools: [bounded], tool_choice: 'required' }), OpenAI.BadRequestError, 400);
+  assert.equal(unenforceable.param, 'tools');
+  assert.match(unenforceable.message, /minimum/);
+  // Offered (not forced), the same tool is fine: nothing needs its grammar.
+  await api.chat.completions.create({ model, messages: conversation, tools: [bounded], max_tokens: 2 });
+  log('tools: ok');
+}
+
+const personSchema = {
+  type: 'object',
+  properties: {
+    name: { type: 'string', minLength: 1, maxLength: 20 },
+    age: { type: 'integer' },
+    email: { type: ['string', 'null'], maxLength: 24 },
+    role: { enum: ['admin', 'user', 'guest'] },
+    scores: { type: 'array', items: { type: 'number' }, maxItems: 4 },
+    address: {
+      type: 'object',
+      properties: { city: { type: 'string', maxLength: 12 }, zip: { type: 'string', maxLength: 6 } },
+      required: ['city'], additionalProperties: false,
+    },
+    active: { type: 'boolean' },
+  },
+  required: ['name', 'age', 'role', 'address', 'active'],
+  additionalProperties: false,
+};
+
+async function scenarioStructured() {
+  const api = client();
+  const request = (extra) => ({
+    model, messages: [{ role: 'user', content: 'Describe a person.' }], max_tokens: 1500, temperature: 1, ...extra,
+  });
+  const format = { type: 'json_schema', json_schema: { name: 'person', strict: true, schema: personSchema } };
+  const seeds = [1, 2, 3, 4, 5, 6];
+  const replies = await Promise.all(seeds.map((seed) => api.chat.completions.create(request({ seed, response_format: format }))));
+  let sample = null;
+  for (const [i, r] of replies.entries()) {
+    const seed = seeds[i];
+    assert.equal(r.choices[0].finish_reason, 'stop', `seed ${seed}: ${r.usage.completion_tokens} tokens`);
+    expectValid(personSchema, JSON.parse(r.choices[0].message.content), `json_schema, seed ${seed}`);
+    sample ??= r;
+  }
+  log('json_schema:', sample.choices[0].message.content.replace(/\s+/g, ' '));
+  const streamed = await collect(await api.chat.completions.create(request({ seed: 1, response_format: format, stream: true })));
+  assert.equal(streamed.text, sample.choices[0].message.content);
+  assert.equal(streamed.finish, 'stop');
+
+  // json_object: any object. Free strings make a random model's replies long: of a few seeds,
+  // those that end are checked (and some must end).
+  let ended = 0;
+  const objects = await Promise.all([1, 2, 3, 4].map((seed) =>
+    api.chat.completions.create(request({ seed, response_format: { type: 'json_object' }, max_tokens: 800 }))));
+  for (const r of objects) {
+    if (r.choices[0].finish_reason !== 'stop') continue;
+    const value = JSON.parse(r.choices[0].message.content);
+    assert.ok(value !== null && typeof value === 'object' && !Array.isArray(value), r.choices[0].message.content);
+    ended++;
+  }
+  assert.ok(ended >= 1, 'no json_object reply ended within 800 tokens');
+
+  // llama.cpp's extensions on /v1/completions: json_schema and a GBNF grammar.
+  const post = async (body) => (await fetch(`${base}/v1/completions`, {
+    method: 'POST', headers: { 'Content-Type': 'application/json', Authorization: 'Bearer unused' }, body: JSON.stringify(body),
+  })).json();
+  const listSchema = { type: 'array', items: { enum: ['red', 'green', 'blue'] }, minItems: 2, maxItems: 3 };
+  const list = await post({ model, prompt: 'Colors:', json_schema: listSchema, max_tokens: 200, seed: 2 });
+  expectValid(listSchema, JSON.parse(list.choices[0].text), 'completions json_schema');
+  const yesNo = await post({ model, prompt: 'Answer:', grammar: 'root ::= ("yes" | "no") "."', max_tokens: 10, seed: 5 });
+  assert.match(yesNo.choices[0].text, /^(yes|no)\.$/);
+
+  // A schema the grammar cannot hold the output to is refused, naming the keyword.
+  const bad = await expectError(api.chat.completions.create(request({
+    response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'string', pattern: '^a+$' } } },
+  })), OpenAI.BadRequestError, 400);
+  assert.equal(bad.param, 'response_format');
+  assert.match(bad.message, /pattern/);
+  log('structured: ok');
+}
+
+const scenarios = {
+  api: scenarioApi, auth: scenarioAuth, concurrent: scenarioConcurrent, disconnect: scenarioDisconnect,
+  tools: scenarioTools, structured: scenarioStructured,
+};
 const run = scenarios[args.scenario];
 if (!run || !base || !model) {
-  console.error('usage: openai_server_test.mjs --base URL --model ID --scenario api|auth|concurrent|disconnect');
+  console.error(`usage: openai_server_test.mjs --base URL --model ID --scenario ${Object.keys(scenarios).join('|')}`);
   process.exit(2);
 }
 try {

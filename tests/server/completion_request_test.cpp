@@ -95,7 +95,7 @@ TEST(CompletionRequest, BadFieldsAre400NamingTheField) {
     EXPECT_EQ(param_of(R"({"messages": [{"role": "robot", "content": "x"}]})"), "messages");
     EXPECT_EQ(param_of(R"({"messages": [{"role": "assistant"}]})"), "messages");
     EXPECT_EQ(param_of("{" + kUser + R"(, "tools": {}})"), "tools");
-    EXPECT_EQ(param_of("{" + kUser + R"(, "response_format": {"type": "json_object"}})"),
+    EXPECT_EQ(param_of("{" + kUser + R"(, "response_format": {"type": "xml"}})"),
               "response_format");
     EXPECT_EQ(param_of("{" + kUser + R"(, "logit_bias": {"1": 2}})"), "logit_bias");
     EXPECT_EQ(
@@ -106,6 +106,97 @@ TEST(CompletionRequest, BadFieldsAre400NamingTheField) {
     EXPECT_EQ(status_of("{"), 400);
     EXPECT_EQ(status_of("[]"), 400);
     EXPECT_EQ(status_of("\"text\""), 400);
+}
+
+const std::string kTools = R"("tools": [
+    {"type": "function", "function": {"name": "get_weather", "description": "d",
+     "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}},
+    {"type": "function", "function": {"name": "now"}}])";
+
+TEST(CompletionRequest, ToolsAndToolChoice) {
+    CompletionRequest r = parse_chat_request("{" + kUser + ", " + kTools + "}");
+    ASSERT_EQ(r.tool_specs.size(), 2u);
+    EXPECT_EQ(r.tool_specs[0].name, "get_weather");
+    EXPECT_EQ(r.tool_specs[0].parameters["required"][0], "city");
+    EXPECT_TRUE(r.tool_specs[1].parameters.is_null());
+    // The client's property order is kept (templates print schemas as given).
+    EXPECT_EQ(r.tools[0]["function"]["parameters"].begin().key(), "type");
+    EXPECT_EQ(r.tool_choice, ToolChoice::kAuto);
+    EXPECT_TRUE(r.parallel_tool_calls);
+    EXPECT_EQ(
+        parse_chat_request("{" + kUser + ", " + kTools + R"(, "tool_choice": "none"})").tool_choice,
+        ToolChoice::kNone);
+    r = parse_chat_request("{" + kUser + ", " + kTools +
+                           R"(, "tool_choice": "required", "parallel_tool_calls": false})");
+    EXPECT_EQ(r.tool_choice, ToolChoice::kRequired);
+    EXPECT_FALSE(r.parallel_tool_calls);
+    r = parse_chat_request(
+        "{" + kUser + ", " + kTools +
+        R"(, "tool_choice": {"type": "function", "function": {"name": "now"}}})");
+    EXPECT_EQ(r.tool_choice, ToolChoice::kFunction);
+    EXPECT_EQ(r.tool_name, "now");
+
+    EXPECT_EQ(param_of("{" + kUser + R"(, "tool_choice": "required"})"), "tool_choice");
+    EXPECT_EQ(param_of("{" + kUser + ", " + kTools + R"(, "tool_choice": "sometimes"})"),
+              "tool_choice");
+    EXPECT_EQ(param_of("{" + kUser + ", " + kTools +
+                       R"(, "tool_choice": {"type": "function", "function": {"name": "later"}}})"),
+              "tool_choice");
+    EXPECT_EQ(param_of("{" + kUser + R"(, "tools": [{"type": "retrieval"}]})"), "tools");
+    EXPECT_EQ(param_of("{" + kUser + R"(, "tools": [{"type": "function", "function": {}}]})"),
+              "tools");
+    EXPECT_EQ(
+        param_of(
+            "{" + kUser +
+            R"(, "tools": [{"type": "function", "function": {"name": "f", "parameters": 3}}]})"),
+        "tools");
+    EXPECT_EQ(param_of("{" + kUser +
+                       R"(, "tools": [{"function": {"name": "f"}}, {"function": {"name": "f"}}]})"),
+              "tools");
+    EXPECT_EQ(
+        param_of("{" + kUser + ", " + kTools +
+                 R"(, "tool_choice": "required", "response_format": {"type": "json_object"}})"),
+        "tool_choice");
+}
+
+TEST(CompletionRequest, OutputFormatsBecomeGrammars) {
+    EXPECT_TRUE(parse_chat_request("{" + kUser + "}").grammar.empty());
+    EXPECT_TRUE(parse_chat_request("{" + kUser + R"(, "response_format": {"type": "text"}})")
+                    .grammar.empty());
+    CompletionRequest r =
+        parse_chat_request("{" + kUser + R"(, "response_format": {"type": "json_object"}})");
+    EXPECT_NE(r.grammar.find("root ::= object"), std::string::npos) << r.grammar;
+    EXPECT_EQ(r.grammar_param, "response_format");
+    r = parse_chat_request("{" + kUser + R"(, "response_format": {"type": "json_schema",
+        "json_schema": {"name": "n", "strict": true, "schema": {"type": "object",
+        "properties": {"b": {"type": "boolean"}, "a": {"type": "integer"}}, "required": ["b", "a"]}}}})");
+    // Properties in the schema's order, not sorted.
+    const std::string object_rule = r.grammar.substr(r.grammar.find("schema ::="));
+    EXPECT_LT(object_rule.find("schema-b-kv"), object_rule.find("schema-a-kv")) << r.grammar;
+    r = parse_completion_request(R"({"prompt": "x", "json_schema": {"type": "integer"}})");
+    EXPECT_EQ(r.grammar_param, "json_schema");
+    r = parse_completion_request(R"({"prompt": "x", "grammar": "root ::= \"yes\" | \"no\""})");
+    EXPECT_EQ(r.grammar, R"(root ::= "yes" | "no")");
+    EXPECT_EQ(r.grammar_param, "grammar");
+
+    EXPECT_EQ(param_of("{" + kUser + R"(, "response_format": {"type": "json_schema"}})"),
+              "response_format");
+    // A schema the grammar cannot enforce is refused, naming the field and the keyword.
+    try {
+        parse_chat_request("{" + kUser + R"(, "response_format": {"type": "json_schema",
+            "json_schema": {"name": "n", "schema": {"type": "object", "properties":
+            {"age": {"type": "integer", "minimum": 0}}}}}})");
+        ADD_FAILURE() << "accepted";
+    } catch (const ApiError& e) {
+        EXPECT_EQ(e.param(), "response_format");
+        EXPECT_NE(std::string(e.what()).find("'minimum' is not supported"), std::string::npos)
+            << e.what();
+    }
+    EXPECT_EQ(param_of("{" + kUser + R"(, "grammar": 3})"), "grammar");
+    EXPECT_EQ(
+        param_of("{" + kUser +
+                 R"(, "response_format": {"type": "json_object"}, "grammar": "root ::= \"a\""})"),
+        "grammar");
 }
 
 TEST(CompletionRequest, Prompts) {

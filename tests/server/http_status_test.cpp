@@ -212,8 +212,8 @@ TEST_F(Served, GarbageNeverTakesTheServerDown) {
         "1e999",
         std::string(3000, '[')};
     for (const std::string& body : junk) {
-        for (const char* path :
-             {"/v1/chat/completions", "/v1/completions", "/tokenize", "/detokenize"}) {
+        for (const char* path : {"/v1/chat/completions", "/v1/completions", "/tokenize",
+                                 "/detokenize", "/v1/messages", "/v1/messages/count_tokens"}) {
             HttpResponse r = post(path, body);
             EXPECT_GE(r.status, 400) << path << " " << body.substr(0, 40);
             EXPECT_LT(r.status, 500) << path << " " << body.substr(0, 40) << ": " << r.body;
@@ -221,6 +221,58 @@ TEST_F(Served, GarbageNeverTakesTheServerDown) {
     }
     EXPECT_EQ(http_request("GET", server_->url("/health")).status, 200);
     EXPECT_EQ(post("/v1/chat/completions", kHello).status, 200);
+}
+
+// Grammars and schemas are outside input too: each bad one is a 400 naming its field.
+TEST_F(Served, BadGrammarsAndSchemasAre400) {
+    const std::string user = R"("messages": [{"role": "user", "content": "hi"}], "max_tokens": 4)";
+    const std::vector<std::pair<std::string, std::string>> cases = {
+        {R"("grammar": "root ::= root \"a\"")", "grammar"},
+        {R"x("grammar": "root ::= (((\"a\")")x", "grammar"},
+        {R"("grammar": "root ::= undefined")", "grammar"},
+        {R"("grammar": "root ::= \"a\"{99999999}")", "grammar"},
+        {R"("response_format": {"type": "json_schema", "json_schema": {"schema": {"type": "integer", "maximum": 3}}})",
+         "response_format"},
+        {R"("response_format": {"type": "json_schema", "json_schema": {"schema": {"$ref": "#/nowhere"}}})",
+         "response_format"},
+        {R"("json_schema": {"type": "array", "minItems": 5, "maxItems": 1})", "json_schema"},
+        {R"("tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "string", "pattern": "x"}}}], "tool_choice": "required")",
+         "tools"},
+    };
+    for (const auto& [field, param] : cases) {
+        expect_error(post("/v1/chat/completions", "{" + user + ", " + field + "}"), 400, {}, field);
+        const json e =
+            json::parse(post("/v1/chat/completions", "{" + user + ", " + field + "}").body);
+        EXPECT_EQ(e["error"]["param"], param) << field;
+    }
+    // Nested past any sensible schema: refused, not a stack overflow.
+    std::string deep = R"({"type": "array", "items": )";
+    std::string close = "}";
+    for (int i = 0; i < 80; ++i) {
+        deep += R"({"type": "array", "items": )";
+        close += "}";
+    }
+    const std::string schema = deep + R"({"type": "integer"})" + close;
+    expect_error(post("/v1/completions", R"({"prompt": "x", "json_schema": )" + schema + "}"), 400,
+                 {}, "deep schema");
+    EXPECT_EQ(post("/v1/chat/completions", kHello).status, 200);
+}
+
+// A body nested deeper than any request needs is refused before it is parsed: copying or
+// dumping such a value recursed until the server ran out of stack and died.
+TEST(ServerBodies, DeeplyNestedJsonIs400) {
+    ServerProcess server({});
+    const std::string deep = std::string(200000, '[') + std::string(200000, ']');
+    for (const char* path :
+         {"/v1/chat/completions", "/v1/completions", "/v1/messages", "/tokenize"}) {
+        const std::string body = R"({"messages": [{"role": "user", "content": )" + deep +
+                                 R"(}], "prompt": )" + deep + R"(, "content": )" + deep + "}";
+        const HttpResponse r = http_request("POST", server.url(path), body);
+        EXPECT_EQ(r.status, 400) << path << ": " << r.body.substr(0, 200);
+        EXPECT_NE(r.body.find("nests deeper than"), std::string::npos)
+            << path << ": " << r.body.substr(0, 200);
+    }
+    EXPECT_EQ(http_request("POST", server.url("/v1/chat/completions"), kHello).status, 200);
 }
 
 TEST(ServerAuth, ApiKeyRequiredExceptForHealth) {

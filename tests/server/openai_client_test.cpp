@@ -1,9 +1,10 @@
 // The official openai npm client against `tandem serve` (tests/node/openai_server_test.mjs):
 // non-stream and stream, stop strings, usage, errors as exceptions, API keys, eight concurrent
-// streams equal to their solo runs, and a client that disconnects mid-stream.
+// streams equal to their solo runs, a client that disconnects mid-stream; tool calls through
+// each tool-call format (Qwen3's template, Llama 3.1's, and a template that renders no tools),
+// and structured output validated against its schema.
 #include <gtest/gtest.h>
 
-#include <filesystem>
 #include <string>
 
 #include "server_process.h"
@@ -12,22 +13,9 @@
 namespace tandem::testing {
 namespace {
 
-const std::string kNodeDir = std::string(TANDEM_SOURCE_DIR) + "/tests/node";
-
-// Runs one scenario of the node script against the server; its output explains a failure.
 void run_scenario(const ServerProcess& server, const std::string& scenario,
                   const std::string& api_key = {}) {
-    ASSERT_TRUE(std::filesystem::exists(kNodeDir + "/node_modules/openai/package.json"))
-        << "the openai npm package is missing: run tests/node/setup.sh";
-    std::string cmd = "cd " + shell_quote(kNodeDir) +
-                      " && timeout 300 node openai_server_test.mjs --base " +
-                      shell_quote(server.base()) + " --model " + shell_quote(served_model_id()) +
-                      " --scenario " + scenario;
-    if (!api_key.empty()) cmd += " --api-key " + shell_quote(api_key);
-    std::string out;
-    const int status = run_command(cmd, &out);
-    std::printf("%s", out.c_str());
-    EXPECT_EQ(status, 0) << out << "\nserver log:\n" << server.log();
+    run_node_scenario(server, "openai_server_test.mjs", scenario, api_key);
 }
 
 TEST(OpenAiClient, ChatCompletionsStreamingStopsUsageAndErrors) {
@@ -48,6 +36,36 @@ TEST(OpenAiClient, EightConcurrentStreamsEqualSoloRuns) {
 TEST(OpenAiClient, DisconnectMidStreamFreesTheSlot) {
     ServerProcess server({"--parallel", "1", "--queue", "0", "--ctx", "16384"});
     run_scenario(server, "disconnect");
+}
+
+// Hermes <tool_call> JSON, rendered by Qwen3's template.
+TEST(OpenAiClient, ToolCallsQwen3Template) {
+    ServerProcess server(
+        {"--parallel", "4", "--ctx", "4096", "--chat-template", qwen3_template_path()});
+    EXPECT_NE(server.log().find("tool calls: hermes format"), std::string::npos) << server.log();
+    run_scenario(server, "tools");
+}
+
+// Llama 3.1's JSON calls, rendered by its template.
+TEST(OpenAiClient, ToolCallsLlama31Template) {
+    ServerProcess server({"--parallel", "4", "--ctx", "4096", "--chat-template",
+                          vendored_template_path("llama3_1_tools")});
+    EXPECT_NE(server.log().find("tool calls: llama3_json format"), std::string::npos)
+        << server.log();
+    run_scenario(server, "tools");
+}
+
+// The test model's ChatML template renders no tools: they go into a system prompt.
+TEST(OpenAiClient, ToolCallsTemplateWithoutTools) {
+    ServerProcess server({"--parallel", "4", "--ctx", "4096"});
+    EXPECT_NE(server.log().find("the template renders no tools"), std::string::npos)
+        << server.log();
+    run_scenario(server, "tools");
+}
+
+TEST(OpenAiClient, StructuredOutputValidatesAgainstTheSchema) {
+    ServerProcess server({"--parallel", "6", "--ctx", "2048"});
+    run_scenario(server, "structured");
 }
 
 }  // namespace

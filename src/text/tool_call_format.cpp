@@ -1,0 +1,385 @@
+// The tool-call formats and the streaming split of a reply into content and calls.
+#include "text/tool_call_format.h"
+
+#include <algorithm>
+
+#include "text/json_schema_grammar.h"
+
+namespace tandem {
+namespace {
+
+using ojson = nlohmann::ordered_json;
+
+bool is_space(char c) {
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+
+std::string_view trim(std::string_view s) {
+    while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
+    while (!s.empty() && is_space(s.back())) s.remove_suffix(1);
+    return s;
+}
+
+std::string compact(const ojson& value) {
+    return value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+// {"name": "...", "<args_key>": {...}}; arguments given as a JSON string are read too.
+std::optional<ToolCall> call_from_json(const ojson& j,
+                                       std::initializer_list<const char*> args_keys) {
+    if (!j.is_object()) return std::nullopt;
+    auto name = j.find("name");
+    if (name == j.end() || !name->is_string() || name->get<std::string>().empty())
+        return std::nullopt;
+    for (const auto& item : j.items()) {
+        const std::string& key = item.key();
+        const bool known = key == "name" || key == "type" ||
+                           std::any_of(args_keys.begin(), args_keys.end(),
+                                       [&](const char* k) { return key == k; });
+        if (!known) return std::nullopt;
+    }
+    ojson args = ojson::object();
+    for (const char* key : args_keys) {
+        auto a = j.find(key);
+        if (a == j.end()) continue;
+        args = *a;
+        if (args.is_string()) {
+            args = ojson::parse(args.get<std::string>(), nullptr, /*allow_exceptions=*/false);
+        }
+        break;
+    }
+    if (!args.is_object()) return std::nullopt;
+    return ToolCall{name->get<std::string>(), compact(args)};
+}
+
+// The JSON schema of a tool's arguments: its parameters, or an empty object when it has none.
+ojson arguments_schema(const ToolSpec& tool) {
+    if (tool.parameters.is_null())
+        return ojson{{"type", "object"}, {"properties", ojson::object()}};
+    return tool.parameters;
+}
+
+// `{"name": "NAME", "KEY": ARGS}` for each tool, as alternatives of one rule.
+std::string call_alternatives(JsonGrammarBuilder& b, const std::vector<ToolSpec>& tools,
+                              const char* args_key) {
+    std::string body;
+    for (const ToolSpec& t : tools) {
+        const std::string args = b.add_schema(arguments_schema(t), t.name + "-args");
+        if (!body.empty()) body += " | ";
+        body += JsonGrammarBuilder::literal("{\"name\": " + compact(ojson(t.name)) + ", \"" +
+                                            args_key + "\": ") +
+                " " + args + " \"}\"";
+    }
+    return b.add_rule("call", body);
+}
+
+// --- hermes: Qwen 2.5 / 3, Hermes 2 Pro ----------------------------------------------------
+
+bool hermes_detect(std::string_view source) {
+    return source.find("<tool_call>") != std::string_view::npos &&
+           source.find("<function=") == std::string_view::npos;
+}
+
+std::optional<std::vector<ToolCall>> hermes_parse(std::string_view, std::string_view body) {
+    const ojson j = ojson::parse(trim(body), nullptr, /*allow_exceptions=*/false);
+    auto call = call_from_json(j, {"arguments", "parameters"});
+    if (!call) return std::nullopt;
+    return std::vector<ToolCall>{*call};
+}
+
+std::string hermes_grammar(const std::vector<ToolSpec>& tools, bool parallel) {
+    JsonGrammarBuilder b;
+    const std::string call = call_alternatives(b, tools, "arguments");
+    const std::string block =
+        b.add_rule("block", "\"<tool_call>\\n\" " + call + " \"\\n</tool_call>\"");
+    return b.grammar(parallel ? block + " (\"\\n\" " + block + ")*" : block);
+}
+
+std::string hermes_system_prompt(const ojson& tools) {
+    std::string out =
+        "# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are "
+        "provided with function signatures within <tools></tools> XML tags:\n<tools>";
+    for (const auto& t : tools) out += "\n" + compact(t);
+    out +=
+        "\n</tools>\n\nFor each function call, return a json object with function name and "
+        "arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": "
+        "<function-name>, \"arguments\": <args-json-object>}\n</tool_call>";
+    return out;
+}
+
+std::string hermes_render(const std::vector<ToolCall>& calls) {
+    std::string out;
+    for (const ToolCall& c : calls) {
+        if (!out.empty()) out += "\n";
+        out += "<tool_call>\n{\"name\": " + compact(ojson(c.name)) +
+               ", \"arguments\": " + c.arguments + "}\n</tool_call>";
+    }
+    return out;
+}
+
+// --- llama3_json: Llama 3.1 / 3.2 / 3.3 --------------------------------------------------
+
+bool llama3_detect(std::string_view source) {
+    return source.find("ipython") != std::string_view::npos &&
+           source.find("\"parameters\"") != std::string_view::npos;
+}
+
+// One object, or several separated by ';' (Llama 3.2 sometimes writes them so).
+std::optional<std::vector<ToolCall>> llama3_parse(std::string_view opener, std::string_view body) {
+    std::string text = (opener == "{" ? "{" : "") + std::string(body);
+    std::vector<ToolCall> calls;
+    std::string_view rest = trim(text);
+    while (!rest.empty()) {
+        // The object ends where a JSON parse of the longest balanced prefix succeeds.
+        size_t end = std::string_view::npos;
+        int depth = 0;
+        bool in_string = false, escaped = false;
+        for (size_t i = 0; i < rest.size(); ++i) {
+            const char c = rest[i];
+            if (in_string) {
+                if (escaped)
+                    escaped = false;
+                else if (c == '\\')
+                    escaped = true;
+                else if (c == '"')
+                    in_string = false;
+            } else if (c == '"') {
+                in_string = true;
+            } else if (c == '{') {
+                ++depth;
+            } else if (c == '}') {
+                if (--depth == 0) {
+                    end = i + 1;
+                    break;
+                }
+            }
+        }
+        if (end == std::string_view::npos) return std::nullopt;
+        const ojson j = ojson::parse(rest.substr(0, end), nullptr, /*allow_exceptions=*/false);
+        auto call = call_from_json(j, {"parameters", "arguments"});
+        if (!call) return std::nullopt;
+        calls.push_back(*call);
+        rest = trim(rest.substr(end));
+        if (!rest.empty() && rest.front() == ';') rest = trim(rest.substr(1));
+    }
+    if (calls.empty()) return std::nullopt;
+    return calls;
+}
+
+std::string llama3_grammar(const std::vector<ToolSpec>& tools, bool) {
+    // Llama 3.1's template refuses more than one call per turn: one call, whatever `parallel`.
+    JsonGrammarBuilder b;
+    return b.grammar(call_alternatives(b, tools, "parameters"));
+}
+
+std::string llama3_system_prompt(const ojson& tools) {
+    std::string out =
+        "Given the following functions, please respond with a JSON for a function call with its "
+        "proper arguments that best answers the given prompt.\n\nRespond in the format "
+        "{\"name\": function name, \"parameters\": dictionary of argument name and its value}. "
+        "Do not use variables.\n";
+    for (const auto& t : tools) out += "\n" + compact(t) + "\n";
+    return out;
+}
+
+std::string llama3_render(const std::vector<ToolCall>& calls) {
+    std::string out;
+    for (const ToolCall& c : calls) {
+        if (!out.empty()) out += "; ";
+        out += "{\"name\": " + compact(ojson(c.name)) + ", \"parameters\": " + c.arguments + "}";
+    }
+    return out;
+}
+
+}  // namespace
+
+const std::vector<ToolCallFormat>& tool_call_formats() {
+    static const std::vector<ToolCallFormat> kFormats = {
+        {"hermes",
+         hermes_detect,
+         {"<tool_call>"},
+         false,
+         "</tool_call>",
+         hermes_parse,
+         hermes_grammar,
+         hermes_system_prompt,
+         hermes_render},
+        {"llama3_json",
+         llama3_detect,
+         {"<|python_tag|>", "{"},
+         true,
+         "",
+         llama3_parse,
+         llama3_grammar,
+         llama3_system_prompt,
+         llama3_render},
+    };
+    return kFormats;
+}
+
+const ToolCallFormat& tool_call_format_for_template(std::string_view source) {
+    for (const ToolCallFormat& f : tool_call_formats()) {
+        if (f.detect(source)) return f;
+    }
+    return tool_call_formats().front();
+}
+
+const ToolCallFormat* find_tool_call_format(std::string_view name) {
+    for (const ToolCallFormat& f : tool_call_formats()) {
+        if (name == f.name) return &f;
+    }
+    return nullptr;
+}
+
+void ToolCallParser::emit_text(std::string text, std::vector<Event>& out) {
+    if (text.empty()) return;
+    // Trailing whitespace waits: dropped if a call follows it, sent before the next content
+    // otherwise (so that how the text was split into pieces changes nothing).
+    const size_t last = text.find_last_not_of(" \t\r\n");
+    if (last == std::string::npos) {
+        space_ += text;
+        return;
+    }
+    std::string tail = text.substr(last + 1);
+    text.resize(last + 1);
+    text = std::move(space_) + text;
+    space_ = std::move(tail);
+    said_something_ = true;
+    if (!out.empty() && !out.back().call) {
+        out.back().text += text;
+    } else {
+        out.push_back({std::move(text), std::nullopt});
+    }
+}
+
+void ToolCallParser::emit_block(std::string_view body, bool final, std::vector<Event>& out) {
+    auto calls = format_.parse_block(opener_, body);
+    if (!calls) {
+        std::string text = opener_ + std::string(body);
+        if (!final) text += format_.closer;
+        // Malformed: the model's text, as it wrote it.
+        text = std::move(space_) + text;
+        space_.clear();
+        said_something_ = true;
+        if (!out.empty() && !out.back().call) {
+            out.back().text += text;
+        } else {
+            out.push_back({std::move(text), std::nullopt});
+        }
+        return;
+    }
+    space_.clear();
+    for (ToolCall& c : *calls) {
+        out.push_back({{}, std::move(c)});
+        ++n_calls_;
+    }
+}
+
+std::vector<ToolCallParser::Event> ToolCallParser::feed(std::string_view text) {
+    std::vector<Event> out;
+    buffer_.append(text);
+    for (;;) {
+        if (in_block_) {
+            if (format_.closer.empty()) break;  // runs to the end of the reply
+            const size_t end = buffer_.find(format_.closer);
+            if (end == std::string::npos) break;
+            emit_block(std::string_view(buffer_).substr(0, end), /*final=*/false, out);
+            buffer_.erase(0, end + format_.closer.size());
+            in_block_ = false;
+            continue;
+        }
+        const bool may_open = !format_.opens_at_start || (!said_something_ && n_calls_ == 0);
+        if (!may_open) {
+            emit_text(std::move(buffer_), out);
+            buffer_.clear();
+            break;
+        }
+        // The earliest opener; for formats that open only at the start, only after whitespace.
+        size_t at = std::string::npos;
+        const std::string* opener = nullptr;
+        for (const std::string& o : format_.openers) {
+            const size_t p = buffer_.find(o);
+            if (p < at) {
+                at = p;
+                opener = &o;
+            }
+        }
+        if (format_.opens_at_start && at != std::string::npos &&
+            !std::all_of(buffer_.begin(), buffer_.begin() + static_cast<std::ptrdiff_t>(at),
+                         is_space)) {
+            at = std::string::npos;
+        }
+        if (at != std::string::npos) {
+            emit_text(buffer_.substr(0, at), out);
+            opener_ = *opener;
+            buffer_.erase(0, at + opener->size());
+            in_block_ = true;
+            continue;
+        }
+        // Hold back a tail that may still become an opener.
+        size_t keep = 0;
+        for (const std::string& o : format_.openers) {
+            for (size_t n = std::min(o.size() - 1, buffer_.size()); n > keep; --n) {
+                if (buffer_.compare(buffer_.size() - n, n, o, 0, n) == 0) {
+                    keep = n;
+                    break;
+                }
+            }
+        }
+        if (format_.opens_at_start) {
+            // Nothing but whitespace so far: all of it may still precede an opener.
+            const size_t first = buffer_.find_first_not_of(" \t\r\n");
+            if (first == std::string::npos)
+                keep = buffer_.size();
+            else if (keep == 0 || first + keep != buffer_.size()) {
+                // Content that cannot be a call: the reply is plain text.
+                said_something_ = true;
+                keep = 0;
+            }
+        }
+        emit_text(buffer_.substr(0, buffer_.size() - keep), out);
+        buffer_.erase(0, buffer_.size() - keep);
+        break;
+    }
+    return out;
+}
+
+std::vector<ToolCallParser::Event> ToolCallParser::finish() {
+    std::vector<Event> out;
+    if (in_block_) {
+        // A block the reply ended in (a closer never came): a call only if it parses whole.
+        emit_block(buffer_, /*final=*/true, out);
+        in_block_ = false;
+    } else {
+        emit_text(std::move(buffer_), out);
+    }
+    buffer_.clear();
+    // Trailing whitespace of a reply without calls is part of its content.
+    if (n_calls_ == 0 && !space_.empty()) {
+        std::string text = std::move(space_);
+        space_.clear();
+        if (!out.empty() && !out.back().call)
+            out.back().text += text;
+        else
+            out.push_back({std::move(text), std::nullopt});
+    }
+    return out;
+}
+
+ParsedReply parse_tool_calls(const ToolCallFormat& format, std::string_view reply) {
+    ToolCallParser parser(format);
+    ParsedReply r;
+    auto take = [&](std::vector<ToolCallParser::Event> events) {
+        for (auto& e : events) {
+            if (e.call)
+                r.calls.push_back(std::move(*e.call));
+            else
+                r.content += e.text;
+        }
+    };
+    take(parser.feed(reply));
+    take(parser.finish());
+    return r;
+}
+
+}  // namespace tandem

@@ -1,0 +1,98 @@
+// How a model family writes tool calls, as a table: each format names the template marks that
+// identify it, where a call starts and ends in the output, how a call block parses, how to write
+// calls back for a template that cannot, and the grammar that forces a call (tool_choice
+// "required" or a named function). Adding a family is one more entry in tool_call_format.cpp.
+//
+// Formats: "hermes" (Qwen 2.5/3, Hermes: <tool_call>{"name": ..., "arguments": ...}</tool_call>)
+// and "llama3_json" (Llama 3.1-3.3: the whole reply a {"name": ..., "parameters": ...} object).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace tandem {
+
+struct ToolCall {
+    std::string name;
+    std::string arguments;  // a JSON object, compact
+};
+
+// A function the client offers: its name and the JSON schema of its arguments.
+struct ToolSpec {
+    std::string name;
+    nlohmann::ordered_json parameters;  // null: no parameters
+};
+
+struct ToolCallFormat {
+    const char* name;
+    // True when a chat template's source speaks this format.
+    bool (*detect)(std::string_view template_source);
+    // Where a call block starts; text before the first is content. With `opens_at_start`, only
+    // at the start of the reply (after whitespace).
+    std::vector<std::string> openers;
+    bool opens_at_start;
+    // Where a block ends; empty: it runs to the end of the reply.
+    std::string closer;
+    // The calls of one block (its opener, and the text up to the closer or the end); nullopt
+    // when it is not a well-formed call.
+    std::optional<std::vector<ToolCall>> (*parse_block)(std::string_view opener,
+                                                        std::string_view body);
+    // GBNF of a reply made of one call to one of `tools` (or, with `parallel`, one or more).
+    std::string (*grammar)(const std::vector<ToolSpec>& tools, bool parallel);
+    // For templates that do not render tools: a system prompt describing them, and an
+    // assistant turn's calls written as the model would write them.
+    std::string (*system_prompt)(const nlohmann::ordered_json& tools);
+    std::string (*render_calls)(const std::vector<ToolCall>& calls);
+};
+
+// The formats, in detection order.
+const std::vector<ToolCallFormat>& tool_call_formats();
+// The format a template speaks; "hermes" when none is recognised.
+const ToolCallFormat& tool_call_format_for_template(std::string_view template_source);
+// By name; null when unknown.
+const ToolCallFormat* find_tool_call_format(std::string_view name);
+
+// Splits a reply, as it streams, into content and tool calls. A block that does not parse is
+// handed on as content, exactly as written. Whitespace between calls, and around them, is
+// dropped.
+class ToolCallParser {
+  public:
+    explicit ToolCallParser(const ToolCallFormat& format) : format_(format) {}
+
+    struct Event {
+        std::string text;  // content, when `call` is empty
+        std::optional<ToolCall> call;
+    };
+    // Text as it comes; returns what is settled (content that cannot start a call, calls whose
+    // block is complete).
+    std::vector<Event> feed(std::string_view text);
+    // The end of the reply: everything still held.
+    std::vector<Event> finish();
+    // Calls found so far.
+    int n_calls() const { return n_calls_; }
+
+  private:
+    void emit_text(std::string text, std::vector<Event>& out);
+    void emit_block(std::string_view body, bool final, std::vector<Event>& out);
+
+    const ToolCallFormat& format_;
+    std::string buffer_;  // not yet settled
+    std::string space_;   // whitespace held until we know what follows it
+    std::string opener_;  // the opener of the block being read
+    bool in_block_ = false;
+    bool said_something_ = false;  // content other than whitespace went out
+    int n_calls_ = 0;
+};
+
+// A whole reply at once.
+struct ParsedReply {
+    std::string content;
+    std::vector<ToolCall> calls;
+};
+ParsedReply parse_tool_calls(const ToolCallFormat& format, std::string_view reply);
+
+}  // namespace tandem

@@ -1,0 +1,234 @@
+// Tool-call formats on fixed strings: replies split into content and calls, whole and streamed
+// in every split, malformed calls kept as text; the forcing grammar accepts the calls a format
+// writes, and whatever a walk through it writes parses back into calls that fit the tools.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <memory>
+#include <random>
+#include <sstream>
+#include <string>
+
+#include "text/grammar.h"
+#include "text/grammar_matcher.h"
+#include "text/tool_call_format.h"
+
+namespace tandem {
+namespace {
+
+using ojson = nlohmann::ordered_json;
+
+const ToolCallFormat& format(const char* name) {
+    const ToolCallFormat* f = find_tool_call_format(name);
+    EXPECT_NE(f, nullptr) << name;
+    return *f;
+}
+
+// Feeds the reply in pieces of `step` bytes; returns the events merged like parse_tool_calls.
+ParsedReply streamed(const ToolCallFormat& f, const std::string& reply, size_t step,
+                     std::string* leaked = nullptr) {
+    ToolCallParser p(f);
+    ParsedReply r;
+    auto take = [&](std::vector<ToolCallParser::Event> events) {
+        for (auto& e : events) {
+            if (e.call) {
+                r.calls.push_back(*e.call);
+            } else {
+                r.content += e.text;
+                if (leaked) *leaked += e.text;
+            }
+        }
+    };
+    for (size_t i = 0; i < reply.size(); i += step) take(p.feed(reply.substr(i, step)));
+    take(p.finish());
+    return r;
+}
+
+void expect_same(const ParsedReply& a, const ParsedReply& b, const std::string& context) {
+    EXPECT_EQ(a.content, b.content) << context;
+    ASSERT_EQ(a.calls.size(), b.calls.size()) << context;
+    for (size_t i = 0; i < a.calls.size(); ++i) {
+        EXPECT_EQ(a.calls[i].name, b.calls[i].name) << context;
+        EXPECT_EQ(a.calls[i].arguments, b.calls[i].arguments) << context;
+    }
+}
+
+// Every split of the reply gives the whole-reply answer.
+ParsedReply parse_every_way(const ToolCallFormat& f, const std::string& reply) {
+    const ParsedReply whole = parse_tool_calls(f, reply);
+    for (size_t step = 1; step <= reply.size(); ++step) {
+        expect_same(streamed(f, reply, step), whole, "step " + std::to_string(step));
+    }
+    return whole;
+}
+
+TEST(HermesToolCalls, ContentThenCalls) {
+    const ParsedReply r = parse_every_way(
+        format("hermes"),
+        "Let me check.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": "
+        "\"Paris\", \"days\": 2}}\n</tool_call>\n<tool_call>\n{\"name\": \"get_time\", "
+        "\"arguments\": {}}\n</tool_call>\n");
+    EXPECT_EQ(r.content, "Let me check.");
+    ASSERT_EQ(r.calls.size(), 2u);
+    EXPECT_EQ(r.calls[0].name, "get_weather");
+    EXPECT_EQ(r.calls[0].arguments, R"({"city":"Paris","days":2})");
+    EXPECT_EQ(r.calls[1].name, "get_time");
+    EXPECT_EQ(r.calls[1].arguments, "{}");
+}
+
+TEST(HermesToolCalls, PlainTextAndMalformedCallsStayText) {
+    const ToolCallFormat& f = format("hermes");
+    for (const std::string& reply : {
+             std::string("Just an answer, with <b>tags</b> and a < sign.\n\n"),
+             std::string("<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": }\n</tool_call>"),
+             std::string("<tool_call>\n{\"arguments\": {}}\n</tool_call> after"),
+             std::string("<tool_call>\n{\"name\": \"f\", \"arguments\": 3}\n</tool_call>"),
+             std::string("<tool_call>{\"name\": \"f\", \"arguments\": {}, \"x\": 1}</tool_call>"),
+             std::string("ends in an opener prefix <tool_ca"),
+             std::string("unterminated <tool_call>\n{\"name\": \"f\", \"argu"),
+         }) {
+        const ParsedReply r = parse_every_way(f, reply);
+        EXPECT_EQ(r.content, reply);
+        EXPECT_TRUE(r.calls.empty()) << reply;
+    }
+    // A block cut short of its closer is still a call when it parses whole.
+    const ParsedReply cut =
+        parse_every_way(f, "<tool_call>\n{\"name\": \"f\", \"arguments\": \"{\\\"a\\\": 1}\"}\n");
+    ASSERT_EQ(cut.calls.size(), 1u);
+    EXPECT_EQ(cut.calls[0].arguments, R"({"a":1})");
+    EXPECT_EQ(cut.content, "");
+    // A malformed block between good ones stays as text in its place.
+    const ParsedReply mixed = parse_every_way(
+        f,
+        "<tool_call>{\"name\": \"a\", \"arguments\": {}}</tool_call><tool_call>oops</tool_call>"
+        "<tool_call>{\"name\": \"b\", \"arguments\": {}}</tool_call>");
+    ASSERT_EQ(mixed.calls.size(), 2u);
+    EXPECT_EQ(mixed.content, "<tool_call>oops</tool_call>");
+}
+
+TEST(HermesToolCalls, NoOpenerPrefixLeaksIntoContent) {
+    std::string leaked;
+    const std::string reply =
+        "Sure<tool_call>{\"name\": \"f\", \"arguments\": {\"q\": \"<tool_call>\"}}</tool_call>";
+    const ParsedReply r = streamed(format("hermes"), reply, 1, &leaked);
+    EXPECT_EQ(leaked, "Sure");
+    ASSERT_EQ(r.calls.size(), 1u);
+    EXPECT_EQ(r.calls[0].arguments, R"({"q":"<tool_call>"})");
+}
+
+TEST(Llama3ToolCalls, WholeReplyIsTheCall) {
+    const ToolCallFormat& f = format("llama3_json");
+    const ParsedReply r =
+        parse_every_way(f, "  {\"name\": \"get_weather\", \"parameters\": {\"city\": \"Oslo\"}}");
+    ASSERT_EQ(r.calls.size(), 1u);
+    EXPECT_EQ(r.calls[0].name, "get_weather");
+    EXPECT_EQ(r.calls[0].arguments, R"({"city":"Oslo"})");
+    EXPECT_EQ(r.content, "");
+    const ParsedReply two = parse_every_way(
+        f,
+        "{\"type\": \"function\", \"name\": \"a\", \"parameters\": {}}; {\"name\": \"b\", "
+        "\"parameters\": {\"x\": [1, {\"y\": \"}\"}]}}");
+    ASSERT_EQ(two.calls.size(), 2u);
+    EXPECT_EQ(two.calls[1].arguments, R"({"x":[1,{"y":"}"}]})");
+    for (const std::string& text :
+         {std::string("The answer is {\"name\": \"a\", \"parameters\": {}}"),
+          std::string("{\"answer\": 42}"),
+          std::string("{\"name\": \"a\", \"parameters\": {}} trailing"), std::string("Hello!\n"),
+          std::string("  \n")}) {
+        const ParsedReply plain = parse_every_way(f, text);
+        EXPECT_EQ(plain.content, text);
+        EXPECT_TRUE(plain.calls.empty()) << text;
+    }
+}
+
+std::string read_file(const std::string& path) {
+    std::ifstream in(path);
+    std::ostringstream s;
+    s << in.rdbuf();
+    return s.str();
+}
+
+TEST(ToolCallFormats, DetectedFromTemplates) {
+    const std::string dir = std::string(TANDEM_SOURCE_DIR) + "/tests/text/data/chat/templates/";
+    EXPECT_STREQ(tool_call_format_for_template(read_file(dir + "llama3_1_tools.jinja")).name,
+                 "llama3_json");
+    EXPECT_STREQ(tool_call_format_for_template(read_file(dir + "llama3_2.jinja")).name,
+                 "llama3_json");
+    EXPECT_STREQ(tool_call_format_for_template(
+                     "{{- '<tool_call>\\n{\"name\": <function-name>, \"arguments\": ...}' }}")
+                     .name,
+                 "hermes");
+    // Unknown templates get the default.
+    EXPECT_STREQ(tool_call_format_for_template("{{ messages }}").name, "hermes");
+    EXPECT_EQ(find_tool_call_format("nope"), nullptr);
+}
+
+std::vector<ToolSpec> weather_tools() {
+    return {
+        {"get_weather", ojson::parse(R"({"type": "object", "properties": {
+            "city": {"type": "string", "maxLength": 10},
+            "unit": {"enum": ["celsius", "fahrenheit"]},
+            "days": {"type": "integer"}}, "required": ["city", "unit"]})")},
+        {"now", nullptr},
+    };
+}
+
+// The forcing grammar accepts what the format writes, and what a walk through it writes
+// parses into calls of the offered tools with arguments of their schema.
+TEST(ToolCallFormats, GrammarForcesWellFormedCalls) {
+    for (const ToolCallFormat& f : tool_call_formats()) {
+        SCOPED_TRACE(f.name);
+        const auto tools = weather_tools();
+        for (bool parallel : {false, true}) {
+            const std::string gbnf = f.grammar(tools, parallel);
+            GrammarMatcher m(std::make_shared<const Grammar>(Grammar::parse(gbnf)));
+            const std::vector<ToolCall> one = {
+                {"get_weather", R"({"city":"Paris","unit":"celsius"})"}};
+            EXPECT_TRUE(m.matches(f.render_calls(one))) << gbnf << "\n" << f.render_calls(one);
+            EXPECT_TRUE(m.matches(f.render_calls({{"now", "{}"}})));
+            EXPECT_FALSE(m.matches(f.render_calls({{"later", "{}"}})));
+            EXPECT_FALSE(m.matches(f.render_calls({{"get_weather", R"({"city":"Paris"})"}})));
+            EXPECT_FALSE(m.matches("Sure!"));
+            std::mt19937 rng(3);
+            for (int i = 0; i < 50; ++i) {
+                std::string out;
+                GrammarMatcher::State s = m.start();
+                while (!m.accepting(s) || (m.can_continue(s) && rng() % 3 != 0)) {
+                    std::vector<uint8_t> next;
+                    for (int b = 0; b < 256; ++b) {
+                        if (m.advance(s, static_cast<uint8_t>(b)) != GrammarMatcher::kDead)
+                            next.push_back(static_cast<uint8_t>(b));
+                    }
+                    ASSERT_FALSE(next.empty());
+                    uint8_t b = next[rng() % next.size()];
+                    for (uint8_t c : next) {
+                        if ((c == '"' || c == '}') && rng() % 6 == 0) b = c;
+                    }
+                    out += static_cast<char>(b);
+                    s = m.advance(s, b);
+                    ASSERT_LT(out.size(), 5000u);
+                }
+                const ParsedReply r = parse_tool_calls(f, out);
+                ASSERT_GE(r.calls.size(), 1u) << out;
+                EXPECT_EQ(r.content, "") << out;
+                if (!parallel || std::string(f.name) == "llama3_json") {
+                    EXPECT_EQ(r.calls.size(), 1u);
+                }
+                for (const ToolCall& c : r.calls) {
+                    const ojson args = ojson::parse(c.arguments);
+                    if (c.name == "now") {
+                        EXPECT_EQ(args, ojson::object()) << out;
+                    } else {
+                        ASSERT_EQ(c.name, "get_weather") << out;
+                        EXPECT_TRUE(args["city"].is_string()) << out;
+                        EXPECT_TRUE(args["unit"] == "celsius" || args["unit"] == "fahrenheit");
+                        EXPECT_TRUE(!args.contains("days") || args["days"].is_number_integer());
+                    }
+                }
+            }
+        }
+    }
+}
+
+}  // namespace
+}  // namespace tandem
