@@ -33,12 +33,14 @@ Attention::Attention(int n_threads, int n_ctx, int head_dim, int max_group)
         s.query.resize(static_cast<size_t>(max_group) * head_dim * 4);
         s.scores.resize(static_cast<size_t>(max_group) * n_ctx);
         s.weights.resize(static_cast<size_t>(max_group) * n_ctx * 4);
+        s.part.resize(static_cast<size_t>(max_group) * head_dim);
     }
 }
 
 void Attention::run(const KvCache& cache, int layer, const float* q, const TokenPlace* places,
-                    int n_tokens, int n_head, float scale, float* out, ThreadPool& pool) {
+                    int n_tokens, const Params& params, float* out, ThreadPool& pool) {
     const KvShape& s = cache.shape();
+    const int n_head = params.n_head;
     const int group = n_head / s.n_kv_head;
     if (static_cast<size_t>(group) * s.head_dim_k * 4 > scratch_[0].query.size() ||
         s.head_dim_k > head_dim_ || s.head_dim_v > head_dim_) {
@@ -62,16 +64,24 @@ void Attention::run(const KvCache& cache, int layer, const float* q, const Token
             const int kv_head = rest / parts;
             const int h0 = kv_head * group + (rest % parts) * per_part;
             const int64_t row = static_cast<int64_t>(t) * n_head + h0;
-            head_group(cache, layer, q + row * s.head_dim_k, places[t], kv_head, per_part, scale,
+            head_group(cache, layer, q + row * s.head_dim_k, places[t], kv_head, h0, per_part, params,
                        out + row * s.head_dim_v, worker);
         }
     });
 }
 
 void Attention::head_group(const KvCache& cache, int layer, const float* q, TokenPlace place,
-                           int kv_head, int n, float scale, float* out, int worker) {
+                           int kv_head, int h0, int n, const Params& params, float* out, int worker) {
     const KvShape& s = cache.shape();
-    const int n_kv = place.pos + 1;
+    // The positions seen: [first, place.pos], at most the window, in the cache's slots as one
+    // run, or two when they wrap around the ring.
+    const int first = params.window > 0 ? std::max(0, place.pos - params.window + 1) : 0;
+    const int n_kv = place.pos - first + 1;
+    if (n_kv > s.n_ctx || n_kv > n_ctx_) {
+        fail("attention: position {} sees {} positions, the cache keeps {}", place.pos, n_kv, s.n_ctx);
+    }
+    const int slot0 = cache.slot(first);
+    const int run0 = std::min(n_kv, s.n_ctx - slot0);  // slots [slot0, slot0 + run0), then [0, n_kv - run0)
     const int dk = s.head_dim_k, dv = s.head_dim_v;
     const GgmlType format = cache_format(cache);
     const KernelTable& kt = kernels();
@@ -79,24 +89,39 @@ void Attention::head_group(const KvCache& cache, int layer, const float* q, Toke
     const ActQuantizeFn convert = kt.quantize[type_id(format)];
     Scratch& sc = scratch_[worker];
     const size_t vb = cache.value_bytes();
+    const uint8_t* keys = cache.k_head(layer, place.seq, kv_head);
+    const uint8_t* values = cache.v_head(layer, place.seq, kv_head);
 
     // Scores: the keys (rows, one per position) times the queries in the cache type (columns),
     // as ggml converts q to the f16 of the cache before the dot products.
     for (int c = 0; c < n; ++c)
         convert(q + static_cast<size_t>(c) * dk, sc.query.data() + c * dk * vb, dk);
-    dot_columns(dot, dk, cache.k_head(layer, place.seq, kv_head), cache.k_position_bytes(), n_kv,
+    dot_columns(dot, dk, keys + slot0 * cache.k_position_bytes(), cache.k_position_bytes(), run0,
                 sc.query.data(), dk * vb, n, sc.scores.data(), n_ctx_);
+    if (run0 < n_kv) {
+        dot_columns(dot, dk, keys, cache.k_position_bytes(), n_kv - run0, sc.query.data(), dk * vb, n,
+                    sc.scores.data() + run0, n_ctx_);
+    }
 
     // Softmax per head, the weights in the cache type (ggml rounds them to f16 for an f16 cache).
     for (int c = 0; c < n; ++c) {
         float* p = sc.scores.data() + static_cast<size_t>(c) * n_ctx_;
-        softmax(p, n_kv, scale);
+        if (params.sinks != nullptr) {
+            softmax_with_sink(p, n_kv, params.scale, params.sinks[h0 + c]);
+        } else {
+            softmax(p, n_kv, params.scale);
+        }
         convert(p, sc.weights.data() + static_cast<size_t>(c) * n_ctx_ * vb, n_kv);
     }
 
     // Values: the transposed values (rows, one per dimension, of n_kv positions) times the weights.
-    dot_columns(dot, n_kv, cache.v_head(layer, place.seq, kv_head), cache.v_row_bytes(), dv,
-                sc.weights.data(), n_ctx_ * vb, n, out, dv);
+    dot_columns(dot, run0, values + slot0 * vb, cache.v_row_bytes(), dv, sc.weights.data(), n_ctx_ * vb, n, out,
+                dv);
+    if (run0 < n_kv) {
+        dot_columns(dot, n_kv - run0, values, cache.v_row_bytes(), dv, sc.weights.data() + run0 * vb, n_ctx_ * vb, n,
+                    sc.part.data(), dv);
+        for (int i = 0; i < n * dv; ++i) out[i] += sc.part[i];
+    }
 }
 
 }  // namespace tandem

@@ -24,22 +24,33 @@ class Attention {
     // head_dim values and up to max_group query heads per KV head.
     Attention(int n_threads, int n_ctx, int head_dim, int max_group);
 
+    // What one layer's attention sees and how it weighs it.
+    struct Params {
+        int n_head = 0;
+        float scale = 1.0f;            // of q·k
+        int window = 0;                // > 0: positions pos - window < j <= pos only
+        const float* sinks = nullptr;  // [n_head]: exp(sink) joins each head's softmax denominator
+    };
+
     // For every token t and head h: out[t][h] = Σ_j softmax_j(q[t][h] · K[j] · scale) · V[j]
-    // over positions j ≤ pos_t of the token's sequence, K/V from kv head h / (n_head / n_kv).
+    // over the positions j ≤ pos_t of the token's sequence (the last `window` of them when
+    // window > 0, read from the cache's ring), K/V from kv head h / (n_head / n_kv); with sinks,
+    // the softmax's denominator also holds exp(sink[h]) (ggml's soft_max_add_sinks).
     // q: n_tokens × n_head × head_dim_k; out: n_tokens × n_head × head_dim_v.
     void run(const KvCache& cache, int layer, const float* q, const TokenPlace* places,
-             int n_tokens, int n_head, float scale, float* out, ThreadPool& pool);
+             int n_tokens, const Params& params, float* out, ThreadPool& pool);
 
   private:
     // Heads [h0, h0 + n) of one token, all reading KV head kv_head: their queries are the
     // columns of one tile over the keys, their weights the columns of one tile over the values.
     void head_group(const KvCache& cache, int layer, const float* q, TokenPlace place, int kv_head,
-                    int n, float scale, float* out, int worker);
+                    int h0, int n, const Params& params, float* out, int worker);
 
     struct Scratch {
         std::vector<uint8_t> query;    // max_group × head_dim values in the cache type
         std::vector<float> scores;     // max_group × n_ctx
         std::vector<uint8_t> weights;  // max_group × n_ctx values in the cache type
+        std::vector<float> part;       // max_group × head_dim: a second run of ring slots
     };
     int n_ctx_;
     int head_dim_;

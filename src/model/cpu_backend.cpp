@@ -11,8 +11,22 @@
 namespace tandem {
 namespace {
 
-KvShape kv_shape(const ModelConfig& c, const CpuBackendOptions& o) {
-    return {c.n_layer, o.n_seq, o.n_ctx, c.n_head_kv, c.head_dim_k, c.head_dim_v};
+int widest_head(const ModelConfig& c) {
+    int w = 1;
+    for (const LayerConfig& L : c.layers) w = std::max({w, L.head_dim_k, L.head_dim_v});
+    return w;
+}
+
+int widest_group(const ModelConfig& c) {
+    int g = 1;
+    for (const LayerConfig& L : c.layers) g = std::max(g, L.n_head / std::max(1, L.n_head_kv));
+    return g;
+}
+
+int widest_rope(const ModelConfig& c) {
+    int n = c.rope.n_dims;
+    for (const LayerConfig& L : c.layers) n = std::max(n, L.rope.n_dims);
+    return n;
 }
 
 }  // namespace
@@ -21,13 +35,20 @@ CpuBackend::CpuBackend(const Model& model, ThreadPool& pool, const CpuBackendOpt
     : model_(model),
       c_(model.config()),
       pool_(pool),
-      kv_(kv_shape(model.config(), o), o.kv_type),
-      attention_(pool.size(), o.n_ctx,
-                 std::max(model.config().head_dim_k, model.config().head_dim_v),
-                 std::max(1, model.config().n_head / std::max(1, model.config().n_head_kv))),
-      rope_(model.config().rope),
-      rope_cache_(pool.size(), std::vector<float>(model.config().rope.n_dims + 2)) {
-    int64_t widest = std::max<int64_t>({c_.n_embd, int64_t{c_.n_head} * c_.head_dim_v, c_.n_ff});
+      attention_(pool.size(), o.n_ctx, widest_head(model.config()), widest_group(model.config())),
+      rope_cache_(pool.size(), std::vector<float>(widest_rope(model.config()) + 2)) {
+    n_ctx_ = o.n_ctx;
+    kv_.resize(c_.n_layer);
+    for (int il = 0; il < c_.n_layer; ++il) {
+        const LayerConfig& L = c_.layers[il];
+        ropes_.emplace_back(L.rope);
+        if (L.kv_layer != il) continue;
+        const KvShape shape{1, o.n_seq, kv_cache_positions(L, o.n_ctx, o.max_batch), L.n_head_kv, L.head_dim_k,
+                            L.head_dim_v};
+        kv_[il] = std::make_unique<KvCache>(shape, o.kv_type);
+    }
+    int64_t widest = std::max<int64_t>({c_.n_embd, int64_t{c_.n_head} * c_.head_dim_v, c_.n_ff,
+                                        int64_t{c_.n_embd_per_layer} * c_.n_layer});
     activations_.reserve(o.max_batch, widest);
     matmul_jobs_.reserve(8);
     tokens_.reserve(o.max_batch);
@@ -35,13 +56,24 @@ CpuBackend::CpuBackend(const Model& model, ThreadPool& pool, const CpuBackendOpt
     logit_rows_.reserve(o.max_batch);
     if (c_.is_moe()) {
         std::vector<MoeLayer> layers;
-        for (const LayerWeights& L : model.weights().layers) layers.push_back(L.experts);
+        moe_index_.assign(c_.n_layer, -1);
+        for (int il = 0; il < c_.n_layer; ++il) {
+            if (!c_.layers[il].moe) continue;
+            moe_index_[il] = static_cast<int>(layers.size());
+            layers.push_back(model.weights().layers[il].experts);
+        }
         moe_ =
             std::make_unique<MoeExecutor>(std::move(layers), o.max_batch, c_.n_expert_used, pool);
-        routing_ = {c_.n_expert, c_.n_expert_used, c_.expert_weights_norm, c_.expert_weights_scale};
-        router_logits_.resize(static_cast<size_t>(o.max_batch) * c_.n_expert);
+        routing_ = {c_.n_expert, c_.n_expert_used, c_.gating, c_.expert_weights_norm, c_.expert_weights_scale};
+        scores_.resize(static_cast<size_t>(o.max_batch) * c_.n_expert);
         routes_.resize(static_cast<size_t>(o.max_batch) * c_.n_expert_used);
     }
+}
+
+size_t CpuBackend::kv_bytes() const {
+    size_t n = 0;
+    for (const auto& kv : kv_) n += kv ? kv->bytes() : 0;
+    return n;
 }
 
 Act CpuBackend::allocate(int rows, int64_t cols) {
@@ -52,12 +84,13 @@ Act CpuBackend::allocate(int rows, int64_t cols) {
 
 void CpuBackend::set_batch(std::span<const int32_t> tokens, std::span<const TokenPlace> places,
                            std::span<const int32_t> logit_rows) {
+    const KvShape& s = kv_[0]->shape();
     for (const TokenPlace& p : places) {
-        if (p.seq < 0 || p.seq >= kv_.shape().n_seq || p.pos < 0 || p.pos >= kv_.shape().n_ctx) {
+        if (p.seq < 0 || p.seq >= s.n_seq || p.pos < 0 || p.pos >= n_ctx_) {
             fail(
                 "token at sequence {} position {} is outside the KV cache ({} sequences x {} "
                 "positions)",
-                p.seq, p.pos, kv_.shape().n_seq, kv_.shape().n_ctx);
+                p.seq, p.pos, s.n_seq, n_ctx_);
         }
     }
     tokens_.assign(tokens.begin(), tokens.end());
@@ -105,22 +138,30 @@ void CpuBackend::add_bias(Act x, const WeightVector& bias) {
     for (int t = 0; t < x.rows; ++t) add_into(x.row(t), bias.data, x.cols);
 }
 
-void CpuBackend::rope(Act x, int n_heads, int head_dim) {
-    for (int t = 0; t < x.rows; ++t)
-        rope_.apply(x.row(t), n_heads, head_dim, places_[t].pos, rope_cache_[0].data());
+void CpuBackend::rope(int layer, Act x, int n_heads, int head_dim) {
+    const Rope& r = ropes_[layer];
+    for (int t = 0; t < x.rows; ++t) r.apply(x.row(t), n_heads, head_dim, places_[t].pos, rope_cache_[0].data());
 }
 
 void CpuBackend::store_kv(int layer, Act k, Act v) {
+    KvCache& kv = *kv_[layer];
     for (int t = 0; t < k.rows; ++t) {
         const TokenPlace p = places_[t];
-        kv_.store_k(layer, p.seq, p.pos, k.row(t));
-        kv_.store_v(layer, p.seq, p.pos, v.row(t));
+        kv.store_k(0, p.seq, p.pos, k.row(t));
+        kv.store_v(0, p.seq, p.pos, v.row(t));
     }
 }
 
 void CpuBackend::attention(int layer, Act q, Act out) {
-    attention_.run(kv_, layer, q.data, places_.data(), q.rows, c_.n_head, c_.attn_scale, out.data,
-                   pool_);
+    const LayerConfig& L = c_.layers[layer];
+    const WeightVector& sinks = model_.weights().layers[layer].attn_sinks;
+    Attention::Params params;
+    params.n_head = L.n_head;
+    params.scale = L.attn_scale;
+    params.window = L.attention == AttentionKind::kSliding ? L.window : 0;
+    params.sinks = sinks.empty() ? nullptr : sinks.data;
+    if (q.stride != q.cols || out.stride != out.cols) fail("attention: rows must be packed");
+    attention_.run(kv_cache(layer), 0, q.data, places_.data(), q.rows, params, out.data, pool_);
 }
 
 void CpuBackend::glu(GluKind kind, Act gate, Act up, Act out) {
@@ -132,14 +173,43 @@ void CpuBackend::add(Act y, Act x) {
     for (int t = 0; t < y.rows; ++t) add_into(y.row(t), x.row(t), y.cols);
 }
 
-void CpuBackend::moe(int layer, Act in, Act out) {
-    const LayerWeights& L = model_.weights().layers[layer];
+void CpuBackend::scale(Act x, float s) {
+    for (int t = 0; t < x.rows; ++t) {
+        float* p = x.row(t);
+        for (int64_t i = 0; i < x.cols; ++i) p[i] *= s;
+    }
+}
+
+void CpuBackend::mul(Act x, const WeightVector& w) {
+    if (w.size != x.cols && w.size != 1) fail("mul: a vector of {} values for rows of {}", w.size, x.cols);
+    for (int t = 0; t < x.rows; ++t) {
+        float* p = x.row(t);
+        if (w.size == 1) {
+            for (int64_t i = 0; i < x.cols; ++i) p[i] *= w.data[0];
+        } else {
+            for (int64_t i = 0; i < x.cols; ++i) p[i] *= w.data[i];
+        }
+    }
+}
+
+void CpuBackend::softcap(Act x, float cap) {
+    for (int t = 0; t < x.rows; ++t) tandem::softcap(x.row(t), x.cols, cap);
+}
+
+void CpuBackend::copy(Act src, Act dst) {
+    for (int t = 0; t < src.rows; ++t) std::memmove(dst.row(t), src.row(t), sizeof(float) * src.cols);
+}
+
+void CpuBackend::moe(int layer, Act logits, Act in, Act out) {
     const int n = in.rows;
-    Act logits{router_logits_.data(), n, c_.n_expert, c_.n_expert};
-    matmul(in, {{&L.router, logits}});
-    for (int t = 0; t < n; ++t)
-        route_experts(routing_, logits.row(t), routes_.data() + t * c_.n_expert_used);
-    moe_->submit(layer, in.data, n, routes_.data());
+    if (moe_index_.empty() || moe_index_[layer] < 0) fail("moe: layer {} has no experts", layer);
+    for (int t = 0; t < n; ++t) {
+        float* scores = scores_.data() + static_cast<size_t>(t) * c_.n_expert;
+        std::memcpy(scores, logits.row(t), sizeof(float) * c_.n_expert);
+        route_experts(routing_, scores, routes_.data() + t * c_.n_expert_used);
+    }
+    if (in.stride != in.cols) fail("moe: rows must be packed");
+    moe_->submit(moe_index_[layer], in.data, n, routes_.data());
     const float* result = moe_->wait();
     for (int t = 0; t < n; ++t)
         std::memcpy(out.row(t), result + t * in.cols, sizeof(float) * in.cols);

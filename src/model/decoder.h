@@ -1,6 +1,7 @@
-// The forward pass of the decoder architectures (llama, qwen3, qwen3moe), written once
-// against the Ops contract: embedding, then per layer norm → attention → residual → norm →
-// FFN (dense or routed experts) → residual, then the final norm and the output head.
+// The forward pass of the decoder architectures (llama, qwen3, qwen3moe, gemma4, gpt-oss),
+// written once against the Ops contract: embedding, then per layer norm → attention →
+// residual → norm → FFN (dense, routed experts, or both) → residual, then the final norm and the
+// output head. The model's config says which parts a layer has (ModelConfig, LayerConfig).
 #pragma once
 
 #include <cstdint>
@@ -29,14 +30,24 @@ public:
 private:
     // The forward pass of n tokens, of which m want logits.
     void forward(int n, int m);
+    // Gemma's per-layer inputs of the batch into pl_ (n_embd_per_layer > 0).
+    void per_layer_inputs(int n);
     void layer(int il, int n);
+    void attention(int il, int n);
+    // The FFN block of layer il on the residual x_; its output in o_.
+    void ffn(int il, int n);
+    // A dense FFN of layer il: out = down(act(gate(in)) · up(in)).
+    void dense_ffn(int il, Act in, Act out);
+    // The routed experts of layer il on `in` (the router reading router_in) into out.
+    void experts(int il, Act router_in, Act in, Act out);
 
     const ModelConfig& c_;
     Ops& ops_;
     const ModelWeights& w_;  // the backend's
     int max_batch_;
     std::vector<int32_t> logit_rows_;
-    // Activations, max_batch rows each (T = tokens in the batch, M = rows that want logits):
+    // Activations, max_batch rows each (T = tokens in the batch, M = rows that want logits; the
+    // attention buffers are as wide as the widest layer, each layer uses their first columns):
     Act x_;       // [T × n_embd] residual stream
     Act h_;       // [T × n_embd] normed input of a block
     Act q_;       // [T × n_head·dk]
@@ -46,6 +57,12 @@ private:
     Act o_;       // [T × n_embd] block output
     Act gate_;    // [T × n_ff] dense FFN
     Act up_;      // [T × n_ff]
+    Act router_;  // [T × n_expert] router logits
+    Act r_;       // [T × n_embd] router input (kScaledRmsNorm)
+    Act e_;       // [T × n_embd] experts' output beside a dense FFN
+    Act pl_;      // [T × n_pl·n_layer] per-layer inputs: layer il's are columns [il·n_pl, (il+1)·n_pl)
+    Act pl_proj_; // [T × n_pl·n_layer] their projection from the embeddings
+    Act pl_gate_; // [T × n_pl]
     Act out_x_;   // [M × n_embd] rows that want logits
     Act logits_;  // [M × n_vocab]
 };

@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 
 #include "base/error.h"
@@ -30,6 +31,20 @@ size_t experts_bytes(const ExpertMatrix& e, int n_expert) {
     return static_cast<size_t>(n_expert - 1) * e.expert_stride + matrix_bytes(e.matrix);
 }
 
+// The vectors and matrices of a layer (empty ones included), for the upload and its translation.
+template <typename Layer>
+auto layer_vectors(Layer& L) {
+    return std::array{&L.attn_norm,       &L.bq,           &L.bk,           &L.bv,
+                      &L.bo,              &L.q_norm,       &L.k_norm,       &L.attn_sinks,
+                      &L.attn_post_norm,  &L.ffn_norm,     &L.ffn_post_norm, &L.router_bias,
+                      &L.router_scale,    &L.ffn_pre_norm_2, &L.ffn_post_norm_1, &L.ffn_post_norm_2,
+                      &L.pl_post_norm,    &L.out_scale};
+}
+template <typename Layer>
+auto layer_matrices(Layer& L) {
+    return std::array{&L.wq, &L.wk, &L.wv, &L.wo, &L.ffn_gate, &L.ffn_up, &L.ffn_down, &L.router, &L.pl_gate, &L.pl_proj};
+}
+
 // Every array a forward pass reads, as host ranges (the GPU gets the same bytes).
 template <typename Fn>
 void for_each_weight_range(const ModelWeights& w, const ModelConfig& c, Fn add) {
@@ -44,9 +59,12 @@ void for_each_weight_range(const ModelWeights& w, const ModelConfig& c, Fn add) 
     matrix(w.output);
     vector(w.output_norm);
     vector(w.rope_freqs);
+    matrix(w.pl_token_embd);
+    matrix(w.pl_model_proj);
+    vector(w.pl_proj_norm);
     for (const LayerWeights& L : w.layers) {
-        for (const WeightVector* v : {&L.attn_norm, &L.bq, &L.bk, &L.bv, &L.bo, &L.q_norm, &L.k_norm, &L.ffn_norm}) vector(*v);
-        for (const WeightMatrix* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.ffn_gate, &L.ffn_up, &L.ffn_down, &L.router}) matrix(*m);
+        for (const WeightVector* v : layer_vectors(L)) vector(*v);
+        for (const WeightMatrix* m : layer_matrices(L)) matrix(*m);
         if (L.experts.n_expert > 0) {
             for (const ExpertMatrix* e : {&L.experts.gate, &L.experts.up, &L.experts.down}) experts(*e, L.experts.n_expert);
         }
@@ -175,6 +193,26 @@ void GpuBackend::check_supported() const {
         for (const ExpertMatrix* e : {&L.experts.gate, &L.experts.up, &L.experts.down}) check_matrix(e->matrix, "experts");
     }
     if (c_.head_dim_k % 8 != 0) fail("--device cuda: key head size {} (the GPU kernels need a multiple of 8)", c_.head_dim_k);
+    // What the GPU's operations do not implement yet (they would compute something else).
+    auto missing = [&](const char* what) { fail("--device cuda: {} ({}) is not implemented on the GPU yet", what, c_.arch); };
+    for (const LayerConfig& L : c_.layers) {
+        if (L.attention != AttentionKind::kFull) missing("sliding-window attention");
+        if (L.kv_layer != &L - c_.layers.data()) missing("a KV cache shared between layers");
+        if (L.n_head != c_.n_head || L.n_head_kv != c_.n_head_kv || L.head_dim_k != c_.head_dim_k ||
+            L.head_dim_v != c_.head_dim_v) {
+            missing("layers of different head counts or sizes");
+        }
+        if (L.attn_scale != c_.attn_scale) missing("a per-layer attention scale");
+        if (L.rope.freq_base != c_.rope.freq_base || L.rope.freq_scale != c_.rope.freq_scale ||
+            L.rope.n_dims != c_.rope.n_dims || L.rope.freq_factors != c_.rope.freq_factors) {
+            missing("per-layer rope");
+        }
+        if (L.moe && L.dense_ffn) missing("a dense FFN beside the experts");
+    }
+    if (c_.attn_sinks) missing("attention sinks");
+    if (c_.v_norm) missing("the value norm (rms_norm_heads without a weight)");
+    if (c_.activation != GluKind::kSilu || c_.expert_activation != GluKind::kSilu) missing("GELU (ggml's fp16 table) and gpt-oss's SwiGLU");
+    if (c_.gating != ExpertGating::kSoftmax) missing("this expert gating");
 }
 
 void GpuBackend::upload_weights() {
@@ -204,20 +242,21 @@ void GpuBackend::upload_weights() {
     weights_.output = matrix(host.output);
     weights_.output_norm = vector(host.output_norm);
     weights_.rope_freqs = vector(host.rope_freqs);
+    weights_.pl_token_embd = matrix(host.pl_token_embd);
+    weights_.pl_model_proj = matrix(host.pl_model_proj);
+    weights_.pl_proj_norm = vector(host.pl_proj_norm);
     weights_.layers.resize(host.layers.size());
     for (size_t i = 0; i < host.layers.size(); ++i) {
         const LayerWeights& h = host.layers[i];
         LayerWeights& d = weights_.layers[i];
         d = h;
-        for (auto [dst, src] : {std::pair{&d.attn_norm, &h.attn_norm}, {&d.bq, &h.bq}, {&d.bk, &h.bk}, {&d.bv, &h.bv},
-                                {&d.bo, &h.bo}, {&d.q_norm, &h.q_norm}, {&d.k_norm, &h.k_norm}, {&d.ffn_norm, &h.ffn_norm}}) {
-            *dst = vector(*src);
-        }
-        for (auto [dst, src] : {std::pair{&d.wq, &h.wq}, {&d.wk, &h.wk}, {&d.wv, &h.wv}, {&d.wo, &h.wo},
-                                {&d.ffn_gate, &h.ffn_gate}, {&d.ffn_up, &h.ffn_up}, {&d.ffn_down, &h.ffn_down},
-                                {&d.router, &h.router}}) {
-            *dst = matrix(*src);
-        }
+        // The same fields of d and h, in the same order: d's are made to point at the device copy.
+        const auto dv = layer_vectors(d);
+        const auto hv = layer_vectors(h);
+        for (size_t j = 0; j < dv.size(); ++j) *dv[j] = vector(*hv[j]);
+        const auto dm = layer_matrices(d);
+        const auto hm = layer_matrices(h);
+        for (size_t j = 0; j < dm.size(); ++j) *dm[j] = matrix(*hm[j]);
         if (h.experts.n_expert > 0) {
             d.experts.gate = experts(h.experts.gate);
             d.experts.up = experts(h.experts.up);
@@ -317,7 +356,8 @@ void GpuBackend::matmul(Act in, std::initializer_list<MatmulTarget> targets) {
 
 void GpuBackend::add_bias(Act x, const WeightVector& bias) { cuda::add_bias(rows(x), bias.data, stream_.get()); }
 
-void GpuBackend::rope(Act x, int n_heads, int head_dim) {
+void GpuBackend::rope(int layer, Act x, int n_heads, int head_dim) {
+    (void)layer;  // check_supported(): every layer rotates as c_.rope
     cuda::rope(rows(x), n_heads, head_dim, places_, rope_table_, rope_freq_, rope_ramp_, stream_.get());
 }
 
@@ -341,14 +381,17 @@ void GpuBackend::glu(GluKind kind, Act gate, Act up, Act out) {
 
 void GpuBackend::add(Act y, Act x) { cuda::add(rows(y), rows(x), stream_.get()); }
 
-void GpuBackend::moe(int layer, Act in, Act out) {
+void GpuBackend::moe(int layer, Act logits, Act in, Act out) {
     const LayerWeights& L = weights_.layers[layer];
     const MoeLayer& m = L.experts;
     const int n = in.rows, k = c_.n_expert_used, n_routes = n * k;
     const cudaStream_t st = stream_.get();
-    Act logits = router_logits_.first_rows(n);
-    cuda::matmul(ctx_, L.router, in.data, in.stride, n, logits.data, logits.stride);
-    cuda::route_topk(rows(logits), routing_, routes_, st);
+    // route_topk turns the logits into probabilities in place: work on a copy.
+    Act scores = router_logits_.first_rows(n);
+    cuda::check(cudaMemcpy2DAsync(scores.data, sizeof(float) * scores.stride, logits.data, sizeof(float) * logits.stride,
+                                  sizeof(float) * logits.cols, n, cudaMemcpyDeviceToDevice, st),
+                "router logits");
+    cuda::route_topk(rows(scores), routing_, routes_, st);
     cuda::ExpertGroups groups;
     const cuda::ExpertGroups* grouped = nullptr;
     if (n > cuda::kSmallBatch) {
@@ -362,6 +405,30 @@ void GpuBackend::moe(int layer, Act in, Act out) {
     cuda::glu(m.activation, gate, up, gate, st);
     cuda::matmul_routed(ctx_, m.down, routes_, n_routes, 1, expert_gate_, F, expert_down_, E, grouped);
     cuda::moe_weighted_sum(expert_down_, E, routes_, k, rows(out), st);
+}
+
+void GpuBackend::scale(Act x, float s) {
+    (void)x;
+    (void)s;
+    fail("--device cuda: scale is not implemented on the GPU yet");
+}
+
+void GpuBackend::mul(Act x, const WeightVector& w) {
+    (void)x;
+    (void)w;
+    fail("--device cuda: mul is not implemented on the GPU yet");
+}
+
+void GpuBackend::softcap(Act x, float cap) {
+    (void)x;
+    (void)cap;
+    fail("--device cuda: softcap is not implemented on the GPU yet");
+}
+
+void GpuBackend::copy(Act src, Act dst) {
+    (void)src;
+    (void)dst;
+    fail("--device cuda: copy is not implemented on the GPU yet");
 }
 
 void GpuBackend::gather_logit_rows(Act x, Act out) {

@@ -45,12 +45,16 @@ class GpuBackend final : public Ops {
     void rms_norm_heads(Act x, int head_dim, const WeightVector& w, float eps) override;
     void matmul(Act in, std::initializer_list<MatmulTarget> targets) override;
     void add_bias(Act x, const WeightVector& bias) override;
-    void rope(Act x, int n_heads, int head_dim) override;
+    void rope(int layer, Act x, int n_heads, int head_dim) override;
     void store_kv(int layer, Act k, Act v) override;
     void attention(int layer, Act q, Act out) override;
     void glu(GluKind kind, Act gate, Act up, Act out) override;
     void add(Act y, Act x) override;
-    void moe(int layer, Act in, Act out) override;
+    void scale(Act x, float s) override;
+    void mul(Act x, const WeightVector& w) override;
+    void softcap(Act x, float cap) override;
+    void copy(Act src, Act dst) override;
+    void moe(int layer, Act logits, Act in, Act out) override;
     void gather_logit_rows(Act x, Act out) override;
 
   private:

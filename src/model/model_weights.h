@@ -19,21 +19,40 @@ class GgufFile;
 struct LayerWeights {
     WeightVector attn_norm;              // [n_embd]
     WeightMatrix wq, wk, wv, wo;         // [n_embd → n_head·dk], [→ n_kv·dk], [→ n_kv·dv], [n_head·dv → n_embd]
+                                         // wk, wv empty on a layer that reads another's KV cache;
+                                         // wv empty on a Gemma-4 layer whose values are its keys
     WeightVector bq, bk, bv, bo;         // optional biases (empty when absent)
     WeightVector q_norm, k_norm;         // [head_dim_k] (qk_norm architectures)
-    WeightVector ffn_norm;               // [n_embd]
+    WeightVector attn_sinks;             // [n_head] (attn_sinks architectures)
+    WeightVector attn_post_norm;         // [n_embd] (kSandwich: on the attention output)
+    WeightVector ffn_norm;               // [n_embd] the FFN input norm (MoE+dense: the dense MLP's)
+    WeightVector ffn_post_norm;          // [n_embd] (kSandwich: on the FFN output)
     // Dense FFN.
     WeightMatrix ffn_gate, ffn_up, ffn_down;  // [n_embd → n_ff], [n_embd → n_ff], [n_ff → n_embd]
     // MoE FFN.
     WeightMatrix router;                 // [n_embd → n_expert]
+    WeightVector router_bias;            // [n_expert] optional
+    WeightVector router_scale;           // [n_embd] (kScaledRmsNorm router input)
+    WeightVector ffn_pre_norm_2;         // [n_embd] experts' input norm beside a dense MLP (Gemma-4)
+    WeightVector ffn_post_norm_1;        // [n_embd] on the dense MLP's output (Gemma-4)
+    WeightVector ffn_post_norm_2;        // [n_embd] on the experts' output (Gemma-4)
     MoeLayer experts;
+    // Per-layer embeddings (n_embd_per_layer > 0).
+    WeightMatrix pl_gate;                // [n_embd → n_pl]
+    WeightMatrix pl_proj;                // [n_pl → n_embd]
+    WeightVector pl_post_norm;           // [n_embd]
+    WeightVector out_scale;              // [1] optional: the layer's output times it
 };
 
 struct ModelWeights {
     WeightMatrix token_embd;             // [n_vocab rows of n_embd]
     WeightVector output_norm;            // [n_embd]
     WeightMatrix output;                 // [n_embd → n_vocab] (token_embd when tied)
-    WeightVector rope_freqs;             // optional llama-3 rope frequency factors [n_rot / 2]
+    WeightVector rope_freqs;             // optional rope frequency divisors [n_rot / 2]
+    // Per-layer embeddings (n_embd_per_layer > 0, n_pl = n_embd_per_layer, L = n_layer).
+    WeightMatrix pl_token_embd;          // [n_vocab rows of n_pl·L]
+    WeightMatrix pl_model_proj;          // [n_embd → n_pl·L]
+    WeightVector pl_proj_norm;           // [n_pl]
     std::vector<LayerWeights> layers;
     // The f32 copies the vectors and the experts' scales and biases point into.
     std::vector<std::unique_ptr<std::vector<float>>> owned;

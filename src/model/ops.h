@@ -59,25 +59,50 @@ public:
 
     // out[t] = row tokens[t] of the embedding table, as f32.
     virtual void embed(const WeightMatrix& table, Act out) = 0;
-    // out = rms_norm(x) · w, row by row.
+    // out = rms_norm(x) · w, row by row: x / sqrt(mean(x²) + eps) (the mean summed in double),
+    // then times w; an empty w multiplies by nothing. out may be x.
     virtual void rms_norm(Act x, const WeightVector& w, float eps, Act out) = 0;
-    // In place, every head_dim slice of every row: x = rms_norm(x) · w.
+    // In place, every head_dim slice of every row: x = rms_norm(x) · w (w of head_dim values, or
+    // empty: no weight).
     virtual void rms_norm_heads(Act x, int head_dim, const WeightVector& w, float eps) = 0;
     // Several matrices over the same input; the input is converted once per activation format.
     virtual void matmul(Act in, std::initializer_list<MatmulTarget> targets) = 0;
     virtual void add_bias(Act x, const WeightVector& bias) = 0;
-    // Rotary embedding of n_heads heads per row, row t at the position of token t.
-    virtual void rope(Act x, int n_heads, int head_dim) = 0;
-    // Stores row t of k and v at token t's place in the KV cache of `layer`.
+    // Rotary embedding of n_heads heads per row with the rope of config.layers[layer] (its base,
+    // scale, rotated dimensions, YaRN and frequency factors), row t at the position of token t.
+    virtual void rope(int layer, Act x, int n_heads, int head_dim) = 0;
+    // Stores row t of k and v at token t's place in the KV cache of `layer`, whose shape is the
+    // layer's (n_head_kv heads of head_dim_k / head_dim_v). A sliding-window layer's cache is a
+    // ring of kv_cache_positions() positions per sequence: position p goes to slot p mod size.
     virtual void store_kv(int layer, Act k, Act v) = 0;
-    // Causal attention of each token's queries over its sequence's cache up to its position.
+    // Causal attention of each token's queries (config.layers[layer]: n_head heads of
+    // head_dim_k, grouped over n_head_kv KV heads) over the KV cache of layer
+    // config.layers[layer].kv_layer: token t at position p sees the positions j <= p of its
+    // sequence (kFull), or p - window < j <= p (kSliding). Scores are q·k · attn_scale; when
+    // weights().layers[layer].attn_sinks is not empty, exp(sink[h] - max) joins the softmax's
+    // denominator of head h (the max taken over the scores and the sink), as ggml's
+    // soft_max_add_sinks. out: n_head × head_dim_v per row.
     virtual void attention(int layer, Act q, Act out) = 0;
-    // out = act(gate) · up.
+    // out = act(gate, up) row by row (GluKind says how, as ggml computes it). out may be gate.
     virtual void glu(GluKind kind, Act gate, Act up, Act out) = 0;
     // y += x.
     virtual void add(Act y, Act x) = 0;
-    // The routed experts of an MoE layer: router, top-k routing, experts, weighted sum.
-    virtual void moe(int layer, Act in, Act out) = 0;
+    // x *= s.
+    virtual void scale(Act x, float s) = 0;
+    // x[t][i] *= w[i] (w of x.cols values), or x[t][i] *= w[0] when w has one value.
+    virtual void mul(Act x, const WeightVector& w) = 0;
+    // x = cap · tanh(x · (1/cap)) (ggml's scale, tanh, scale of final logit soft-capping).
+    virtual void softcap(Act x, float cap) = 0;
+    // dst = src (same shape).
+    virtual void copy(Act src, Act dst) = 0;
+    // The routed experts of an MoE layer, from the router's logits [rows × n_expert] (bias
+    // included): the layer's gating (config.gating: softmax then top-k; top-k of the logits then
+    // softmax over the k; sigmoid then top-k), optional renormalisation of the k weights
+    // (config.expert_weights_norm, the sum clamped below at 2^-14) and scale
+    // (config.expert_weights_scale), then the experts over `in` (gate and up, their per-expert
+    // scales and biases, config.expert_activation, down with its scale and bias) and their
+    // weighted sum in route order into out. Among equal scores the lower expert id goes first.
+    virtual void moe(int layer, Act logits, Act in, Act out) = 0;
     // out[i] = x[logit_rows[i]] for the logit rows of set_batch().
     virtual void gather_logit_rows(Act x, Act out) = 0;
 };

@@ -9,6 +9,11 @@ namespace tandem::tensor_names {
 inline constexpr std::string_view kTokenEmbd = "token_embd";
 inline constexpr std::string_view kOutputNorm = "output_norm";
 inline constexpr std::string_view kOutput = "output";
+inline constexpr std::string_view kRopeFreqs = "rope_freqs";
+// Gemma per-layer embeddings.
+inline constexpr std::string_view kPerLayerTokenEmbd = "per_layer_token_embd";
+inline constexpr std::string_view kPerLayerModelProj = "per_layer_model_proj";
+inline constexpr std::string_view kPerLayerProjNorm = "per_layer_proj_norm";
 
 // Per-layer tensors: blk.N.<suffix>.weight
 inline constexpr std::string_view kAttnNorm = "attn_norm";
@@ -18,7 +23,17 @@ inline constexpr std::string_view kAttnV = "attn_v";
 inline constexpr std::string_view kAttnOutput = "attn_output";
 inline constexpr std::string_view kAttnQNorm = "attn_q_norm";
 inline constexpr std::string_view kAttnKNorm = "attn_k_norm";
+inline constexpr std::string_view kAttnSinks = "attn_sinks";
+inline constexpr std::string_view kAttnPostNorm = "post_attention_norm";
 inline constexpr std::string_view kFfnNorm = "ffn_norm";
+inline constexpr std::string_view kFfnPostNorm = "post_ffw_norm";
+inline constexpr std::string_view kFfnPreNorm2 = "pre_ffw_norm_2";
+inline constexpr std::string_view kFfnPostNorm1 = "post_ffw_norm_1";
+inline constexpr std::string_view kFfnPostNorm2 = "post_ffw_norm_2";
+inline constexpr std::string_view kLayerOutScale = "layer_output_scale";
+inline constexpr std::string_view kPerLayerInpGate = "inp_gate";
+inline constexpr std::string_view kPerLayerProj = "proj";
+inline constexpr std::string_view kPerLayerPostNorm = "post_norm";
 inline constexpr std::string_view kFfnGate = "ffn_gate";
 inline constexpr std::string_view kFfnUp = "ffn_up";
 inline constexpr std::string_view kFfnDown = "ffn_down";
