@@ -1,4 +1,5 @@
-// `tandem synth`: writes a random-weight model (qwen3moe, qwen3 or llama) that llama.cpp loads.
+// `tandem synth`: writes a random-weight model (qwen3moe, qwen3, llama, gemma4 or gpt-oss) that
+// llama.cpp loads.
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -47,7 +48,7 @@ void add_synth_command(CLI::App& app) {
     SynthSpec& s = o->spec;
     CLI::App* cmd = app.add_subcommand("synth", "Write a random-weight model for tests, demos and benchmarks");
     cmd->add_option("-o,--out", o->out, "Output GGUF path")->capture_default_str();
-    cmd->add_option("--arch", s.arch, "Architecture: qwen3moe, qwen3 or llama")->capture_default_str();
+    cmd->add_option("--arch", s.arch, "Architecture: qwen3moe, qwen3, llama, gemma4 or gpt-oss")->capture_default_str();
     cmd->add_option("--name", s.name, "general.name");
     cmd->add_option("--layers", s.n_layer, "Number of layers")->capture_default_str();
     cmd->add_option("--embd", s.n_embd, "Embedding width")->capture_default_str();
@@ -57,11 +58,32 @@ void add_synth_command(CLI::App& app) {
     cmd->add_option("--experts", s.n_expert, "Experts per layer (MoE)")->capture_default_str();
     cmd->add_option("--experts-used", s.n_expert_used, "Experts used per token (MoE)")->capture_default_str();
     cmd->add_option("--expert-ffn", s.n_ff_exp, "Expert FFN width (MoE)")->capture_default_str();
-    cmd->add_option("--ffn", s.n_ff, "Dense FFN width (qwen3, llama)")->capture_default_str();
+    cmd->add_option("--ffn", s.n_ff, "Dense FFN width (qwen3, llama, gemma4)")->capture_default_str();
     cmd->add_option("--vocab", s.n_vocab, "Vocabulary size (>= 259)")->capture_default_str();
     cmd->add_option("--ctx", s.n_ctx, "context_length")->capture_default_str();
     cmd->add_option("--seed", s.seed, "Random seed")->capture_default_str();
     cmd->add_flag("--tied", s.tied_output, "No output.weight: the head reuses token_embd");
+    cmd->add_option("--sliding-window", s.sliding_window, "gemma4, gpt-oss: positions a sliding layer sees")
+        ->capture_default_str();
+    cmd->add_option("--swa-period", s.swa_period,
+                    "gemma4, gpt-oss: layer L is full when L % period == period - 1 (0: all slide)")
+        ->capture_default_str();
+    cmd->add_option("--head-dim-swa", s.head_dim_swa, "gemma4: head size of sliding layers (0: --head-dim)");
+    cmd->add_option("--kv-heads-swa", s.n_head_kv_swa, "gemma4: KV heads of sliding layers (0: --kv-heads)");
+    cmd->add_option("--rope-base-swa", s.rope_base_swa, "gemma4: rope base of sliding layers")->capture_default_str();
+    cmd->add_option("--rope-partial", s.rope_partial,
+                    "gemma4: share of a full layer's head that rotates (< 1 writes rope_freqs)")
+        ->capture_default_str();
+    cmd->add_option("--softcap", s.final_softcap, "gemma4: final logit soft-capping (0: key not written)")
+        ->capture_default_str();
+    cmd->add_option("--shared-kv-layers", s.shared_kv_layers, "gemma4: last layers that read earlier KV caches");
+    cmd->add_option("--per-layer-embd", s.n_embd_per_layer, "gemma4: per-layer embedding width (0: none)");
+    cmd->add_flag("--layer-out-scale", s.layer_out_scale, "gemma4: layer_output_scale tensors");
+    cmd->add_flag("--values-are-keys", s.values_are_keys, "gemma4: full layers without attn_v");
+    cmd->add_flag("--expert-scale", s.expert_scale, "gemma4: per-expert ffn_down_exps.scale");
+    cmd->add_flag("--gate-up-fused", s.gate_up_fused, "gemma4: experts' gate and up in one tensor");
+    cmd->add_option("--yarn-factor", s.yarn_factor, "YaRN rope scaling factor (0: none)");
+    cmd->add_option("--yarn-orig-ctx", s.yarn_orig_ctx, "YaRN original context (0: --ctx)");
     cmd->add_flag("--fast-random", s.fast_random,
                   "Quantized tensors as random valid blocks (fast, for big models)");
     cmd->add_option("--threads", s.threads, "Threads (default: one per physical core)")

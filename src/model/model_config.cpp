@@ -118,7 +118,7 @@ void finish_layers(const std::string& path, ModelConfig& c) {
         if (L.kv_layer < 0 || L.kv_layer > il) fail("{}: layer {}: KV cache of layer {}", path, il, L.kv_layer);
         const LayerConfig& src = c.layers[L.kv_layer];
         if (src.n_head_kv != L.n_head_kv || src.head_dim_k != L.head_dim_k || src.head_dim_v != L.head_dim_v ||
-            src.kv_layer != L.kv_layer) {
+            src.kv_layer != L.kv_layer || src.attention != L.attention || src.window != L.window) {
             fail("{}: layer {} reads the KV cache of layer {}, whose shape differs", path, il, L.kv_layer);
         }
         if (L.attn_scale == 0.0f) L.attn_scale = 1.0f / std::sqrt(static_cast<float>(L.head_dim_k));
