@@ -19,7 +19,7 @@ if [[ ! -x "$kit/setup.sh" ]]; then
   echo "test.sh: the oracle kit is not at $kit (set TANDEM_ORACLE_KIT)" >&2
   exit 1
 fi
-eval "$("$kit/setup.sh" --with-tokenizers)"
+eval "$("$kit/setup.sh" --all-tokenizers)"
 export TANDEM_ORACLE_KIT="$kit" TANDEM_REQUIRE_ORACLE=1
 if [[ -x tests/node/setup.sh ]]; then tests/node/setup.sh; fi
 
