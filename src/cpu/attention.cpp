@@ -26,14 +26,14 @@ void dot_columns(DotTileFn dot, int64_t k, const uint8_t* w, size_t w_stride, in
 
 }  // namespace
 
-Attention::Attention(int n_threads, int n_ctx, int head_dim, int max_group)
+Attention::Attention(int n_threads, int n_ctx, int head_dim, int max_group, int max_window)
     : n_ctx_(n_ctx), head_dim_(head_dim), scratch_(n_threads) {
     for (Scratch& s : scratch_) {
         // f32 is the wider cache type: 4 bytes per value.
         s.query.resize(static_cast<size_t>(max_group) * head_dim * 4);
         s.scores.resize(static_cast<size_t>(max_group) * n_ctx);
         s.weights.resize(static_cast<size_t>(max_group) * n_ctx * 4);
-        s.part.resize(static_cast<size_t>(max_group) * head_dim);
+        s.values.resize(static_cast<size_t>(head_dim) * std::min(max_window, n_ctx) * 4);
     }
 }
 
@@ -115,13 +115,22 @@ void Attention::head_group(const KvCache& cache, int layer, const float* q, Toke
     }
 
     // Values: the transposed values (rows, one per dimension, of n_kv positions) times the weights.
-    dot_columns(dot, run0, values + slot0 * vb, cache.v_row_bytes(), dv, sc.weights.data(), n_ctx_ * vb, n, out,
-                dv);
-    if (run0 < n_kv) {
-        dot_columns(dot, n_kv - run0, values, cache.v_row_bytes(), dv, sc.weights.data() + run0 * vb, n_ctx_ * vb, n,
-                    sc.part.data(), dv);
-        for (int i = 0; i < n * dv; ++i) out[i] += sc.part[i];
+    if (run0 == n_kv) {
+        dot_columns(dot, n_kv, values + slot0 * vb, cache.v_row_bytes(), dv, sc.weights.data(), n_ctx_ * vb, n, out,
+                    dv);
+        return;
     }
+    // The window wraps around the ring: its values gathered in position order first, so that each
+    // dot product runs over the positions in the same order as without the wrap.
+    const size_t row = static_cast<size_t>(n_kv) * vb;
+    if (sc.values.size() < dv * row) fail("attention: a window of {} positions exceeds the scratch", n_kv);
+    for (int d = 0; d < dv; ++d) {
+        const uint8_t* src = values + static_cast<size_t>(d) * cache.v_row_bytes();
+        uint8_t* dst = sc.values.data() + d * row;
+        std::memcpy(dst, src + slot0 * vb, static_cast<size_t>(run0) * vb);
+        std::memcpy(dst + static_cast<size_t>(run0) * vb, src, static_cast<size_t>(n_kv - run0) * vb);
+    }
+    dot_columns(dot, n_kv, sc.values.data(), row, dv, sc.weights.data(), n_ctx_ * vb, n, out, dv);
 }
 
 }  // namespace tandem

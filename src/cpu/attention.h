@@ -21,8 +21,9 @@ struct TokenPlace {
 class Attention {
   public:
     // Scratch for n_threads workers over sequences of up to n_ctx positions, heads of up to
-    // head_dim values and up to max_group query heads per KV head.
-    Attention(int n_threads, int n_ctx, int head_dim, int max_group);
+    // head_dim values, up to max_group query heads per KV head and windows of up to max_window
+    // positions (0: none).
+    Attention(int n_threads, int n_ctx, int head_dim, int max_group, int max_window = 0);
 
     // What one layer's attention sees and how it weighs it.
     struct Params {
@@ -34,7 +35,8 @@ class Attention {
 
     // For every token t and head h: out[t][h] = Σ_j softmax_j(q[t][h] · K[j] · scale) · V[j]
     // over the positions j ≤ pos_t of the token's sequence (the last `window` of them when
-    // window > 0, read from the cache's ring), K/V from kv head h / (n_head / n_kv); with sinks,
+    // window > 0, read from the cache's ring, in position order whatever the ring's size, so
+    // results do not depend on it), K/V from kv head h / (n_head / n_kv); with sinks,
     // the softmax's denominator also holds exp(sink[h]) (ggml's soft_max_add_sinks).
     // q: n_tokens × n_head × head_dim_k; out: n_tokens × n_head × head_dim_v.
     void run(const KvCache& cache, int layer, const float* q, const TokenPlace* places,
@@ -50,7 +52,7 @@ class Attention {
         std::vector<uint8_t> query;    // max_group × head_dim values in the cache type
         std::vector<float> scores;     // max_group × n_ctx
         std::vector<uint8_t> weights;  // max_group × n_ctx values in the cache type
-        std::vector<float> part;       // max_group × head_dim: a second run of ring slots
+        std::vector<uint8_t> values;   // head_dim × max_window: a window's values in position order
     };
     int n_ctx_;
     int head_dim_;

@@ -23,6 +23,14 @@ int widest_group(const ModelConfig& c) {
     return g;
 }
 
+int widest_window(const ModelConfig& c) {
+    int w = 0;
+    for (const LayerConfig& L : c.layers) {
+        if (L.attention == AttentionKind::kSliding) w = std::max(w, L.window);
+    }
+    return w;
+}
+
 int widest_rope(const ModelConfig& c) {
     int n = c.rope.n_dims;
     for (const LayerConfig& L : c.layers) n = std::max(n, L.rope.n_dims);
@@ -35,7 +43,8 @@ CpuBackend::CpuBackend(const Model& model, ThreadPool& pool, const CpuBackendOpt
     : model_(model),
       c_(model.config()),
       pool_(pool),
-      attention_(pool.size(), o.n_ctx, widest_head(model.config()), widest_group(model.config())),
+      attention_(pool.size(), o.n_ctx, widest_head(model.config()), widest_group(model.config()),
+                 widest_window(model.config())),
       rope_cache_(pool.size(), std::vector<float>(widest_rope(model.config()) + 2)) {
     n_ctx_ = o.n_ctx;
     kv_.resize(c_.n_layer);
