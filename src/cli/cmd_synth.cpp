@@ -48,7 +48,7 @@ void add_synth_command(CLI::App& app) {
     SynthSpec& s = o->spec;
     CLI::App* cmd = app.add_subcommand("synth", "Write a random-weight model for tests, demos and benchmarks");
     cmd->add_option("-o,--out", o->out, "Output GGUF path")->capture_default_str();
-    cmd->add_option("--arch", s.arch, "Architecture: qwen3moe, qwen3, llama, gemma4 or gpt-oss")->capture_default_str();
+    cmd->add_option("--arch", s.arch, "Architecture: qwen3moe, qwen3, llama, gemma4, gpt-oss or deepseek2")->capture_default_str();
     cmd->add_option("--name", s.name, "general.name");
     cmd->add_option("--layers", s.n_layer, "Number of layers")->capture_default_str();
     cmd->add_option("--embd", s.n_embd, "Embedding width")->capture_default_str();
@@ -84,6 +84,21 @@ void add_synth_command(CLI::App& app) {
     cmd->add_flag("--gate-up-fused", s.gate_up_fused, "gemma4: experts' gate and up in one tensor");
     cmd->add_option("--yarn-factor", s.yarn_factor, "YaRN rope scaling factor (0: none)");
     cmd->add_option("--yarn-orig-ctx", s.yarn_orig_ctx, "YaRN original context (0: --ctx)");
+    cmd->add_option("--yarn-log-mul", s.yarn_log_mul, "deepseek2: rope.scaling.yarn_log_multiplier (0: none)");
+    cmd->add_option("--q-lora-rank", s.q_lora_rank, "deepseek2: query low-rank width (0: plain attn_q)");
+    cmd->add_option("--kv-lora-rank", s.kv_lora_rank, "deepseek2: latent width")->capture_default_str();
+    cmd->add_option("--qk-nope", s.qk_nope, "deepseek2: unrotated query/key dims (--head-dim: rotated)")
+        ->capture_default_str();
+    cmd->add_option("--v-head-mla", s.v_head_mla, "deepseek2: value dims per head")->capture_default_str();
+    cmd->add_option("--shared-experts", s.n_expert_shared, "deepseek2: shared experts")->capture_default_str();
+    cmd->add_option("--dense-lead", s.n_dense_lead, "deepseek2: leading dense layers")->capture_default_str();
+    cmd->add_option("--expert-groups", s.n_expert_groups, "deepseek2: expert groups (group-limited routing)");
+    cmd->add_option("--groups-used", s.n_group_used, "deepseek2: groups used per token");
+    cmd->add_option("--weights-scale", s.expert_weights_scale, "deepseek2: expert_weights_scale")
+        ->capture_default_str();
+    cmd->add_flag("!--softmax-gating,--sigmoid-gating", s.sigmoid_gating, "deepseek2: softmax (V2) or sigmoid (V3) gating");
+    cmd->add_flag("!--no-expert-bias", s.expert_bias, "deepseek2: no exp_probs_b");
+    cmd->add_flag("!--no-weights-norm", s.expert_weights_norm, "deepseek2: do not renormalise the routing weights");
     cmd->add_flag("--fast-random", s.fast_random,
                   "Quantized tensors as random valid blocks (fast, for big models)");
     cmd->add_option("--threads", s.threads, "Threads (default: one per physical core)")

@@ -33,7 +33,9 @@ Attention::Attention(int n_threads, int n_ctx, int head_dim, int max_group, int 
         s.query.resize(static_cast<size_t>(max_group) * head_dim * 4);
         s.scores.resize(static_cast<size_t>(max_group) * n_ctx);
         s.weights.resize(static_cast<size_t>(max_group) * n_ctx * 4);
-        s.values.resize(static_cast<size_t>(head_dim) * std::min(max_window, n_ctx) * 4);
+        const int gathered = std::max(std::min(max_window, n_ctx), std::min(kLatentChunk, n_ctx));
+        s.values.resize(static_cast<size_t>(head_dim) * gathered * 4);
+        s.part.resize(static_cast<size_t>(max_group) * head_dim);
     }
 }
 
@@ -114,6 +116,10 @@ void Attention::head_group(const KvCache& cache, int layer, const float* q, Toke
         convert(p, sc.weights.data() + static_cast<size_t>(c) * n_ctx_ * vb, n_kv);
     }
 
+    if (s.values_in_keys) {
+        latent_values(cache, layer, place.seq, kv_head, first, n_kv, n, out, worker);
+        return;
+    }
     // Values: the transposed values (rows, one per dimension, of n_kv positions) times the weights.
     if (run0 == n_kv) {
         dot_columns(dot, n_kv, values + slot0 * vb, cache.v_row_bytes(), dv, sc.weights.data(), n_ctx_ * vb, n, out,
@@ -131,6 +137,40 @@ void Attention::head_group(const KvCache& cache, int layer, const float* q, Toke
         std::memcpy(dst + static_cast<size_t>(run0) * vb, src, static_cast<size_t>(n_kv - run0) * vb);
     }
     dot_columns(dot, n_kv, sc.values.data(), row, dv, sc.weights.data(), n_ctx_ * vb, n, out, dv);
+}
+
+void Attention::latent_values(const KvCache& cache, int layer, int seq, int kv_head, int first, int n_kv, int n,
+                              float* out, int worker) {
+    // The values are the first dv dims of the keys, stored by position: chunks of positions are
+    // transposed into rows of positions per dim (as ggml transposes the view before its product),
+    // each chunk's product added to the output.
+    const KvShape& s = cache.shape();
+    const int dv = s.head_dim_v;
+    const size_t vb = cache.value_bytes();
+    const KernelTable& kt = kernels();
+    const DotTileFn dot = kt.dot[type_id(cache_format(cache))];
+    Scratch& sc = scratch_[worker];
+    const uint8_t* keys = cache.k_head(layer, seq, kv_head);
+    const size_t key_bytes = cache.k_position_bytes();
+    for (int c0 = 0; c0 < n_kv; c0 += kLatentChunk) {
+        const int cn = std::min(kLatentChunk, n_kv - c0);
+        const size_t row = static_cast<size_t>(cn) * vb;
+        for (int j = 0; j < cn; ++j) {
+            const uint8_t* key = keys + static_cast<size_t>(cache.slot(first + c0 + j)) * key_bytes;
+            uint8_t* dst = sc.values.data() + static_cast<size_t>(j) * vb;
+            if (vb == 2) {
+                for (int d = 0; d < dv; ++d) std::memcpy(dst + d * row, key + d * 2, 2);
+            } else {
+                for (int d = 0; d < dv; ++d) std::memcpy(dst + d * row, key + d * 4, 4);
+            }
+        }
+        float* target = c0 == 0 ? out : sc.part.data();
+        dot_columns(dot, cn, sc.values.data(), row, dv, sc.weights.data() + static_cast<size_t>(c0) * vb, n_ctx_ * vb,
+                    n, target, dv);
+        if (c0 > 0) {
+            for (int i = 0; i < n * dv; ++i) out[i] += sc.part[i];
+        }
+    }
 }
 
 }  // namespace tandem

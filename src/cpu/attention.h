@@ -52,8 +52,14 @@ class Attention {
         std::vector<uint8_t> query;    // max_group × head_dim values in the cache type
         std::vector<float> scores;     // max_group × n_ctx
         std::vector<uint8_t> weights;  // max_group × n_ctx values in the cache type
-        std::vector<uint8_t> values;   // head_dim × max_window: a window's values in position order
+        std::vector<uint8_t> values;   // head_dim × max(window, chunk): values in position order
+        std::vector<float> part;       // max_group × head_dim: one chunk's product
     };
+    // Positions transposed at a time when the values are in the keys.
+    static constexpr int kLatentChunk = 256;
+    // The softmax·V products of n heads when the values are the keys' first dims.
+    void latent_values(const KvCache& cache, int layer, int seq, int kv_head, int first, int n_kv, int n,
+                       float* out, int worker);
     int n_ctx_;
     int head_dim_;
     std::vector<Scratch> scratch_;  // per worker

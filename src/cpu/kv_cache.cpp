@@ -16,8 +16,9 @@ KvCache::KvCache(const KvShape& shape, KvType type) : shape_(shape), type_(type)
     const size_t positions = static_cast<size_t>(shape.n_layer) * shape.n_seq * shape.n_ctx;
     try {
         k_.resize(positions * k_position_bytes());
-        v_.resize(positions * static_cast<size_t>(shape.n_kv_head) * shape.head_dim_v *
-                  value_bytes());
+        if (!shape.values_in_keys) {
+            v_.resize(positions * static_cast<size_t>(shape.n_kv_head) * shape.head_dim_v * value_bytes());
+        }
     } catch (const std::bad_alloc&) {
         fail("kv cache: cannot allocate {} MiB for {} positions x {} sequences (lower --ctx)",
              (positions * static_cast<size_t>(shape.n_kv_head) *
@@ -44,6 +45,7 @@ void KvCache::store_k(int layer, int seq, int pos, const float* values) {
 }
 
 void KvCache::store_v(int layer, int seq, int pos, const float* values) {
+    if (shape_.values_in_keys) return;
     // Transposed: value d of a head goes to row d of that head, column pos.
     for (int h = 0; h < shape_.n_kv_head; ++h) {
         uint8_t* base =

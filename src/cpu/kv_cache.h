@@ -21,6 +21,9 @@ struct KvShape {
     int n_kv_head = 0;
     int head_dim_k = 0;
     int head_dim_v = 0;
+    // The values are the first head_dim_v values of each key (multi-head latent attention): no
+    // value cache is kept.
+    bool values_in_keys = false;
 };
 
 class KvCache {
@@ -53,7 +56,7 @@ class KvCache {
     }
     size_t v_row_bytes() const { return static_cast<size_t>(shape_.n_ctx) * value_bytes(); }
     // Stores n_kv_head × head_dim f32 values of position pos (in its slot), converted to the
-    // cache type.
+    // cache type (store_v does nothing when the values are in the keys).
     void store_k(int layer, int seq, int pos, const float* values);
     void store_v(int layer, int seq, int pos, const float* values);
 

@@ -20,9 +20,16 @@ struct RoutingParams {
     ExpertGating gating = ExpertGating::kSoftmax;
     bool normalize = false;  // divide the chosen weights by their sum (clamped below at 2^-14)
     float scale = 1.0f;      // expert_weights_scale
+    // Group-limited routing (n_groups > 1): the experts are n_groups consecutive groups; only
+    // the n_groups_used groups with the largest sums of their two best selection scores compete.
+    int n_groups = 0;
+    int n_groups_used = 0;
 };
 
 // logits: n_expert router outputs (overwritten with the gate's scores); routes: top_k entries.
-void route_experts(const RoutingParams& params, float* logits, Route* routes);
+// selection_bias (n_expert values, or nullptr) is added to the scores for choosing the experts
+// only; their weights are the unbiased scores (DeepSeek-V3's exp_probs_b).
+void route_experts(const RoutingParams& params, float* logits, Route* routes,
+                   const float* selection_bias = nullptr);
 
 }  // namespace tandem

@@ -1,6 +1,8 @@
 // Reading an architecture's GGUF keys with a record of what was read.
 #include "model/arch_keys.h"
 
+#include <algorithm>
+
 #include "base/error.h"
 #include "gguf/gguf_reader.h"
 
@@ -66,10 +68,12 @@ std::vector<int64_t> ArchKeys::per_layer(std::string_view suffix, int n_layer, i
         return std::vector<int64_t>(n_layer, f_.get_int(k, lo, hi));
     }
     std::vector<int64_t> values = f_.get_int_array(k);
-    if (static_cast<int>(values.size()) != n_layer) {
+    const int expected = std::max(n_layer, n_layer_file_);
+    if (static_cast<int>(values.size()) != expected) {
         fail("{}: metadata key '{}' has {} values, expected one per layer ({})", f_.path(), k, values.size(),
-             n_layer);
+             expected);
     }
+    values.resize(n_layer);
     for (size_t i = 0; i < values.size(); ++i) {
         if (values[i] < lo || values[i] > hi) {
             fail("{}: metadata key '{}' [{}] is {}, outside the valid range [{}, {}]", f_.path(), k, i, values[i], lo,

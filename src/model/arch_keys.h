@@ -30,8 +30,12 @@ class ArchKeys {
     std::optional<double> find_float(std::string_view suffix);
     std::optional<bool> find_bool(std::string_view suffix);
     std::optional<std::string> find_string(std::string_view suffix);
-    // llama.cpp's get_key_or_arr: a scalar for every layer or an array of n_layer integers
-    // (bools count as 0/1); `fallback` when absent, or an Error when there is none.
+    // The file's block count, when it holds more layers than the model runs (nextn draft layers
+    // after the n_layer of the trunk): per-layer arrays have this many entries.
+    void set_layers_in_file(int n) { n_layer_file_ = n; }
+    // llama.cpp's get_key_or_arr: a scalar for every layer or an array of one integer per layer
+    // of the file (bools count as 0/1), of which the first n_layer are returned; `fallback` when
+    // absent, or an Error when there is none.
     std::vector<int64_t> per_layer(std::string_view suffix, int n_layer, int64_t lo, int64_t hi,
                                    std::optional<int64_t> fallback);
     // A key that is known and has nothing to change here (its value is checked by the caller
@@ -46,6 +50,7 @@ class ArchKeys {
     const GgufFile& f_;
     std::string arch_;
     std::set<std::string> read_;
+    int n_layer_file_ = 0;
 };
 
 }  // namespace tandem

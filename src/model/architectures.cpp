@@ -13,6 +13,7 @@ constexpr ArchitectureTraits kArchitectures[] = {
     {"gemma4",    RopeType::kNeox,   true,   ExpertPresence::kOptional,  true,  false, configure_gemma4, true},
     {"gpt-oss",   RopeType::kNeox,   false,  ExpertPresence::kRequired,  false, false, configure_gpt_oss, true,
                   "post_attention_norm"},
+    {"deepseek2", RopeType::kNormal, false,  ExpertPresence::kRequired,  false, false, configure_deepseek2, true},
 };
 // clang-format on
 

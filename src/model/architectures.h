@@ -44,5 +44,6 @@ void make_sliding_layers(ArchKeys& keys, ModelConfig& config, const std::vector<
 // The architecture hooks (arch_<name>.cpp).
 void configure_gemma4(ArchKeys& keys, ModelConfig& config);
 void configure_gpt_oss(ArchKeys& keys, ModelConfig& config);
+void configure_deepseek2(ArchKeys& keys, ModelConfig& config);
 
 }  // namespace tandem

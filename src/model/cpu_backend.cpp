@@ -52,14 +52,16 @@ CpuBackend::CpuBackend(const Model& model, ThreadPool& pool, const CpuBackendOpt
         const LayerConfig& L = c_.layers[il];
         ropes_.emplace_back(L.rope);
         if (L.kv_layer != il) continue;
-        const KvShape shape{1, o.n_seq, kv_cache_positions(L, o.n_ctx, o.max_batch), L.n_head_kv, L.head_dim_k,
-                            L.head_dim_v};
+        const KvShape shape{1,           o.n_seq,      kv_cache_positions(L, o.n_ctx, o.max_batch),
+                            L.n_head_kv, L.head_dim_k, L.head_dim_v,
+                            L.values_in_keys};
         kv_[il] = std::make_unique<KvCache>(shape, o.kv_type);
     }
     int64_t widest = std::max<int64_t>({c_.n_embd, int64_t{c_.n_head} * c_.head_dim_v, c_.n_ff,
                                         int64_t{c_.n_embd_per_layer} * c_.n_layer});
     activations_.reserve(o.max_batch, widest);
     matmul_jobs_.reserve(8);
+    head_weights_.resize(c_.n_head);
     tokens_.reserve(o.max_batch);
     places_.reserve(o.max_batch);
     logit_rows_.reserve(o.max_batch);
@@ -73,7 +75,8 @@ CpuBackend::CpuBackend(const Model& model, ThreadPool& pool, const CpuBackendOpt
         }
         moe_ =
             std::make_unique<MoeExecutor>(std::move(layers), o.max_batch, c_.n_expert_used, pool);
-        routing_ = {c_.n_expert, c_.n_expert_used, c_.gating, c_.expert_weights_norm, c_.expert_weights_scale};
+        routing_ = {c_.n_expert,         c_.n_expert_used,   c_.gating, c_.expert_weights_norm,
+                    c_.expert_weights_scale, c_.n_expert_groups, c_.n_group_used};
         scores_.resize(static_cast<size_t>(o.max_batch) * c_.n_expert);
         routes_.resize(static_cast<size_t>(o.max_batch) * c_.n_expert_used);
     }
@@ -141,6 +144,41 @@ void CpuBackend::matmul(Act in, std::initializer_list<MatmulTarget> targets) {
         jobs.push_back({&w, &rows, target.out.data, static_cast<size_t>(target.out.stride)});
     }
     matmul_group(jobs, pool_);
+}
+
+void CpuBackend::matmul_heads(const ExpertMatrix& w, int n_heads, Act in, int64_t in_head_stride, Act out,
+                              int64_t out_head_stride) {
+    const int64_t cols = w.matrix.cols;
+    const FormatTraits& act = format_of(w.matrix.format->dot_type);
+    if (cols % act.block_size != 0) fail("matmul_heads: heads of {} values for {} activations", cols, act.name);
+    // The heads' inputs packed, converted once (blocks never straddle two heads), then one view
+    // per head and one group of products for the pool.
+    const int64_t width = cols * n_heads;
+    if (in_head_stride == cols) {
+        activations_.reset(in.data, static_cast<size_t>(in.stride), in.rows, width);
+    } else {
+        heads_in_.resize(static_cast<size_t>(in.rows) * width);
+        for (int t = 0; t < in.rows; ++t) {
+            for (int h = 0; h < n_heads; ++h) {
+                std::memcpy(heads_in_.data() + t * width + h * cols, in.row(t) + h * in_head_stride,
+                            sizeof(float) * cols);
+            }
+        }
+        activations_.reset(heads_in_.data(), static_cast<size_t>(width), in.rows, width);
+    }
+    const ActivationRows& rows = activations_.get(act.type, &pool_);
+    const size_t head_bytes = row_bytes(act, cols);
+    head_rows_.resize(n_heads);
+    matmul_jobs_.clear();
+    for (int h = 0; h < n_heads; ++h) {
+        head_rows_[h] = rows;
+        head_rows_[h].cols = cols;
+        head_rows_[h].data = rows.data + h * head_bytes;
+        head_weights_[h] = w.expert(h);
+        matmul_jobs_.push_back({&head_weights_[h], &head_rows_[h], out.data + h * out_head_stride,
+                                static_cast<size_t>(out.stride)});
+    }
+    matmul_group(matmul_jobs_, pool_);
 }
 
 void CpuBackend::add_bias(Act x, const WeightVector& bias) {
@@ -212,10 +250,11 @@ void CpuBackend::copy(Act src, Act dst) {
 void CpuBackend::moe(int layer, Act logits, Act in, Act out) {
     const int n = in.rows;
     if (moe_index_.empty() || moe_index_[layer] < 0) fail("moe: layer {} has no experts", layer);
+    const WeightVector& bias = model_.weights().layers[layer].expert_bias;
     for (int t = 0; t < n; ++t) {
         float* scores = scores_.data() + static_cast<size_t>(t) * c_.n_expert;
         std::memcpy(scores, logits.row(t), sizeof(float) * c_.n_expert);
-        route_experts(routing_, scores, routes_.data() + t * c_.n_expert_used);
+        route_experts(routing_, scores, routes_.data() + t * c_.n_expert_used, bias.empty() ? nullptr : bias.data);
     }
     if (in.stride != in.cols) fail("moe: rows must be packed");
     moe_->submit(moe_index_[layer], in.data, n, routes_.data());

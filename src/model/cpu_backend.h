@@ -49,6 +49,8 @@ class CpuBackend final : public Ops {
     void rms_norm_heads(Act x, int head_dim, const WeightVector& w, float eps) override;
     void matmul(Act in, std::initializer_list<MatmulTarget> targets) override;
     void add_bias(Act x, const WeightVector& bias) override;
+    void matmul_heads(const ExpertMatrix& w, int n_heads, Act in, int64_t in_head_stride, Act out,
+                      int64_t out_head_stride) override;
     void rope(int layer, Act x, int n_heads, int head_dim) override;
     void store_kv(int layer, Act k, Act v) override;
     void attention(int layer, Act q, Act out) override;
@@ -76,6 +78,9 @@ class CpuBackend final : public Ops {
     std::vector<Route> routes_;                   // [max_batch × top_k]
     std::vector<std::vector<float>> rope_cache_;  // per worker: n_dims
     std::vector<MatmulJob> matmul_jobs_;          // the products of one matmul() call
+    std::vector<float> heads_in_;                 // matmul_heads: the heads' inputs packed
+    std::vector<ActivationRows> head_rows_;       // ... and each head's view of their conversion
+    std::vector<WeightMatrix> head_weights_;      // ... and matrix
     // The batch of set_batch().
     std::vector<int32_t> tokens_;
     std::vector<TokenPlace> places_;

@@ -18,13 +18,14 @@ Decoder::Decoder(const Model& model, Ops& ops, int max_batch)
     : c_(model.config()), ops_(ops), w_(ops.weights()), max_batch_(max_batch) {
     const int T = max_batch;
     int64_t q = 0, k = 0, v = 0, attn = 0;
-    bool dense = false;
+    bool dense = false, beside = false;
     for (const LayerConfig& L : c_.layers) {
         q = std::max(q, L.q_width());
         k = std::max(k, L.k_width());
         v = std::max(v, L.v_width());
         attn = std::max(attn, L.attn_width());
-        dense = dense || L.dense_ffn;
+        dense = dense || L.dense_ffn || L.n_ff_shexp > 0;
+        beside = beside || (L.moe && (L.dense_ffn || L.n_ff_shexp > 0));
     }
     x_ = ops.allocate(T, c_.n_embd);
     h_ = ops.allocate(T, c_.n_embd);
@@ -40,7 +41,13 @@ Decoder::Decoder(const Model& model, Ops& ops, int max_batch)
     if (c_.is_moe()) {
         router_ = ops.allocate(T, c_.n_expert);
         if (c_.router_input == RouterInput::kScaledRmsNorm) r_ = ops.allocate(T, c_.n_embd);
-        if (dense) e_ = ops.allocate(T, c_.n_embd);
+        if (beside) e_ = ops.allocate(T, c_.n_embd);
+    }
+    if (c_.mla.kv_lora_rank > 0) {
+        const ModelConfig::Latent& m = c_.mla;
+        qa_ = ops.allocate(T, int64_t{c_.n_head} * (m.qk_nope + m.qk_rope));
+        if (m.q_lora_rank > 0) ql_ = ops.allocate(T, m.q_lora_rank);
+        av_ = ops.allocate(T, int64_t{c_.n_head} * m.v_head);
     }
     if (c_.n_embd_per_layer > 0) {
         const int64_t P = c_.n_embd_per_layer;
@@ -114,7 +121,11 @@ void Decoder::layer(int il, int n) {
     Act o = o_.first_rows(n);
 
     // Attention block: x += [post_norm](attention(norm(x))).
-    attention(il, n);
+    if (c_.mla.kv_lora_rank > 0) {
+        latent_attention(il, n);
+    } else {
+        attention(il, n);
+    }
     if (sandwich) ops_.rms_norm(o, L.attn_post_norm, c_.rms_eps, o);
     ops_.add(x, o);
 
@@ -175,6 +186,46 @@ void Decoder::attention(int il, int n) {
     if (!L.bo.empty()) ops_.add_bias(o, L.bo);
 }
 
+void Decoder::latent_attention(int il, int n) {
+    // DeepSeek's MLA with the key's up-projection absorbed into the queries (deepseek2.cpp): each
+    // head's query is [W_kb·q_nope (Lkv) | rope(q_pe) (R)], the one KV head's key is
+    // [norm(latent) (Lkv) | rope(k_pe) (R)] and its value the latent; the heads' outputs go
+    // through W_vb to Dv values each, then the output projection.
+    const ModelConfig::Latent& m = c_.mla;
+    const LayerConfig& lc = c_.layers[il];
+    const LayerWeights& L = w_.layers[il];
+    const int H = lc.n_head, qk = m.qk_nope + m.qk_rope, kd = m.kv_lora_rank + m.qk_rope;
+    Act h = h_.first_rows(n);
+    Act qa = packed(qa_, n, int64_t{H} * qk);
+    Act kv = packed(k_, n, kd);
+    Act q = packed(q_, n, int64_t{H} * kd);
+    Act attn = packed(attn_, n, int64_t{H} * m.kv_lora_rank);
+    Act av = packed(av_, n, int64_t{H} * m.v_head);
+
+    ops_.rms_norm(x_.first_rows(n), L.attn_norm, c_.rms_eps, h);
+    if (m.q_lora_rank > 0) {
+        Act ql = packed(ql_, n, m.q_lora_rank);
+        ops_.matmul(h, {{&L.wq_a, ql}, {&L.wkv_a, kv}});
+        ops_.rms_norm(ql, L.q_a_norm, c_.rms_eps, ql);
+        ops_.matmul(ql, {{&L.wq_b, qa}});
+    } else {
+        ops_.matmul(h, {{&L.wq, qa}, {&L.wkv_a, kv}});
+    }
+    // Queries: the absorbed unrotated part, then the rotated part copied behind it and rotated.
+    ops_.matmul_heads(L.wk_b, H, qa, qk, q, kd);
+    const int R = m.qk_rope, Lkv = m.kv_lora_rank;
+    ops_.copy(Act{qa.data + m.qk_nope, n * H, R, qk}, Act{q.data + Lkv, n * H, R, kd});
+    ops_.rope(il, Act{q.data + Lkv, n, q.cols - Lkv, q.stride}, H, kd);
+    // The key: the normed latent and the rotated key; the value is the latent.
+    Act latent{kv.data, n, Lkv, kv.stride};
+    ops_.rms_norm(latent, L.kv_a_norm, c_.rms_eps, latent);
+    ops_.rope(il, Act{kv.data + Lkv, n, R, kv.stride}, 1, kd);
+    ops_.store_kv(il, kv, latent);
+    ops_.attention(il, q, attn);
+    ops_.matmul_heads(L.wv_b, H, attn, Lkv, av, m.v_head);
+    ops_.matmul(av, {{&L.wo, o_.first_rows(n)}});
+}
+
 void Decoder::ffn(int il, int n) {
     const LayerConfig& lc = c_.layers[il];
     const LayerWeights& L = w_.layers[il];
@@ -184,7 +235,7 @@ void Decoder::ffn(int il, int n) {
     if (lc.moe && lc.dense_ffn) {
         // Gemma-4: a dense MLP and the routed experts side by side, each with its own norms.
         ops_.rms_norm(x, L.ffn_norm, c_.rms_eps, h);
-        dense_ffn(il, h, o);
+        glu_ffn(L.ffn_gate, L.ffn_up, L.ffn_down, lc.n_ff, h, o);
         ops_.rms_norm(o, L.ffn_post_norm_1, c_.rms_eps, o);
         Act e = e_.first_rows(n);
         ops_.rms_norm(x, L.ffn_pre_norm_2, c_.rms_eps, h);
@@ -194,21 +245,27 @@ void Decoder::ffn(int il, int n) {
         return;
     }
     ops_.rms_norm(x, L.ffn_norm, c_.rms_eps, h);
-    if (lc.moe) {
-        experts(il, h, h, o);
-    } else {
-        dense_ffn(il, h, o);
+    if (!lc.moe) {
+        glu_ffn(L.ffn_gate, L.ffn_up, L.ffn_down, lc.n_ff, h, o);
+        return;
+    }
+    experts(il, h, h, o);
+    if (lc.n_ff_shexp > 0) {
+        // DeepSeek's shared experts: a SiLU FFN beside the routed ones, added to their sum.
+        Act e = e_.first_rows(n);
+        glu_ffn(L.shexp_gate, L.shexp_up, L.shexp_down, lc.n_ff_shexp, h, e);
+        ops_.add(o, e);
     }
 }
 
-void Decoder::dense_ffn(int il, Act in, Act out) {
-    const LayerWeights& L = w_.layers[il];
+void Decoder::glu_ffn(const WeightMatrix& gate_w, const WeightMatrix& up_w, const WeightMatrix& down_w, int width,
+                      Act in, Act out) {
     const int n = in.rows;
-    Act gate = packed(gate_, n, c_.layers[il].n_ff);
-    Act up = packed(up_, n, c_.layers[il].n_ff);
-    ops_.matmul(in, {{&L.ffn_gate, gate}, {&L.ffn_up, up}});
+    Act gate = packed(gate_, n, width);
+    Act up = packed(up_, n, width);
+    ops_.matmul(in, {{&gate_w, gate}, {&up_w, up}});
     ops_.glu(c_.activation, gate, up, gate);
-    ops_.matmul(gate, {{&L.ffn_down, out}});
+    ops_.matmul(gate, {{&down_w, out}});
 }
 
 void Decoder::experts(int il, Act router_in, Act in, Act out) {

@@ -34,10 +34,13 @@ private:
     void per_layer_inputs(int n);
     void layer(int il, int n);
     void attention(int il, int n);
+    // Multi-head latent attention (DeepSeek-V2/V3) of layer il, into o_.
+    void latent_attention(int il, int n);
     // The FFN block of layer il on the residual x_; its output in o_.
     void ffn(int il, int n);
-    // A dense FFN of layer il: out = down(act(gate(in)) · up(in)).
-    void dense_ffn(int il, Act in, Act out);
+    // A gated FFN: out = down(act(gate(in)) · up(in)), `width` wide.
+    void glu_ffn(const WeightMatrix& gate, const WeightMatrix& up, const WeightMatrix& down, int width, Act in,
+                 Act out);
     // The routed experts of layer il on `in` (the router reading router_in) into out.
     void experts(int il, Act router_in, Act in, Act out);
 
@@ -59,7 +62,10 @@ private:
     Act up_;      // [T × n_ff]
     Act router_;  // [T × n_expert] router logits
     Act r_;       // [T × n_embd] router input (kScaledRmsNorm)
-    Act e_;       // [T × n_embd] experts' output beside a dense FFN
+    Act e_;       // [T × n_embd] a dense FFN's or shared expert's output beside the experts
+    Act qa_;      // [T × n_head·(N + R)] MLA: the queries before their absorption
+    Act ql_;      // [T × Lq] MLA: the queries' low-rank projection
+    Act av_;      // [T × n_head·Dv] MLA: the values after their up-projection
     Act pl_;      // [T × n_pl·n_layer] per-layer inputs: layer il's are columns [il·n_pl, (il+1)·n_pl)
     Act pl_proj_; // [T × n_pl·n_layer] their projection from the embeddings
     Act pl_gate_; // [T × n_pl]

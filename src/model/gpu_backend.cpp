@@ -38,11 +38,14 @@ auto layer_vectors(Layer& L) {
                       &L.bo,              &L.q_norm,       &L.k_norm,       &L.attn_sinks,
                       &L.attn_post_norm,  &L.ffn_norm,     &L.ffn_post_norm, &L.router_bias,
                       &L.router_scale,    &L.ffn_pre_norm_2, &L.ffn_post_norm_1, &L.ffn_post_norm_2,
-                      &L.pl_post_norm,    &L.out_scale};
+                      &L.pl_post_norm,    &L.out_scale,    &L.q_a_norm,     &L.kv_a_norm,
+                      &L.expert_bias};
 }
 template <typename Layer>
 auto layer_matrices(Layer& L) {
-    return std::array{&L.wq, &L.wk, &L.wv, &L.wo, &L.ffn_gate, &L.ffn_up, &L.ffn_down, &L.router, &L.pl_gate, &L.pl_proj};
+    return std::array{&L.wq,       &L.wk,      &L.wv,         &L.wo,         &L.ffn_gate,  &L.ffn_up,    &L.ffn_down,
+                      &L.router,   &L.pl_gate, &L.pl_proj,    &L.wq_a,       &L.wq_b,      &L.wkv_a,     &L.shexp_gate,
+                      &L.shexp_up, &L.shexp_down};
 }
 
 // Every array a forward pass reads, as host ranges (the GPU gets the same bytes).
@@ -68,8 +71,11 @@ void for_each_weight_range(const ModelWeights& w, const ModelConfig& c, Fn add) 
         if (L.experts.n_expert > 0) {
             for (const ExpertMatrix* e : {&L.experts.gate, &L.experts.up, &L.experts.down}) experts(*e, L.experts.n_expert);
         }
+        // MLA's per-head up-projections: one "expert" per head.
+        for (const ExpertMatrix* e : {&L.wk_b, &L.wv_b}) {
+            if (!e->matrix.empty()) add(e->matrix.data, experts_bytes(*e, c.n_head), false);
+        }
     }
-    (void)c;
 }
 
 }  // namespace
@@ -151,7 +157,10 @@ GpuBackend::GpuBackend(const Model& model, ThreadPool& pool, const CpuBackendOpt
     cuda::check(cudaEventCreateWithFlags(&batch_copied_, cudaEventDisableTiming), "cudaEventCreate");
 
     if (c_.is_moe()) {
-        routing_ = {c_.n_expert, c_.n_expert_used, c_.expert_weights_norm, c_.expert_weights_scale};
+        routing_.n_expert = c_.n_expert;
+        routing_.top_k = c_.n_expert_used;
+        routing_.normalize = c_.expert_weights_norm;
+        routing_.scale = c_.expert_weights_scale;
         router_logits_ = allocate(T, c_.n_expert);
         routes_ = reinterpret_cast<Route*>(device_floats(2 * static_cast<size_t>(T) * k, "routes"));
         expert_gate_ = device_floats(static_cast<size_t>(T) * k * c_.n_ff_exp, "expert activations");
@@ -213,6 +222,16 @@ void GpuBackend::check_supported() const {
     if (c_.v_norm) missing("the value norm (rms_norm_heads without a weight)");
     if (c_.activation != GluKind::kSilu || c_.expert_activation != GluKind::kSilu) missing("GELU (ggml's fp16 table) and gpt-oss's SwiGLU");
     if (c_.gating != ExpertGating::kSoftmax) missing("this expert gating");
+    if (c_.n_expert_groups > 1) missing("group-limited routing");
+    if (c_.mla.kv_lora_rank > 0) missing("multi-head latent attention");
+    for (const LayerConfig& L : c_.layers) {
+        if (L.n_ff_shexp > 0) missing("shared experts");
+        if (L.moe != c_.is_moe()) missing("dense layers beside MoE layers");
+    }
+    for (const LayerWeights& L : model_.weights().layers) {
+        if (!L.expert_bias.empty()) missing("the expert-selection bias (exp_probs_b)");
+        if (!L.router_bias.empty()) missing("router biases");
+    }
 }
 
 void GpuBackend::upload_weights() {
@@ -257,6 +276,8 @@ void GpuBackend::upload_weights() {
         const auto dm = layer_matrices(d);
         const auto hm = layer_matrices(h);
         for (size_t j = 0; j < dm.size(); ++j) *dm[j] = matrix(*hm[j]);
+        if (!h.wk_b.matrix.empty()) d.wk_b = experts(h.wk_b);
+        if (!h.wv_b.matrix.empty()) d.wv_b = experts(h.wv_b);
         if (h.experts.n_expert > 0) {
             d.experts.gate = experts(h.experts.gate);
             d.experts.up = experts(h.experts.up);
@@ -405,6 +426,12 @@ void GpuBackend::moe(int layer, Act logits, Act in, Act out) {
     cuda::glu(m.activation, gate, up, gate, st);
     cuda::matmul_routed(ctx_, m.down, routes_, n_routes, 1, expert_gate_, F, expert_down_, E, grouped);
     cuda::moe_weighted_sum(expert_down_, E, routes_, k, rows(out), st);
+}
+
+void GpuBackend::matmul_heads(const ExpertMatrix& w, int n_heads, Act in, int64_t in_head_stride, Act out,
+                              int64_t out_head_stride) {
+    (void)w, (void)n_heads, (void)in, (void)in_head_stride, (void)out, (void)out_head_stride;
+    fail("--device cuda: matmul_heads is not implemented on the GPU yet");
 }
 
 void GpuBackend::scale(Act x, float s) {

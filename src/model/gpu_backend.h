@@ -45,6 +45,8 @@ class GpuBackend final : public Ops {
     void rms_norm_heads(Act x, int head_dim, const WeightVector& w, float eps) override;
     void matmul(Act in, std::initializer_list<MatmulTarget> targets) override;
     void add_bias(Act x, const WeightVector& bias) override;
+    void matmul_heads(const ExpertMatrix& w, int n_heads, Act in, int64_t in_head_stride, Act out,
+                      int64_t out_head_stride) override;
     void rope(int layer, Act x, int n_heads, int head_dim) override;
     void store_kv(int layer, Act k, Act v) override;
     void attention(int layer, Act q, Act out) override;

@@ -54,9 +54,7 @@ void read_rope(ArchKeys& k, const ArchitectureTraits& traits, ModelConfig& c) {
     k.accept("rope.scaling.finetuned");
     k.accept("rope.scaling.yarn_ext_factor");
     k.accept("rope.scaling.yarn_attn_factor");
-    if (k.has("rope.scaling.yarn_log_multiplier")) {
-        fail("{}: {} is not supported for {}", path, k.key("rope.scaling.yarn_log_multiplier"), c.arch);
-    }
+    // rope.scaling.yarn_log_multiplier: read by the architectures whose graph applies it.
 }
 
 void read_experts(ArchKeys& k, const ArchitectureTraits& traits, ModelConfig& c,
@@ -92,10 +90,16 @@ void read_experts(ArchKeys& k, const ArchitectureTraits& traits, ModelConfig& c,
     // expert_weights_scale is read only by the architectures whose llama.cpp graph applies it
     // (their hooks); llama, qwen3moe, gemma4 and gpt-oss use 1 whatever the file says.
     k.accept("expert_weights_scale");
-    if (k.find_int("expert_group_count", 0, 4096).value_or(0) > 1) {
-        fail("{}: {} > 1 (group-limited routing) is not supported for {}", path, k.key("expert_group_count"), c.arch);
+    // Group-limited routing, as build_moe_ffn applies it for any architecture.
+    c.n_expert_groups = static_cast<int>(k.find_int("expert_group_count", 0, c.n_expert).value_or(0));
+    c.n_group_used = static_cast<int>(k.find_int("expert_group_used_count", 0, c.n_expert).value_or(0));
+    if (c.n_expert_groups > 1) {
+        if (c.n_expert % c.n_expert_groups != 0 || c.n_group_used <= 0 || c.n_group_used >= c.n_expert_groups) {
+            fail("{}: {} experts in {} groups of which {} are used: not a valid grouping", path, c.n_expert,
+                 c.n_expert_groups, c.n_group_used);
+        }
+        if (c.n_expert / c.n_expert_groups < 2) fail("{}: groups of one expert are not supported", path);
     }
-    k.accept("expert_group_used_count");
 }
 
 // Widest values over the layers, for buffer sizes, and the checks every layer must pass.
@@ -118,16 +122,22 @@ void finish_layers(const std::string& path, ModelConfig& c) {
         if (L.kv_layer < 0 || L.kv_layer > il) fail("{}: layer {}: KV cache of layer {}", path, il, L.kv_layer);
         const LayerConfig& src = c.layers[L.kv_layer];
         if (src.n_head_kv != L.n_head_kv || src.head_dim_k != L.head_dim_k || src.head_dim_v != L.head_dim_v ||
-            src.kv_layer != L.kv_layer || src.attention != L.attention || src.window != L.window) {
+            src.kv_layer != L.kv_layer || src.attention != L.attention || src.window != L.window ||
+            src.values_in_keys != L.values_in_keys) {
             fail("{}: layer {} reads the KV cache of layer {}, whose shape differs", path, il, L.kv_layer);
         }
         if (L.attn_scale == 0.0f) L.attn_scale = 1.0f / std::sqrt(static_cast<float>(L.head_dim_k));
         if (L.dense_ffn && L.n_ff <= 0) fail("{}: layer {}: dense FFN of width {}", path, il, L.n_ff);
+        if (L.values_in_keys && L.head_dim_v > L.head_dim_k) {
+            fail("{}: layer {}: values of {} dims cannot be the first of keys of {}", path, il, L.head_dim_v,
+                 L.head_dim_k);
+        }
         c.n_head = std::max(c.n_head, L.n_head);
         c.n_head_kv = std::max(c.n_head_kv, L.n_head_kv);
         c.head_dim_k = std::max(c.head_dim_k, L.head_dim_k);
         c.head_dim_v = std::max(c.head_dim_v, L.head_dim_v);
         if (L.dense_ffn) c.n_ff = std::max(c.n_ff, L.n_ff);
+        c.n_ff = std::max(c.n_ff, L.n_ff_shexp);  // the shared expert runs through the dense FFN's buffers
         if (L.moe) c.n_ff_exp = std::max(c.n_ff_exp, L.n_ff_exp);
     }
     c.attn_scale = c.layers[0].attn_scale;
@@ -158,7 +168,12 @@ ModelConfig load_model_config(const GgufFile& f) {
                  : std::filesystem::path(f.path()).filename().string();
     ArchKeys k(f, c.arch);
 
-    c.n_layer = static_cast<int>(k.get_int("block_count", 1, 4096));
+    // block_count counts the nextn (multi-token prediction) draft layers after the trunk too;
+    // they are not run here (llama.cpp skips them unless asked for speculative decoding).
+    const int n_layer_file = static_cast<int>(k.get_int("block_count", 1, 4096));
+    c.n_layer_nextn = static_cast<int>(k.find_int("nextn_predict_layers", 0, n_layer_file - 1).value_or(0));
+    c.n_layer = n_layer_file - c.n_layer_nextn;
+    k.set_layers_in_file(n_layer_file);
     c.n_embd = static_cast<int>(k.get_int("embedding_length", 1, kMaxDim));
     const std::vector<int64_t> n_head = k.per_layer("attention.head_count", c.n_layer, 1, 4096, std::nullopt);
     std::vector<int64_t> n_head_kv = k.per_layer("attention.head_count_kv", c.n_layer, 0, 4096, -1);

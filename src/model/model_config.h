@@ -41,6 +41,7 @@ struct LayerConfig {
     int head_dim_k = 0;
     int head_dim_v = 0;
     int window = 0;        // kSliding: positions seen, the token's own included
+    bool values_in_keys = false;  // the values are the first head_dim_v of the keys (MLA's latent)
     int kv_layer = 0;      // the layer whose KV cache this one reads (itself unless shared)
     float attn_scale = 0;  // the factor of q·k before the softmax
     RopeParams rope;       // freq_factors is set when the model's weights are bound
@@ -49,6 +50,7 @@ struct LayerConfig {
     bool dense_ffn = true; // a dense FFN (with moe: beside the experts, Gemma-4)
     int n_ff = 0;          // dense FFN width
     int n_ff_exp = 0;      // expert FFN width
+    int n_ff_shexp = 0;    // shared expert width beside the routed ones (0: none)
 
     int64_t q_width() const { return int64_t{n_head} * head_dim_k; }
     int64_t k_width() const { return int64_t{n_head_kv} * head_dim_k; }
@@ -59,7 +61,8 @@ struct LayerConfig {
 struct ModelConfig {
     std::string arch;        // general.architecture
     std::string name;        // general.name, or the file name
-    int n_layer = 0;
+    int n_layer = 0;         // layers run (block_count less the nextn draft layers)
+    int n_layer_nextn = 0;   // nextn_predict_layers: draft layers after the trunk, not run
     int n_embd = 0;
     // The widest of the layers (buffer sizes); layers[] has each layer's own.
     int n_head = 0;
@@ -85,8 +88,20 @@ struct ModelConfig {
     float embed_scale = 1.0f;          // the token embeddings are multiplied by it (Gemma: √n_embd)
     float final_logit_softcap = 0.0f;  // logits = cap · tanh(logits / cap) when > 0
     int n_embd_per_layer = 0;          // Gemma per-layer embeddings: width per layer, 0: none
+    // Multi-head latent attention (DeepSeek-V2/V3): queries through an optional low-rank
+    // projection, keys and values from a shared latent of kv_lora_rank values plus one rotated
+    // key of qk_rope dims; the KV cache keeps the latent and the rotated key only.
+    struct Latent {
+        int q_lora_rank = 0;   // 0: a plain attn_q
+        int kv_lora_rank = 0;  // 0: not MLA
+        int qk_nope = 0;       // unrotated query/key dims per head
+        int qk_rope = 0;       // rotated dims
+        int v_head = 0;        // value dims per head after the latent's up-projection
+    } mla;
     // Experts.
     ExpertGating gating = ExpertGating::kSoftmax;
+    int n_expert_groups = 0;           // group-limited routing: groups of experts ...
+    int n_group_used = 0;              // ... of which the best (sum of their top two) are used
     RouterInput router_input = RouterInput::kFfnInput;
     bool expert_weights_norm = false;  // renormalise the chosen routing weights to sum 1
     float expert_weights_scale = 1.0f;

@@ -88,12 +88,18 @@ public:
         return e;
     }
 
+    // Tensors whose names start with `prefix` are known and not run (nextn draft layers).
+    void skip(std::string prefix) { skipped_.push_back(std::move(prefix)); }
+
     // Tensors the model did not use (other than scales, checked elsewhere).
     std::vector<std::string> unused() const {
         std::vector<std::string> out;
         for (const GgufTensor& t : f_.tensors()) {
             std::string name(t.name);
             if (used_.count(name) != 0) continue;
+            bool skipped = false;
+            for (const std::string& p : skipped_) skipped = skipped || name.starts_with(p);
+            if (skipped) continue;
             if (name.ends_with(".scale") || name.ends_with(".input_scale")) continue;
             out.push_back(name);
         }
@@ -128,7 +134,29 @@ private:
     const GgufFile& f_;
     ModelWeights& w_;
     std::set<std::string> used_;
+    std::vector<std::string> skipped_;
 };
+
+// Multi-head latent attention of layer il (DeepSeek-V2/V3 as llama.cpp's converter writes it:
+// the key's and value's up-projections split per head into attn_k_b and attn_v_b).
+void bind_latent_attention(Binder& b, const ModelConfig& c, int il, LayerWeights& Lw) {
+    const ModelConfig::Latent& m = c.mla;
+    const int64_t E = c.n_embd, H = c.layers[il].n_head;
+    auto layer = [il](std::string_view base, std::string_view kind = "weight") { return tn::layer(il, base, kind); };
+    const int64_t q_width = H * (m.qk_nope + m.qk_rope);
+    if (m.q_lora_rank > 0) {
+        Lw.wq_a = b.matrix(layer(tn::kAttnQA), E, m.q_lora_rank);
+        Lw.q_a_norm = b.vector(layer(tn::kAttnQANorm), m.q_lora_rank);
+        Lw.wq_b = b.matrix(layer(tn::kAttnQB), m.q_lora_rank, q_width);
+    } else {
+        Lw.wq = b.matrix(layer(tn::kAttnQ), E, q_width);
+    }
+    Lw.wkv_a = b.matrix(layer(tn::kAttnKvAMqa), E, m.kv_lora_rank + m.qk_rope);
+    Lw.kv_a_norm = b.vector(layer(tn::kAttnKvANorm), m.kv_lora_rank);
+    Lw.wk_b = b.experts(layer(tn::kAttnKB), m.qk_nope, m.kv_lora_rank, static_cast<int>(H));
+    Lw.wv_b = b.experts(layer(tn::kAttnVB), m.kv_lora_rank, m.v_head, static_cast<int>(H));
+    Lw.wo = b.matrix(layer(tn::kAttnOutput), H * m.v_head, E);
+}
 
 // The routed experts of layer il: router (with its optional bias and Gemma-4's input scale and
 // norms) and the stacked expert tensors.
@@ -139,6 +167,7 @@ void bind_experts(Binder& b, const GgufFile& file, const ModelConfig& c, int il,
     const bool scaled_router = c.router_input == RouterInput::kScaledRmsNorm;
     Lw.router = b.matrix(layer(tn::kFfnRouter), E, X, true, /*second_level_scale=*/!scaled_router);
     Lw.router_bias = b.vector(layer(tn::kFfnRouter, "bias"), X, c.biases);
+    Lw.expert_bias = b.vector(layer(tn::kFfnExpProbsB, "bias"), X, /*required=*/false);
     if (scaled_router) {
         Lw.router_scale = b.vector(layer(tn::kFfnRouter, "scale"), E);
         Lw.ffn_pre_norm_2 = b.vector(layer(tn::kFfnPreNorm2), E);
@@ -204,14 +233,18 @@ ModelWeights bind_model_weights(const GgufFile& file, const ModelConfig& c) {
         const bool own_kv = lc.kv_layer == il;
         auto layer = [il](std::string_view base, std::string_view kind = "weight") { return tn::layer(il, base, kind); };
         Lw.attn_norm = b.vector(layer(tn::kAttnNorm), E);
-        Lw.wq = b.matrix(layer(tn::kAttnQ), E, Q);
-        Lw.wk = b.matrix(layer(tn::kAttnK), E, K, own_kv);
-        Lw.wv = b.matrix(layer(tn::kAttnV), E, Vd, own_kv && !c.values_may_be_keys);
-        Lw.wo = b.matrix(layer(tn::kAttnOutput), O, E);
-        Lw.bq = b.vector(layer(tn::kAttnQ, "bias"), Q, c.biases);
-        Lw.bk = b.vector(layer(tn::kAttnK, "bias"), K, c.biases && own_kv);
-        Lw.bv = b.vector(layer(tn::kAttnV, "bias"), Vd, c.biases && own_kv);
-        Lw.bo = b.vector(layer(tn::kAttnOutput, "bias"), E, c.biases);
+        if (c.mla.kv_lora_rank > 0) {
+            bind_latent_attention(b, c, il, Lw);
+        } else {
+            Lw.wq = b.matrix(layer(tn::kAttnQ), E, Q);
+            Lw.wk = b.matrix(layer(tn::kAttnK), E, K, own_kv);
+            Lw.wv = b.matrix(layer(tn::kAttnV), E, Vd, own_kv && !c.values_may_be_keys);
+            Lw.wo = b.matrix(layer(tn::kAttnOutput), O, E);
+            Lw.bq = b.vector(layer(tn::kAttnQ, "bias"), Q, c.biases);
+            Lw.bk = b.vector(layer(tn::kAttnK, "bias"), K, c.biases && own_kv);
+            Lw.bv = b.vector(layer(tn::kAttnV, "bias"), Vd, c.biases && own_kv);
+            Lw.bo = b.vector(layer(tn::kAttnOutput, "bias"), E, c.biases);
+        }
         if (c.qk_norm) {
             Lw.q_norm = b.vector(layer(tn::kAttnQNorm), lc.head_dim_k);
             Lw.k_norm = b.vector(layer(tn::kAttnKNorm), lc.head_dim_k, own_kv);
@@ -227,6 +260,11 @@ ModelWeights bind_model_weights(const GgufFile& file, const ModelConfig& c) {
             Lw.ffn_down = b.matrix(layer(tn::kFfnDown), lc.n_ff, E);
         }
         if (lc.moe) bind_experts(b, file, c, il, Lw);
+        if (lc.n_ff_shexp > 0) {
+            Lw.shexp_gate = b.matrix(layer(tn::kFfnGateShexp), E, lc.n_ff_shexp);
+            Lw.shexp_up = b.matrix(layer(tn::kFfnUpShexp), E, lc.n_ff_shexp);
+            Lw.shexp_down = b.matrix(layer(tn::kFfnDownShexp), lc.n_ff_shexp, E);
+        }
         if (P > 0) {
             Lw.pl_gate = b.matrix(layer(tn::kPerLayerInpGate), E, P);
             Lw.pl_proj = b.matrix(layer(tn::kPerLayerProj), P, E);
@@ -235,6 +273,8 @@ ModelWeights bind_model_weights(const GgufFile& file, const ModelConfig& c) {
         Lw.out_scale = b.vector(layer(tn::kLayerOutScale), 1, /*required=*/false);
     }
 
+    // nextn draft layers: known, not run.
+    for (int il = c.n_layer; il < c.n_layer + c.n_layer_nextn; ++il) b.skip("blk." + std::to_string(il) + ".");
     std::vector<std::string> unused = b.unused();
     if (!unused.empty() && traits.strict) {
         fail("{}: tensor '{}' is not part of a {} model as Tandem reads it ({} such tensors)", file.path(),

@@ -22,6 +22,15 @@ struct LayerWeights {
                                          // wk, wv empty on a layer that reads another's KV cache;
                                          // wv empty on a Gemma-4 layer whose values are its keys
     WeightVector bq, bk, bv, bo;         // optional biases (empty when absent)
+    // Multi-head latent attention (mla.kv_lora_rank > 0; H heads, Lq/Lkv the ranks, R the rotated
+    // and N the unrotated dims, Dv the value dims; wq above is the plain query when Lq is 0):
+    WeightMatrix wq_a;                   // [n_embd → Lq]
+    WeightVector q_a_norm;               // [Lq]
+    WeightMatrix wq_b;                   // [Lq → H·(N + R)]
+    WeightMatrix wkv_a;                  // [n_embd → Lkv + R] the latent, then the rotated key
+    WeightVector kv_a_norm;              // [Lkv]
+    ExpertMatrix wk_b;                   // per head [N → Lkv]: absorbs the key's up-projection
+    ExpertMatrix wv_b;                   // per head [Lkv → Dv]: the value's up-projection
     WeightVector q_norm, k_norm;         // [head_dim_k] (qk_norm architectures)
     WeightVector attn_sinks;             // [n_head] (attn_sinks architectures)
     WeightVector attn_post_norm;         // [n_embd] (kSandwich: on the attention output)
@@ -32,11 +41,14 @@ struct LayerWeights {
     // MoE FFN.
     WeightMatrix router;                 // [n_embd → n_expert]
     WeightVector router_bias;            // [n_expert] optional
+    WeightVector expert_bias;            // [n_expert] optional exp_probs_b: biases the choice only
     WeightVector router_scale;           // [n_embd] (kScaledRmsNorm router input)
     WeightVector ffn_pre_norm_2;         // [n_embd] experts' input norm beside a dense MLP (Gemma-4)
     WeightVector ffn_post_norm_1;        // [n_embd] on the dense MLP's output (Gemma-4)
     WeightVector ffn_post_norm_2;        // [n_embd] on the experts' output (Gemma-4)
     MoeLayer experts;
+    // Shared expert beside the routed ones (n_ff_shexp > 0).
+    WeightMatrix shexp_gate, shexp_up, shexp_down;  // [n_embd → F], [n_embd → F], [F → n_embd]
     // Per-layer embeddings (n_embd_per_layer > 0).
     WeightMatrix pl_gate;                // [n_embd → n_pl]
     WeightMatrix pl_proj;                // [n_pl → n_embd]

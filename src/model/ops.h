@@ -68,6 +68,13 @@ public:
     // Several matrices over the same input; the input is converted once per activation format.
     virtual void matmul(Act in, std::initializer_list<MatmulTarget> targets) = 0;
     virtual void add_bias(Act x, const WeightVector& bias) = 0;
+    // One matrix per head (w's "experts" are the heads): for every row t and head h < n_heads,
+    // out[t][h·out_head_stride + r] = Σ_k W_h[r][k] · in[t][h·in_head_stride + k], k over
+    // w.matrix.cols, r over w.matrix.rows; each head's input converted to the weights'
+    // activation format on its own (ggml's batched mul_mat over the heads). MLA's absorbed
+    // key and value up-projections.
+    virtual void matmul_heads(const ExpertMatrix& w, int n_heads, Act in, int64_t in_head_stride, Act out,
+                              int64_t out_head_stride) = 0;
     // Rotary embedding of n_heads heads per row with the rope of config.layers[layer] (its base,
     // scale, rotated dimensions, YaRN and frequency factors), row t at the position of token t.
     virtual void rope(int layer, Act x, int n_heads, int head_dim) = 0;
@@ -76,7 +83,8 @@ public:
     // ring of kv_cache_positions() positions per sequence: position p goes to slot p mod size.
     virtual void store_kv(int layer, Act k, Act v) = 0;
     // Causal attention of each token's queries (config.layers[layer]: n_head heads of
-    // head_dim_k, grouped over n_head_kv KV heads) over the KV cache of layer
+    // head_dim_k, grouped over n_head_kv KV heads; with values_in_keys the values are the first
+    // head_dim_v dims of each key, and store_kv's v is ignored) over the KV cache of layer
     // config.layers[layer].kv_layer: token t at position p sees the positions j <= p of its
     // sequence (kFull), or p - window < j <= p (kSliding). Scores are q·k · attn_scale; when
     // weights().layers[layer].attn_sinks is not empty, exp(sink[h] - max) joins the softmax's
@@ -93,11 +101,14 @@ public:
     virtual void mul(Act x, const WeightVector& w) = 0;
     // x = cap · tanh(x · (1/cap)) (ggml's scale, tanh, scale of final logit soft-capping).
     virtual void softcap(Act x, float cap) = 0;
-    // dst = src (same shape).
+    // dst = src (same shape; either may be a strided view, e.g. rows of per-head slices).
     virtual void copy(Act src, Act dst) = 0;
     // The routed experts of an MoE layer, from the router's logits [rows × n_expert] (bias
     // included): the layer's gating (config.gating: softmax then top-k; top-k of the logits then
-    // softmax over the k; sigmoid then top-k), optional renormalisation of the k weights
+    // softmax over the k; sigmoid then top-k), the choice made on the scores plus
+    // weights().layers[layer].expert_bias when there is one (the weights stay the unbiased
+    // scores) and, with config.n_expert_groups > 1, only among the n_group_used groups whose two
+    // best scores sum highest (route_experts in cpu/moe_routing.h), optional renormalisation of the k weights
     // (config.expert_weights_norm, the sum clamped below at 2^-14) and scale
     // (config.expert_weights_scale), then the experts over `in` (gate and up, their per-expert
     // scales and biases, config.expert_activation, down with its scale and bias) and their

@@ -162,6 +162,50 @@ int kv_heads_of(const SynthSpec& s, int il) {
     return is_sliding(s, il) && s.n_head_kv_swa > 0 ? s.n_head_kv_swa : s.n_head_kv;
 }
 
+// DeepSeek-V2/V3 layers as llama.cpp's converter writes them (MLA split into attn_k_b/attn_v_b).
+template <typename Weight, typename Norm, typename Bias>
+void plan_deepseek2_layers(const SynthSpec& s, std::vector<TensorPlan>& plan, Weight weight, Norm norm, Bias bias) {
+    (void)plan;
+    const int64_t E = s.n_embd, H = s.n_head, R = s.head_dim, N = s.qk_nope, Lkv = s.kv_lora_rank;
+    const int64_t Lq = s.q_lora_rank, Dv = s.v_head_mla, F = s.n_ff_exp, X = s.n_expert;
+    for (int il = 0; il < s.n_layer; ++il) {
+        auto layer = [il](std::string_view base, std::string_view kind = "weight") { return tn::layer(il, base, kind); };
+        norm(layer(tn::kAttnNorm), E);
+        if (Lq > 0) {
+            weight(layer(tn::kAttnQA), {E, Lq}, s.attn_type, 1.0 / std::sqrt(E));
+            norm(layer(tn::kAttnQANorm), Lq);
+            weight(layer(tn::kAttnQB), {Lq, H * (N + R)}, s.attn_type, 1.0 / std::sqrt(Lq));
+        } else {
+            weight(layer(tn::kAttnQ), {E, H * (N + R)}, s.attn_type, 1.0 / std::sqrt(E));
+        }
+        weight(layer(tn::kAttnKvAMqa), {E, Lkv + R}, s.attn_type, 1.0 / std::sqrt(E));
+        norm(layer(tn::kAttnKvANorm), Lkv);
+        weight(layer(tn::kAttnKB), {N, Lkv, H}, s.attn_type, 1.0 / std::sqrt(N));
+        weight(layer(tn::kAttnVB), {Lkv, Dv, H}, s.attn_type, 1.0 / std::sqrt(Lkv));
+        weight(layer(tn::kAttnOutput), {H * Dv, E}, s.attn_type, 1.0 / std::sqrt(H * Dv));
+        norm(layer(tn::kFfnNorm), E);
+        if (il < s.n_dense_lead) {
+            weight(layer(tn::kFfnGate), {E, s.n_ff}, s.ffn_type, 1.0 / std::sqrt(E));
+            weight(layer(tn::kFfnUp), {E, s.n_ff}, s.ffn_type, 1.0 / std::sqrt(E));
+            weight(layer(tn::kFfnDown), {s.n_ff, E}, s.ffn_type, 1.0 / std::sqrt(s.n_ff));
+            continue;
+        }
+        GgmlType gate = s.exp_gate_type, up = s.exp_up_type, down = s.exp_down_type;
+        if (!s.layer_exp_types.empty()) gate = up = down = s.layer_exp_types[il % s.layer_exp_types.size()];
+        weight(layer(tn::kFfnRouter), {E, X}, s.router_type, 2.0 / std::sqrt(E));
+        if (s.expert_bias) bias(layer(tn::kFfnExpProbsB, "bias"), {X}, 0.5);
+        weight(layer(tn::kFfnGateExps), {E, F, X}, gate, 1.0 / std::sqrt(E));
+        weight(layer(tn::kFfnUpExps), {E, F, X}, up, 1.0 / std::sqrt(E));
+        weight(layer(tn::kFfnDownExps), {F, E, X}, down, 1.0 / std::sqrt(F));
+        if (s.n_expert_shared > 0) {
+            const int64_t S = F * s.n_expert_shared;
+            weight(layer(tn::kFfnGateShexp), {E, S}, s.ffn_type, 1.0 / std::sqrt(E));
+            weight(layer(tn::kFfnUpShexp), {E, S}, s.ffn_type, 1.0 / std::sqrt(E));
+            weight(layer(tn::kFfnDownShexp), {S, E}, s.ffn_type, 1.0 / std::sqrt(S));
+        }
+    }
+}
+
 std::vector<TensorPlan> plan_tensors(const SynthSpec& s, int n_vocab) {
     const int64_t E = s.n_embd;
     const bool gemma = s.arch == "gemma4", oss = s.arch == "gpt-oss";
@@ -195,6 +239,13 @@ std::vector<TensorPlan> plan_tensors(const SynthSpec& s, int n_vocab) {
         plan.push_back({tn::global(tn::kRopeFreqs), {pairs}, GgmlType::kF32, 0.0f, false, f});
     }
     const int kv_from = s.n_layer - (gemma ? s.shared_kv_layers : 0);
+    if (s.arch == "deepseek2") {
+        plan_deepseek2_layers(s, plan, weight, norm, bias);
+        norm(tn::global(tn::kOutputNorm), E);
+        if (!s.tied_output) weight(tn::global(tn::kOutput), {E, n_vocab}, s.out_type, 4.0 / std::sqrt(E));
+        for (const TensorPlan& t : plan) check_row(t);
+        return plan;
+    }
     for (int il = 0; il < s.n_layer; ++il) {
         const int64_t D = head_dim_of(s, il), Q = int64_t{s.n_head} * D, KV = int64_t{kv_heads_of(s, il)} * D;
         const bool own_kv = il < kv_from;
@@ -268,8 +319,25 @@ std::vector<TensorPlan> plan_tensors(const SynthSpec& s, int n_vocab) {
 }
 
 void validate(const SynthSpec& s) {
-    if (s.arch != "qwen3moe" && s.arch != "qwen3" && s.arch != "llama" && s.arch != "gemma4" && s.arch != "gpt-oss") {
-        fail("synth: unknown architecture '{}' (qwen3moe, qwen3, llama, gemma4 or gpt-oss)", s.arch);
+    if (s.arch != "qwen3moe" && s.arch != "qwen3" && s.arch != "llama" && s.arch != "gemma4" && s.arch != "gpt-oss" &&
+        s.arch != "deepseek2") {
+        fail("synth: unknown architecture '{}' (qwen3moe, qwen3, llama, gemma4, gpt-oss or deepseek2)", s.arch);
+    }
+    if (s.arch == "deepseek2") {
+        if (s.kv_lora_rank <= 0 || s.qk_nope <= 0 || s.v_head_mla <= 0 || s.q_lora_rank < 0) {
+            fail("synth: --kv-lora-rank, --qk-nope and --v-head-mla must be positive, --q-lora-rank not negative");
+        }
+        if (s.q_lora_rank == 0 && s.n_layer != 26 && s.n_layer != 27) {
+            fail("synth: deepseek2 without --q-lora-rank is a lite model, which llama.cpp knows by 26 or 27 layers");
+        }
+        if (s.n_dense_lead < 0 || s.n_dense_lead >= s.n_layer) {
+            fail("synth: --dense-lead {} must leave at least one MoE layer of {}", s.n_dense_lead, s.n_layer);
+        }
+        if (s.n_expert_groups > 1 && (s.n_expert % s.n_expert_groups != 0 || s.n_group_used <= 0 ||
+                                      s.n_group_used >= s.n_expert_groups)) {
+            fail("synth: --expert-groups {} / --groups-used {} do not divide {} experts", s.n_expert_groups,
+                 s.n_group_used, s.n_expert);
+        }
     }
     auto positive = [](int v, const char* what) {
         if (v <= 0) fail("synth: {} must be positive, got {}", what, v);
@@ -362,7 +430,7 @@ void fill_tensor(const TensorPlan& t, const SynthSpec& spec, ThreadPool& pool, u
 
 }  // namespace
 
-bool is_moe_arch(const std::string& arch) { return arch == "qwen3moe" || arch == "gpt-oss"; }
+bool is_moe_arch(const std::string& arch) { return arch == "qwen3moe" || arch == "gpt-oss" || arch == "deepseek2"; }
 
 void write_synthetic_model(const SynthSpec& spec, const std::string& path) {
     validate(spec);
@@ -379,15 +447,37 @@ void write_synthetic_model(const SynthSpec& spec, const std::string& path) {
     u32("embedding_length", spec.n_embd);
     u32("block_count", spec.n_layer);
     u32("attention.head_count", spec.n_head);
-    if (a == "gemma4" && spec.n_head_kv_swa > 0 && spec.n_head_kv_swa != spec.n_head_kv) {
+    if (a == "deepseek2") {
+        u32("attention.head_count_kv", 1);
+    } else if (a == "gemma4" && spec.n_head_kv_swa > 0 && spec.n_head_kv_swa != spec.n_head_kv) {
         std::vector<int32_t> kv(spec.n_layer);
         for (int il = 0; il < spec.n_layer; ++il) kv[il] = kv_heads_of(spec, il);
         w.set_array<int32_t>(a + ".attention.head_count_kv", kv);
     } else {
         u32("attention.head_count_kv", spec.n_head_kv);
     }
-    u32("attention.key_length", spec.head_dim);
-    u32("attention.value_length", spec.head_dim);
+    if (a == "deepseek2") {
+        u32("attention.key_length", spec.kv_lora_rank + spec.head_dim);
+        u32("attention.value_length", spec.kv_lora_rank);
+        u32("attention.key_length_mla", spec.qk_nope + spec.head_dim);
+        u32("attention.value_length_mla", spec.v_head_mla);
+        u32("rope.dimension_count", spec.head_dim);
+        if (spec.q_lora_rank > 0) u32("attention.q_lora_rank", spec.q_lora_rank);
+        u32("attention.kv_lora_rank", spec.kv_lora_rank);
+        u32("leading_dense_block_count", spec.n_dense_lead);
+        u32("expert_shared_count", spec.n_expert_shared);
+        u32("expert_gating_func", spec.sigmoid_gating ? 2 : 1);
+        w.set<bool>(a + ".expert_weights_norm", spec.expert_weights_norm);
+        w.set<float>(a + ".expert_weights_scale", spec.expert_weights_scale);
+        if (spec.n_expert_groups > 1) {
+            u32("expert_group_count", spec.n_expert_groups);
+            u32("expert_group_used_count", spec.n_group_used);
+        }
+        if (spec.yarn_log_mul > 0.0f) w.set<float>(a + ".rope.scaling.yarn_log_multiplier", spec.yarn_log_mul);
+    } else {
+        u32("attention.key_length", spec.head_dim);
+        u32("attention.value_length", spec.head_dim);
+    }
     u32("vocab_size", n_vocab);
     if (a == "gemma4") {
         u32("feed_forward_length", spec.n_ff);
@@ -396,6 +486,11 @@ void write_synthetic_model(const SynthSpec& spec, const std::string& path) {
             u32("expert_count", spec.n_expert);
             u32("expert_used_count", spec.n_expert_used);
         }
+    } else if (a == "deepseek2") {
+        u32("feed_forward_length", spec.n_ff);
+        u32("expert_feed_forward_length", spec.n_ff_exp);
+        u32("expert_count", spec.n_expert);
+        u32("expert_used_count", spec.n_expert_used);
     } else if (is_moe_arch(a)) {
         u32("feed_forward_length", int64_t{spec.n_ff_exp} * spec.n_expert_used);
         u32("expert_feed_forward_length", spec.n_ff_exp);

@@ -12,7 +12,7 @@
 namespace tandem {
 
 struct SynthSpec {
-    std::string arch = "qwen3moe";  // qwen3moe | qwen3 | llama | gemma4 | gpt-oss
+    std::string arch = "qwen3moe";  // qwen3moe | qwen3 | llama | gemma4 | gpt-oss | deepseek2
     std::string name;               // general.name; default "tandem-synthetic-<arch>"
     int n_layer = 2;
     int n_embd = 256;
@@ -53,6 +53,23 @@ struct SynthSpec {
     // YaRN rope scaling (any architecture; gpt-oss's real files use factor 32 over 4096): 0 = none.
     float yarn_factor = 0.0f;
     int yarn_orig_ctx = 0;
+    float yarn_log_mul = 0.0f;  // deepseek2: rope.scaling.yarn_log_multiplier (0.1 · mscale_all_dim)
+    // deepseek2: multi-head latent attention (head_dim is the rotated dims per head), shared
+    // experts (n_expert_shared × n_ff_exp wide), leading dense layers (n_ff wide), sigmoid or
+    // softmax gating, the expert-selection bias, group-limited routing, the weights' norm and
+    // scale.
+    int q_lora_rank = 64;  // 0: a plain attn_q (lite models: llama.cpp needs 26 or 27 layers)
+    int kv_lora_rank = 64;
+    int qk_nope = 32;
+    int v_head_mla = 32;
+    int n_expert_shared = 1;
+    int n_dense_lead = 1;
+    bool sigmoid_gating = true;
+    bool expert_bias = true;
+    int n_expert_groups = 0;
+    int n_group_used = 0;
+    bool expert_weights_norm = true;
+    float expert_weights_scale = 2.5f;
     uint64_t seed = 1;
     // Quantized tensors are random valid blocks instead of quantized random floats (much faster
     // for multi-gigabyte models).

@@ -42,6 +42,18 @@ inline constexpr std::string_view kFfnGateExps = "ffn_gate_exps";
 inline constexpr std::string_view kFfnUpExps = "ffn_up_exps";
 inline constexpr std::string_view kFfnGateUpExps = "ffn_gate_up_exps";
 inline constexpr std::string_view kFfnDownExps = "ffn_down_exps";
+inline constexpr std::string_view kFfnExpProbsB = "exp_probs_b";
+inline constexpr std::string_view kFfnGateShexp = "ffn_gate_shexp";
+inline constexpr std::string_view kFfnUpShexp = "ffn_up_shexp";
+inline constexpr std::string_view kFfnDownShexp = "ffn_down_shexp";
+// Multi-head latent attention (deepseek2).
+inline constexpr std::string_view kAttnQA = "attn_q_a";
+inline constexpr std::string_view kAttnQANorm = "attn_q_a_norm";
+inline constexpr std::string_view kAttnQB = "attn_q_b";
+inline constexpr std::string_view kAttnKvAMqa = "attn_kv_a_mqa";
+inline constexpr std::string_view kAttnKvANorm = "attn_kv_a_norm";
+inline constexpr std::string_view kAttnKB = "attn_k_b";
+inline constexpr std::string_view kAttnVB = "attn_v_b";
 
 // "token_embd.weight"
 inline std::string global(std::string_view base, std::string_view kind = "weight") {
