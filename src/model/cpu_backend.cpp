@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "base/error.h"
+#include "base/log.h"
 #include "cpu/elementwise.h"
 #include "cpu/matmul.h"
 
@@ -56,6 +57,19 @@ CpuBackend::CpuBackend(const Model& model, ThreadPool& pool, const CpuBackendOpt
                             L.n_head_kv, L.head_dim_k, L.head_dim_v,
                             L.values_in_keys};
         kv_[il] = std::make_unique<KvCache>(shape, o.kv_type);
+    }
+    {
+        // Per position of one sequence: what the caches of all layers hold for it (rings count
+        // their slots, not the context).
+        size_t per_position = 0;
+        for (const auto& kv : kv_) {
+            if (!kv) continue;
+            const KvShape& s = kv->shape();
+            per_position += static_cast<size_t>(s.n_kv_head) * (s.head_dim_k + (s.values_in_keys ? 0 : s.head_dim_v)) *
+                            kv->value_bytes();
+        }
+        log_info("kv cache: {:.2f} MiB for {} sequence(s) of {} positions ({} bytes per full-attention position)",
+                 static_cast<double>(kv_bytes()) / (1 << 20), o.n_seq, o.n_ctx, per_position);
     }
     int64_t widest = std::max<int64_t>({c_.n_embd, int64_t{c_.n_head} * c_.head_dim_v, c_.n_ff,
                                         int64_t{c_.n_embd_per_layer} * c_.n_layer});

@@ -1,4 +1,4 @@
-// Conformance of gemma4 and gpt-oss against llama.cpp (through the oracle kit), with the criteria
+// Conformance of gemma4, gpt-oss and deepseek2 against llama.cpp (through the oracle kit), with the criteria
 // of llama_conformance_test.cpp: teacher-forced logits of random models (written by make_gguf.py
 // or `tandem synth`) across shapes, sliding windows shorter than the context (several windows,
 // prompts fed in batches smaller and larger than the window), GQA ratios, the optional parts of
@@ -9,7 +9,11 @@
 // across an fp16 rounding boundary (an output step of 2^-11 relative), which shows in that row's
 // logits as up to ~1e-3 (mostly on improbable tokens: KL stays near 1e-11). So f32 gemma4 passes
 // when three quarters of the rows are within 1e-4, every row within 1e-2 and every row has
-// KL ≤ 1e-6. Other types: the quantized criteria of llama_conformance_test.cpp.
+// KL ≤ 1e-6. Other types: the quantized criteria of llama_conformance_test.cpp, except that
+// deepseek2's latent attention quantizes more activations per layer (q_b's, the per-head k_b and
+// v_b inputs) and keeps a flipped rounding in the latent cache for every later row, so there up
+// to half of the rows may be over 1e-3 (measured: the rows before the first flip agree to
+// ~5e-6).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -32,7 +36,7 @@ namespace {
 using testing::compare_logits;
 using testing::LogitComparison;
 
-enum class Judge { kExact, kGeluTable, kQuantized };
+enum class Judge { kExact, kGeluTable, kQuantized, kQuantizedLatent };
 
 struct ArchCase {
     std::string name;
@@ -81,12 +85,13 @@ void judge(const ArchCase& c, const LogitComparison& cmp) {
             EXPECT_LE(cmp.worst_kl, 1e-6);
             EXPECT_EQ(cmp.flips_beyond_noise, 0);
             return;
-        case Judge::kQuantized: {
+        case Judge::kQuantized:
+        case Judge::kQuantizedLatent: {
             const int n = over(cmp.row_kl, 1e-3);
             std::printf("[ %s ] strict target (KL <= 1e-3 everywhere, no decisive flip): %s; rows over 1e-3: %d\n",
                         c.name.c_str(), n == 0 && cmp.decisive_flips == 0 ? "met" : "missed", n);
             EXPECT_LE(cmp.worst_kl, 1e-2);
-            EXPECT_LE(n * 4, cmp.rows);
+            EXPECT_LE(n * (c.judge == Judge::kQuantizedLatent ? 2 : 4), cmp.rows);
             EXPECT_EQ(cmp.flips_beyond_noise, 0);
             return;
         }
@@ -143,6 +148,26 @@ SynthSpec gemma(int layers, int period, int experts) {
     s.n_vocab = 300;
     s.n_ctx = 4096;
     s.sliding_window = 8;
+    return s;
+}
+
+SynthSpec deepseek(int layers, int heads, int experts, int used) {
+    SynthSpec s = testing::tiny_spec("deepseek2");
+    s.n_layer = layers;
+    s.n_embd = 128;
+    s.n_head = heads;
+    s.n_head_kv = 1;
+    s.head_dim = 16;  // rotated dims
+    s.qk_nope = 32;
+    s.kv_lora_rank = 64;
+    s.v_head_mla = 32;
+    s.q_lora_rank = 64;
+    s.n_expert = experts;
+    s.n_expert_used = used;
+    s.n_ff_exp = 64;
+    s.n_ff = 256;
+    s.n_vocab = 300;
+    s.n_ctx = 4096;
     return s;
 }
 
@@ -209,6 +234,47 @@ std::vector<ArchCase> cases() {
         nocap.final_softcap = 0;  // key absent: llama.cpp's default of 30
         out.push_back({"gemma4_default_softcap_f32", "", nocap, 32, 3, Judge::kGeluTable});
     }
+    // deepseek2: MLA with and without the query's low rank (lite: 26 layers), sigmoid gating with
+    // the selection bias, group-limited routing, shared experts, leading dense layers, YaRN with
+    // DeepSeek's mscale, softmax gating (V2) without bias; weight types.
+    {
+        out.push_back({"deepseek2_f32", "", deepseek(3, 4, 8, 2), 64, 0, Judge::kExact});
+        SynthSpec g = deepseek(3, 16, 32, 6);
+        g.n_expert_groups = 8;
+        g.n_group_used = 3;
+        g.n_expert_shared = 2;
+        out.push_back({"deepseek2_f32_groups_16heads", "", g, 48, 7, Judge::kExact});
+        SynthSpec y = deepseek(3, 4, 8, 2);
+        y.yarn_factor = 40;
+        y.yarn_orig_ctx = 64;
+        y.yarn_log_mul = 0.1f;
+        out.push_back({"deepseek2_f32_yarn", "", y, 100, 0, Judge::kExact});
+        SynthSpec v2 = deepseek(3, 4, 8, 2);
+        v2.sigmoid_gating = false;
+        v2.expert_bias = false;
+        v2.expert_weights_norm = false;
+        v2.expert_weights_scale = 1.0f;
+        out.push_back({"deepseek2_f32_softmax_v2", "", v2, 40, 1, Judge::kExact});
+        SynthSpec lite = deepseek(26, 2, 4, 2);
+        lite.n_embd = 64;
+        lite.q_lora_rank = 0;
+        lite.n_dense_lead = 2;
+        out.push_back({"deepseek2_f32_lite_26layers", "", lite, 24, 0, Judge::kExact});
+        SynthSpec q = deepseek(3, 4, 8, 2);
+        q.n_embd = 256;
+        q.qk_nope = 64;
+        q.head_dim = 32;
+        q.kv_lora_rank = 128;
+        q.v_head_mla = 64;
+        q.n_ff_exp = 256;
+        q.n_ff = 512;
+        out.push_back({"deepseek2_q8_0_q4_0", "", typed(q, GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ8_0), 48, 0,
+                       Judge::kQuantizedLatent});
+        out.push_back({"deepseek2_q8_0_q4_K", "", typed(q, GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ4_K), 48, 0,
+                       Judge::kQuantizedLatent});
+        out.push_back({"deepseek2_bf16", "", typed(q, GgmlType::kBF16, GgmlType::kBF16, GgmlType::kBF16), 48, 0,
+                       Judge::kQuantizedLatent});
+    }
     // gemma4 weight types (as its real files: Q4_0 QAT, MXFP4 and NVFP4 experts with per-expert scales).
     for (GgmlType t : {GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kMXFP4, GgmlType::kNVFP4, GgmlType::kQ4_K,
                        GgmlType::kBF16}) {
@@ -274,6 +340,7 @@ INSTANTIATE_TEST_SUITE_P(
                                               "--n-ff-exp 64 --n-layer 4",
                                {}, 12, 0, Judge::kExact},
                       ArchCase{"gemma4_moe_f32", "", gemma(4, 2, 8), 12, 5, Judge::kGeluTable},
+                      ArchCase{"deepseek2_f32", "", deepseek(3, 4, 8, 2), 12, 0, Judge::kExact},
                       ArchCase{"oss_q8_0_mxfp4", "", typed(oss(256, 4, 2, 64, 8, 2, 256), GgmlType::kQ8_0,
                                                             GgmlType::kMXFP4, GgmlType::kF32),
                                12, 0, Judge::kQuantized}),

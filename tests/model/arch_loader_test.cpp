@@ -3,6 +3,7 @@
 // by name, and KV caches of sliding layers that hold only their window.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <string>
 
@@ -193,6 +194,93 @@ TEST(ArchLoader, SlidingLayersKeepOnlyTheirWindow) {
     const size_t full = size_t{4096} * o.n_seq * 2 * (16 + 16) * 4, ring = size_t{23} * o.n_seq * 4 * (8 + 8) * 4;
     EXPECT_EQ(backend.kv_bytes(), full + 2 * ring);
     EXPECT_EQ(max_rewind(model->config(), o.n_ctx, o.max_batch), 16);
+}
+
+SynthSpec deepseek_spec() {
+    SynthSpec s = tiny_spec("deepseek2");
+    s.n_layer = 3;
+    s.n_head = 4;
+    s.n_head_kv = 1;
+    s.head_dim = 16;
+    s.qk_nope = 32;
+    s.kv_lora_rank = 64;
+    s.v_head_mla = 32;
+    s.q_lora_rank = 48;
+    s.n_expert = 8;
+    s.n_expert_shared = 2;
+    s.n_expert_groups = 4;
+    s.n_group_used = 2;
+    return s;
+}
+
+TEST(ArchLoader, Deepseek2Config) {
+    TempDir dir;
+    auto model = Model::load(write_model(deepseek_spec(), dir.file("d.gguf")));
+    const ModelConfig& c = model->config();
+    EXPECT_EQ(c.mla.kv_lora_rank, 64);
+    EXPECT_EQ(c.mla.q_lora_rank, 48);
+    EXPECT_EQ(c.mla.qk_nope, 32);
+    EXPECT_EQ(c.mla.qk_rope, 16);
+    EXPECT_EQ(c.mla.v_head, 32);
+    EXPECT_EQ(c.gating, ExpertGating::kSigmoid);
+    EXPECT_EQ(c.n_expert_groups, 4);
+    EXPECT_EQ(c.n_group_used, 2);
+    EXPECT_TRUE(c.expert_weights_norm);
+    EXPECT_FLOAT_EQ(c.expert_weights_scale, 2.5f);
+    EXPECT_EQ(c.rope.type, RopeType::kNormal);
+    for (int il = 0; il < 3; ++il) {
+        const LayerConfig& L = c.layers[il];
+        EXPECT_EQ(L.n_head_kv, 1);
+        EXPECT_EQ(L.head_dim_k, 64 + 16);  // the latent and the rotated key
+        EXPECT_EQ(L.head_dim_v, 64);       // the latent
+        EXPECT_TRUE(L.values_in_keys);
+        EXPECT_FLOAT_EQ(L.attn_scale, 1.0f / std::sqrt(48.0f));
+        EXPECT_EQ(L.moe, il >= 1);         // one leading dense layer
+        EXPECT_EQ(L.n_ff_shexp, il >= 1 ? 2 * 32 : 0);
+    }
+    EXPECT_FALSE(model->weights().layers[1].expert_bias.empty());
+    EXPECT_NE(model->weights().layers[0].wk_b.matrix.data, nullptr);
+}
+
+// The latent cache holds the latent and the rotated key of each position, no values: as
+// llama.cpp's K-only MLA cache.
+TEST(ArchLoader, Deepseek2CachesTheLatentOnly) {
+    TempDir dir;
+    auto model = Model::load(write_model(deepseek_spec(), dir.file("d.gguf")));
+    ThreadPool pool(1);
+    CpuBackendOptions o;
+    o.n_ctx = 1024;
+    o.kv_type = KvType::kF16;
+    CpuBackend backend(*model, pool, o);
+    EXPECT_EQ(backend.kv_bytes(), size_t{3} * 1024 * (64 + 16) * 2);
+}
+
+TEST(ArchLoader, Deepseek2RefusesWhatItCannotRun) {
+    TempDir dir;
+    const std::string good = write_model(deepseek_spec(), dir.file("good.gguf"));
+    // Files without the MLA key lengths carry the unsplit attn_kv_b of old conversions.
+    GgufEdit legacy;
+    legacy.keep_key = [](std::string_view k) { return k != "deepseek2.attention.key_length_mla"; };
+    edit_model(good, dir.file("legacy.gguf"), legacy);
+    EXPECT_NE(load_error(dir.file("legacy.gguf")).find("unsplit attn_kv_b"), std::string::npos);
+    GgufEdit gating;
+    gating.keep_key = [](std::string_view k) { return k != "deepseek2.expert_gating_func"; };
+    gating.add_keys = [](GgufWriter& w) { w.set<uint32_t>("deepseek2.expert_gating_func", 3); };
+    edit_model(good, dir.file("gating.gguf"), gating);
+    EXPECT_NE(load_error(dir.file("gating.gguf")).find("expert_gating_func = 3 is not supported"), std::string::npos);
+}
+
+// nextn draft layers (block_count counts them) are known and not run.
+TEST(ArchLoader, NextnLayersAreSkipped) {
+    TempDir dir;
+    SynthSpec s = deepseek_spec();
+    const std::string three = write_model(s, dir.file("three.gguf"));
+    GgufEdit edit;
+    edit.add_keys = [](GgufWriter& w) { w.set<uint32_t>("deepseek2.nextn_predict_layers", 1); };
+    edit_model(three, dir.file("nextn.gguf"), edit);
+    auto model = Model::load(dir.file("nextn.gguf"));
+    EXPECT_EQ(model->config().n_layer, 2);
+    EXPECT_EQ(model->config().n_layer_nextn, 1);
 }
 
 }  // namespace
