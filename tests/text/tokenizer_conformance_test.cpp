@@ -138,15 +138,16 @@ TEST(TokenizerConformance, Qwen3AndLlama3MatchLlamaCpp) {
               (std::vector<TokenId>{128000, 9906, 11, 1917, 0, 220, 4513, 1774}));
 }
 
-// gpt-oss's o200k_harmony (the gpt-4o pre-tokenizer, harmony's special tokens) and Gemma's
-// vocabulary as a gemma4 vocabulary (SentencePiece-style BPE).
-TEST(TokenizerConformance, GptOssAndGemma4MatchLlamaCpp) {
+// gpt-oss's o200k_harmony (the gpt-4o pre-tokenizer, harmony's special tokens), Gemma's
+// vocabulary as a gemma4 vocabulary (SentencePiece-style BPE) and DeepSeek-V3's (deepseek-v3).
+TEST(TokenizerConformance, GptOssGemma4AndDeepseekV3MatchLlamaCpp) {
     TANDEM_REQUIRE_ORACLE();
-    if (hf_tokenizer_json("gptoss").empty() || hf_tokenizer_json("gemma3").empty()) {
+    if (hf_tokenizer_json("gptoss").empty() || hf_tokenizer_json("gemma3").empty() ||
+        hf_tokenizer_json("deepseek_v3").empty()) {
         if (oracle_required()) FAIL() << "oracle kit set up without --all-tokenizers";
         GTEST_SKIP() << "oracle kit set up without --all-tokenizers";
     }
-    check_against_llama_cpp({"gptoss", "gemma4"});
+    check_against_llama_cpp({"gptoss", "gemma4", "deepseek_v3"});
     // Gemma: spaces are part of the tokens, BOS always, characters without a token as bytes.
     const Tokenizer gemma = load(real_vocab_gguf("gemma4"));
     EXPECT_TRUE(gemma.add_bos());

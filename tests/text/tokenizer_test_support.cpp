@@ -238,7 +238,10 @@ std::string real_vocab_gguf(const std::string& name, const std::string& pre) {
                       " --n-layer 1 --n-embd 32 --n-head 2 --n-head-kv 1 --head-dim 16 --tied" +
                       " --vocab-from " + shell_quote(json);
     // gpt-oss's o200k_harmony splits as gpt-4o (make_gguf.py guesses only qwen2 and llama-bpe).
-    const std::string use_pre = !pre.empty() ? pre : name == "gptoss" ? "gpt-4o" : "";
+    const std::string use_pre = !pre.empty()              ? pre
+                                : name == "gptoss"        ? "gpt-4o"
+                                : name == "deepseek_v3"   ? "deepseek-v3"
+                                                          : "";
     if (!use_pre.empty()) cmd += " --pre " + shell_quote(use_pre);
     std::string output;
     if (run_command(cmd, &output) != 0) {
