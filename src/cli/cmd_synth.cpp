@@ -48,7 +48,7 @@ void add_synth_command(CLI::App& app) {
     SynthSpec& s = o->spec;
     CLI::App* cmd = app.add_subcommand("synth", "Write a random-weight model for tests, demos and benchmarks");
     cmd->add_option("-o,--out", o->out, "Output GGUF path")->capture_default_str();
-    cmd->add_option("--arch", s.arch, "Architecture: qwen3moe, qwen3, llama, gemma4, gpt-oss or deepseek2")->capture_default_str();
+    cmd->add_option("--arch", s.arch, "Architecture: qwen3moe, qwen3, llama, gemma4, gpt-oss, deepseek2, qwen35 or qwen35moe")->capture_default_str();
     cmd->add_option("--name", s.name, "general.name");
     cmd->add_option("--layers", s.n_layer, "Number of layers")->capture_default_str();
     cmd->add_option("--embd", s.n_embd, "Embedding width")->capture_default_str();
@@ -99,6 +99,16 @@ void add_synth_command(CLI::App& app) {
     cmd->add_flag("!--softmax-gating,--sigmoid-gating", s.sigmoid_gating, "deepseek2: softmax (V2) or sigmoid (V3) gating");
     cmd->add_flag("!--no-expert-bias", s.expert_bias, "deepseek2: no exp_probs_b");
     cmd->add_flag("!--no-weights-norm", s.expert_weights_norm, "deepseek2: do not renormalise the routing weights");
+    cmd->add_option("--ssm-state", s.ssm_state, "qwen35: delta-net head size (state size)")->capture_default_str();
+    cmd->add_option("--ssm-k-heads", s.ssm_k_heads, "qwen35: delta-net key heads")->capture_default_str();
+    cmd->add_option("--ssm-v-heads", s.ssm_v_heads, "qwen35: delta-net value heads")->capture_default_str();
+    cmd->add_option("--conv-kernel", s.conv_kernel, "qwen35: short convolution taps")->capture_default_str();
+    cmd->add_option("--full-attn-interval", s.full_attn_interval, "qwen35: every Nth layer is full attention")
+        ->capture_default_str();
+    cmd->add_option("--rope-dims", s.rope_dims, "qwen35: rotated dims of a head (0: head-dim / 4)");
+    cmd->add_option("--rope-sections", s.rope_sections, "qwen35: four interleaved rope section sizes")
+        ->delimiter(',');
+    cmd->add_option("--shexp-ffn", s.n_ff_shexp, "qwen35moe: shared expert width")->capture_default_str();
     cmd->add_flag("--fast-random", s.fast_random,
                   "Quantized tensors as random valid blocks (fast, for big models)");
     cmd->add_option("--threads", s.threads, "Threads (default: one per physical core)")

@@ -83,6 +83,23 @@ std::vector<int64_t> ArchKeys::per_layer(std::string_view suffix, int n_layer, i
     return values;
 }
 
+std::vector<int64_t> ArchKeys::per_layer_array(std::string_view suffix, int n, int64_t lo, int64_t hi) {
+    const std::string k = key(suffix);
+    read_.insert(k);
+    if (!f_.has(k)) fail("{}: missing metadata key '{}'", f_.path(), k);
+    std::vector<int64_t> values = f_.get_int_array(k);
+    if (static_cast<int>(values.size()) != n) {
+        fail("{}: metadata key '{}' has {} values, expected {}", f_.path(), k, values.size(), n);
+    }
+    for (size_t i = 0; i < values.size(); ++i) {
+        if (values[i] < lo || values[i] > hi) {
+            fail("{}: metadata key '{}' [{}] is {}, outside the valid range [{}, {}]", f_.path(), k, i, values[i], lo,
+                 hi);
+        }
+    }
+    return values;
+}
+
 void ArchKeys::refuse_unknown() const {
     const std::string prefix = arch_ + ".";
     for (const GgufKeyValue& kv : f_.metadata()) {

@@ -38,6 +38,8 @@ class ArchKeys {
     // absent, or an Error when there is none.
     std::vector<int64_t> per_layer(std::string_view suffix, int n_layer, int64_t lo, int64_t hi,
                                    std::optional<int64_t> fallback);
+    // An array of exactly n integers (llama.cpp's get_key_or_arr with a fixed count), required.
+    std::vector<int64_t> per_layer_array(std::string_view suffix, int n, int64_t lo, int64_t hi);
     // A key that is known and has nothing to change here (its value is checked by the caller
     // where that matters).
     void accept(std::string_view suffix) { read_.insert(key(suffix)); }

@@ -14,6 +14,10 @@ constexpr ArchitectureTraits kArchitectures[] = {
     {"gpt-oss",   RopeType::kNeox,   false,  ExpertPresence::kRequired,  false, false, configure_gpt_oss, true,
                   "post_attention_norm"},
     {"deepseek2", RopeType::kNormal, false,  ExpertPresence::kRequired,  false, false, configure_deepseek2, true},
+    {"qwen35",    RopeType::kNeox,   true,   ExpertPresence::kNone,      false, false, configure_qwen35, true,
+                  "post_attention_norm"},
+    {"qwen35moe", RopeType::kNeox,   true,   ExpertPresence::kRequired,  true,  false, configure_qwen35moe, true,
+                  "post_attention_norm"},
 };
 // clang-format on
 

@@ -45,5 +45,7 @@ void make_sliding_layers(ArchKeys& keys, ModelConfig& config, const std::vector<
 void configure_gemma4(ArchKeys& keys, ModelConfig& config);
 void configure_gpt_oss(ArchKeys& keys, ModelConfig& config);
 void configure_deepseek2(ArchKeys& keys, ModelConfig& config);
+void configure_qwen35(ArchKeys& keys, ModelConfig& config);
+void configure_qwen35moe(ArchKeys& keys, ModelConfig& config);
 
 }  // namespace tandem

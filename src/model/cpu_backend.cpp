@@ -2,6 +2,7 @@
 #include "model/cpu_backend.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "base/error.h"
@@ -48,10 +49,23 @@ CpuBackend::CpuBackend(const Model& model, ThreadPool& pool, const CpuBackendOpt
                  widest_window(model.config())),
       rope_cache_(pool.size(), std::vector<float>(widest_rope(model.config()) + 2)) {
     n_ctx_ = o.n_ctx;
+    n_seq_ = o.n_seq;
     kv_.resize(c_.n_layer);
+    recurrent_.resize(c_.n_layer);
+    seq_rows_.resize(o.n_seq);
+    const ModelConfig::DeltaNet& d = c_.delta;
+    delta_scratch_.resize(static_cast<size_t>(pool.size()) * std::max(1, d.head_dim));
     for (int il = 0; il < c_.n_layer; ++il) {
         const LayerConfig& L = c_.layers[il];
         ropes_.emplace_back(L.rope);
+        if (L.attention == AttentionKind::kRecurrent) {
+            RecurrentState& r = recurrent_[il];
+            r.conv.assign(static_cast<size_t>(o.n_seq) * (d.conv_kernel - 1) * d.conv_width(), 0.0f);
+            r.ssm.assign(static_cast<size_t>(o.n_seq) * d.value_width() * d.head_dim, 0.0f);
+            r.conv_pos.assign(o.n_seq, 0);
+            r.ssm_pos.assign(o.n_seq, 0);
+            continue;
+        }
         if (L.kv_layer != il) continue;
         const KvShape shape{1,           o.n_seq,      kv_cache_positions(L, o.n_ctx, o.max_batch),
                             L.n_head_kv, L.head_dim_k, L.head_dim_v,
@@ -61,7 +75,12 @@ CpuBackend::CpuBackend(const Model& model, ThreadPool& pool, const CpuBackendOpt
     {
         // Per position of one sequence: what the caches of all layers hold for it (rings count
         // their slots, not the context).
-        size_t per_position = 0;
+        size_t per_position = 0, recurrent = 0;
+        for (const RecurrentState& r : recurrent_) recurrent += (r.conv.size() + r.ssm.size()) * sizeof(float);
+        if (recurrent > 0) {
+            log_info("recurrent state: {:.2f} MiB for {} sequence(s)", static_cast<double>(recurrent) / (1 << 20),
+                     o.n_seq);
+        }
         for (const auto& kv : kv_) {
             if (!kv) continue;
             const KvShape& s = kv->shape();
@@ -110,13 +129,12 @@ Act CpuBackend::allocate(int rows, int64_t cols) {
 
 void CpuBackend::set_batch(std::span<const int32_t> tokens, std::span<const TokenPlace> places,
                            std::span<const int32_t> logit_rows) {
-    const KvShape& s = kv_[0]->shape();
     for (const TokenPlace& p : places) {
-        if (p.seq < 0 || p.seq >= s.n_seq || p.pos < 0 || p.pos >= n_ctx_) {
+        if (p.seq < 0 || p.seq >= n_seq_ || p.pos < 0 || p.pos >= n_ctx_) {
             fail(
                 "token at sequence {} position {} is outside the KV cache ({} sequences x {} "
                 "positions)",
-                p.seq, p.pos, s.n_seq, n_ctx_);
+                p.seq, p.pos, n_seq_, n_ctx_);
         }
     }
     tokens_.assign(tokens.begin(), tokens.end());
@@ -259,6 +277,142 @@ void CpuBackend::softcap(Act x, float cap) {
 
 void CpuBackend::copy(Act src, Act dst) {
     for (int t = 0; t < src.rows; ++t) std::memmove(dst.row(t), src.row(t), sizeof(float) * src.cols);
+}
+
+void CpuBackend::sigmoid(Act x) {
+    for (int t = 0; t < x.rows; ++t) {
+        float* p = x.row(t);
+        for (int64_t i = 0; i < x.cols; ++i) p[i] = 1.0f / (1.0f + std::exp(-p[i]));
+    }
+}
+
+void CpuBackend::mul_sigmoid(Act x, Act gate) {
+    if (gate.cols != x.cols && gate.cols != 1) fail("mul_sigmoid: a gate of {} columns for rows of {}", gate.cols, x.cols);
+    for (int t = 0; t < x.rows; ++t) {
+        float* p = x.row(t);
+        const float* g = gate.row(t);
+        if (gate.cols == 1) {
+            const float s = 1.0f / (1.0f + std::exp(-g[0]));
+            for (int64_t i = 0; i < x.cols; ++i) p[i] *= s;
+        } else {
+            for (int64_t i = 0; i < x.cols; ++i) p[i] *= 1.0f / (1.0f + std::exp(-g[i]));
+        }
+    }
+}
+
+void CpuBackend::l2_norm_heads(Act x, int head_dim, float eps) {
+    for (int t = 0; t < x.rows; ++t) {
+        for (int64_t h = 0; h < x.cols / head_dim; ++h) {
+            float* p = x.row(t) + h * head_dim;
+            double sum = 0.0;
+            for (int i = 0; i < head_dim; ++i) sum += static_cast<double>(p[i] * p[i]);
+            const float scale = 1.0f / std::max(std::sqrt(static_cast<float>(sum)), eps);
+            for (int i = 0; i < head_dim; ++i) p[i] *= scale;
+        }
+    }
+}
+
+void CpuBackend::ssm_decay(Act x, const WeightVector& bias, const WeightVector& a) {
+    for (int t = 0; t < x.rows; ++t) {
+        float* p = x.row(t);
+        for (int64_t h = 0; h < x.cols; ++h) {
+            const float y = p[h] + bias.data[h];
+            const float softplus = y > 20.0f ? y : std::log(1.0f + std::exp(y));
+            p[h] = softplus * a.data[h];
+        }
+    }
+}
+
+void CpuBackend::sequence_rows(const char* op, int layer, std::vector<int>& next_pos, float* state,
+                               size_t state_size) {
+    for (auto& rows : seq_rows_) rows.clear();
+    for (int t = 0; t < static_cast<int>(places_.size()); ++t) {
+        const TokenPlace p = places_[t];
+        std::vector<int>& rows = seq_rows_[p.seq];
+        if (rows.empty() && p.pos == 0) {
+            // A new sequence: its state starts at zero.
+            std::fill(state + static_cast<size_t>(p.seq) * state_size,
+                      state + static_cast<size_t>(p.seq + 1) * state_size, 0.0f);
+            next_pos[p.seq] = 0;
+        }
+        if (p.pos != next_pos[p.seq]) {
+            fail("{}: layer {}: sequence {} continues at position {} but its recurrent state is at {} (a recurrent "
+                 "state cannot be rewound)",
+                 op, layer, p.seq, p.pos, next_pos[p.seq]);
+        }
+        ++next_pos[p.seq];
+        rows.push_back(t);
+    }
+}
+
+void CpuBackend::short_conv(int layer, Act x, Act out) {
+    RecurrentState& r = recurrent_[layer];
+    const int K = c_.delta.conv_kernel;
+    const int64_t C = x.cols;
+    const size_t state_size = static_cast<size_t>(K - 1) * C;
+    sequence_rows("short_conv", layer, r.conv_pos, r.conv.data(), state_size);
+    const float* w = model_.weights().layers[layer].ssm_conv.data;  // [C × K]
+    for (int s = 0; s < n_seq_; ++s) {
+        float* state = r.conv.data() + static_cast<size_t>(s) * state_size;  // K-1 rows of C, oldest first
+        for (int t : seq_rows_[s]) {
+            const float* u = x.row(t);
+            float* y = out.row(t);
+            for (int64_t c = 0; c < C; ++c) {
+                float sum = 0.0f;
+                for (int i = 0; i < K - 1; ++i) sum += state[static_cast<size_t>(i) * C + c] * w[c * K + i];
+                sum += u[c] * w[c * K + K - 1];
+                y[c] = sum / (1.0f + std::exp(-sum));
+            }
+            if (K > 1) {
+                std::memmove(state, state + C, sizeof(float) * (K - 2) * C);
+                std::memcpy(state + static_cast<size_t>(K - 2) * C, u, sizeof(float) * C);
+            }
+        }
+    }
+}
+
+void CpuBackend::delta_net(int layer, Act q, Act k, Act v, Act g, Act beta, Act out) {
+    RecurrentState& r = recurrent_[layer];
+    const ModelConfig::DeltaNet& d = c_.delta;
+    const int S = d.head_dim, Hv = d.n_v_heads, Hk = d.n_k_heads;
+    const size_t head_state = static_cast<size_t>(S) * S;
+    const size_t state_size = head_state * Hv;
+    sequence_rows("delta_net", layer, r.ssm_pos, r.ssm.data(), state_size);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(S));
+    // One item per (sequence, value head), each through its sequence's tokens in order
+    // (ggml_compute_forward_gated_delta_net).
+    pool_.parallel_for(static_cast<int64_t>(n_seq_) * Hv, 1, [&](int64_t i0, int64_t i1, int worker) {
+        float* delta = delta_scratch_.data() + static_cast<size_t>(worker) * S;
+        for (int64_t item = i0; item < i1; ++item) {
+            const int s = static_cast<int>(item / Hv), h = static_cast<int>(item % Hv), hk = h % Hk;
+            if (seq_rows_[s].empty()) continue;
+            float* M = r.ssm.data() + s * state_size + h * head_state;  // M[j·S + i] = S[i][j]
+            for (int t : seq_rows_[s]) {
+                const float* qd = q.row(t) + static_cast<int64_t>(hk) * S;
+                const float* kd = k.row(t) + static_cast<int64_t>(hk) * S;
+                const float* vd = v.row(t) + static_cast<int64_t>(h) * S;
+                const float decay = std::exp(g.row(t)[h]), b = beta.row(t)[h];
+                for (size_t e = 0; e < head_state; ++e) M[e] *= decay;
+                for (int j = 0; j < S; ++j) {
+                    const float* row = M + static_cast<size_t>(j) * S;
+                    float sum = 0.0f;
+                    for (int i = 0; i < S; ++i) sum += row[i] * kd[i];
+                    delta[j] = (vd[j] - sum) * b;
+                }
+                for (int j = 0; j < S; ++j) {
+                    float* row = M + static_cast<size_t>(j) * S;
+                    for (int i = 0; i < S; ++i) row[i] += kd[i] * delta[j];
+                }
+                float* o = out.row(t) + static_cast<int64_t>(h) * S;
+                for (int j = 0; j < S; ++j) {
+                    const float* row = M + static_cast<size_t>(j) * S;
+                    float sum = 0.0f;
+                    for (int i = 0; i < S; ++i) sum += row[i] * qd[i];
+                    o[j] = sum * scale;
+                }
+            }
+        }
+    });
 }
 
 void CpuBackend::moe(int layer, Act logits, Act in, Act out) {

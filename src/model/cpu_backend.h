@@ -60,6 +60,12 @@ class CpuBackend final : public Ops {
     void mul(Act x, const WeightVector& w) override;
     void softcap(Act x, float cap) override;
     void copy(Act src, Act dst) override;
+    void sigmoid(Act x) override;
+    void mul_sigmoid(Act x, Act gate) override;
+    void l2_norm_heads(Act x, int head_dim, float eps) override;
+    void ssm_decay(Act x, const WeightVector& bias, const WeightVector& a) override;
+    void short_conv(int layer, Act x, Act out) override;
+    void delta_net(int layer, Act q, Act k, Act v, Act g, Act beta, Act out) override;
     void moe(int layer, Act logits, Act in, Act out) override;
     void gather_logit_rows(Act x, Act out) override;
 
@@ -68,6 +74,17 @@ class CpuBackend final : public Ops {
     const ModelConfig& c_;
     ThreadPool& pool_;
     std::vector<std::unique_ptr<KvCache>> kv_;  // per layer; null for a layer that shares another's
+    // The recurrent state of a gated delta-net layer, per sequence.
+    struct RecurrentState {
+        std::vector<float> conv;          // [n_seq × (taps-1) × C] each sequence's last inputs, oldest first
+        std::vector<float> ssm;           // [n_seq × Hv × S × S] element (i, j) of head h at [j·S + i]
+        std::vector<int> conv_pos, ssm_pos;  // per sequence: the position each state continues at
+    };
+    std::vector<RecurrentState> recurrent_;     // per layer (empty for the others)
+    // The batch's rows of each sequence, in order; checks positions, zeroes states at position 0.
+    void sequence_rows(const char* op, int layer, std::vector<int>& next_pos, float* state, size_t state_size);
+    std::vector<std::vector<int>> seq_rows_;    // per sequence: its rows in this batch
+    std::vector<float> delta_scratch_;          // per worker: S values
     Attention attention_;
     std::vector<Rope> ropes_;                   // per layer
     ActivationSet activations_;
@@ -86,6 +103,7 @@ class CpuBackend final : public Ops {
     std::vector<TokenPlace> places_;
     std::vector<int32_t> logit_rows_;
     int n_ctx_ = 0;
+    int n_seq_ = 0;
     // Activation buffers of allocate(), left uninitialised: pages nobody writes (the logits of
     // rows a batch never fills) cost no memory.
     std::vector<std::unique_ptr<float[]>> buffers_;

@@ -43,6 +43,22 @@ Decoder::Decoder(const Model& model, Ops& ops, int max_batch)
         if (c_.router_input == RouterInput::kScaledRmsNorm) r_ = ops.allocate(T, c_.n_embd);
         if (beside) e_ = ops.allocate(T, c_.n_embd);
     }
+    if (c_.attn_output_gate) {
+        qg_ = ops.allocate(T, 2 * q);
+        ag_ = ops.allocate(T, q);
+    }
+    if (c_.shared_expert_gate) sg_ = ops.allocate(T, 1);
+    bool recurrent = false;
+    for (const LayerConfig& L : c_.layers) recurrent = recurrent || L.attention == AttentionKind::kRecurrent;
+    if (recurrent) {
+        const ModelConfig::DeltaNet& d = c_.delta;
+        mixed_ = ops.allocate(T, d.conv_width());
+        conv_ = ops.allocate(T, d.conv_width());
+        z_ = ops.allocate(T, d.value_width());
+        beta_ = ops.allocate(T, d.n_v_heads);
+        decay_ = ops.allocate(T, d.n_v_heads);
+        dn_ = ops.allocate(T, d.value_width());
+    }
     if (c_.mla.kv_lora_rank > 0) {
         const ModelConfig::Latent& m = c_.mla;
         qa_ = ops.allocate(T, int64_t{c_.n_head} * (m.qk_nope + m.qk_rope));
@@ -121,7 +137,9 @@ void Decoder::layer(int il, int n) {
     Act o = o_.first_rows(n);
 
     // Attention block: x += [post_norm](attention(norm(x))).
-    if (c_.mla.kv_lora_rank > 0) {
+    if (c_.layers[il].attention == AttentionKind::kRecurrent) {
+        delta_net(il, n);
+    } else if (c_.mla.kv_lora_rank > 0) {
         latent_attention(il, n);
     } else {
         attention(il, n);
@@ -161,13 +179,21 @@ void Decoder::attention(int il, int n) {
     const bool own_kv = lc.kv_layer == il;
 
     ops_.rms_norm(x_.first_rows(n), L.attn_norm, c_.rms_eps, h);
+    // With an output gate (qwen3.5), each head's query is followed by its gate in wq's rows.
+    Act qg = c_.attn_output_gate ? packed(qg_, n, 2 * lc.q_width()) : q;
     if (!own_kv) {
-        ops_.matmul(h, {{&L.wq, q}});
+        ops_.matmul(h, {{&L.wq, qg}});
     } else if (L.wv.empty()) {
-        ops_.matmul(h, {{&L.wq, q}, {&L.wk, k}});
+        ops_.matmul(h, {{&L.wq, qg}, {&L.wk, k}});
         ops_.copy(k, v);  // Gemma-4 without attn_v: the values are the keys, before their norm
     } else {
-        ops_.matmul(h, {{&L.wq, q}, {&L.wk, k}, {&L.wv, v}});
+        ops_.matmul(h, {{&L.wq, qg}, {&L.wk, k}, {&L.wv, v}});
+    }
+    Act gate;
+    if (c_.attn_output_gate) {
+        gate = packed(ag_, n, lc.q_width());
+        ops_.copy(Act{qg.data, n * lc.n_head, dk, 2 * dk}, Act{q.data, n * lc.n_head, dk, dk});
+        ops_.copy(Act{qg.data + dk, n * lc.n_head, dk, 2 * dk}, Act{gate.data, n * lc.n_head, dk, dk});
     }
     if (!L.bq.empty()) ops_.add_bias(q, L.bq);
     if (c_.qk_norm) ops_.rms_norm_heads(q, dk, L.q_norm, c_.rms_eps);
@@ -181,9 +207,39 @@ void Decoder::attention(int il, int n) {
         ops_.store_kv(il, k, v);
     }
     ops_.attention(il, q, attn);
+    if (c_.attn_output_gate) ops_.mul_sigmoid(attn, gate);
     Act o = o_.first_rows(n);
     ops_.matmul(attn, {{&L.wo, o}});
     if (!L.bo.empty()) ops_.add_bias(o, L.bo);
+}
+
+void Decoder::delta_net(int il, int n) {
+    // qwen3.5's linear attention (qwen35moe.cpp, build_layer_attn_linear): q, k and v through a
+    // short causal convolution and SiLU, q and k L2-normed per head, the gated delta rule over
+    // the sequence's state, then an RMS norm per head gated by SiLU(z), and the output
+    // projection.
+    const ModelConfig::DeltaNet& d = c_.delta;
+    const LayerWeights& L = w_.layers[il];
+    const int64_t C = d.conv_width(), Kw = d.key_width();
+    Act h = h_.first_rows(n);
+    Act mixed = mixed_.first_rows(n);
+    Act conv = conv_.first_rows(n);
+    Act z = z_.first_rows(n);
+    Act beta = beta_.first_rows(n);
+    Act decay = decay_.first_rows(n);
+    Act out = dn_.first_rows(n);
+    ops_.rms_norm(x_.first_rows(n), L.attn_norm, c_.rms_eps, h);
+    ops_.matmul(h, {{&L.wqkv, mixed}, {&L.wqkv_gate, z}, {&L.ssm_beta, beta}, {&L.ssm_alpha, decay}});
+    ops_.sigmoid(beta);
+    ops_.ssm_decay(decay, L.ssm_dt, L.ssm_a);
+    ops_.short_conv(il, mixed, conv);
+    Act q{conv.data, n, Kw, C}, k{conv.data + Kw, n, Kw, C}, v{conv.data + 2 * Kw, n, d.value_width(), C};
+    ops_.l2_norm_heads(q, d.head_dim, c_.rms_eps);
+    ops_.l2_norm_heads(k, d.head_dim, c_.rms_eps);
+    ops_.delta_net(il, q, k, v, decay, beta, out);
+    ops_.rms_norm_heads(out, d.head_dim, L.ssm_norm, c_.rms_eps);
+    ops_.glu(GluKind::kSilu, z, out, out);
+    ops_.matmul(out, {{&L.ssm_out, o_.first_rows(n)}});
 }
 
 void Decoder::latent_attention(int il, int n) {
@@ -251,9 +307,15 @@ void Decoder::ffn(int il, int n) {
     }
     experts(il, h, h, o);
     if (lc.n_ff_shexp > 0) {
-        // DeepSeek's shared experts: a SiLU FFN beside the routed ones, added to their sum.
+        // Shared experts: a SiLU FFN beside the routed ones, added to their sum (qwen3.5: gated
+        // by σ(gate_inp_shexp · h)).
         Act e = e_.first_rows(n);
         glu_ffn(L.shexp_gate, L.shexp_up, L.shexp_down, lc.n_ff_shexp, h, e);
+        if (c_.shared_expert_gate) {
+            Act sg = sg_.first_rows(n);
+            ops_.matmul(h, {{&L.shexp_gate_inp, sg}});
+            ops_.mul_sigmoid(e, sg);
+        }
         ops_.add(o, e);
     }
 }

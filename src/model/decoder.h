@@ -36,6 +36,8 @@ private:
     void attention(int il, int n);
     // Multi-head latent attention (DeepSeek-V2/V3) of layer il, into o_.
     void latent_attention(int il, int n);
+    // A gated delta-net layer (qwen3.5's linear attention), into o_.
+    void delta_net(int il, int n);
     // The FFN block of layer il on the residual x_; its output in o_.
     void ffn(int il, int n);
     // A gated FFN: out = down(act(gate(in)) · up(in)), `width` wide.
@@ -66,6 +68,15 @@ private:
     Act qa_;      // [T × n_head·(N + R)] MLA: the queries before their absorption
     Act ql_;      // [T × Lq] MLA: the queries' low-rank projection
     Act av_;      // [T × n_head·Dv] MLA: the values after their up-projection
+    Act qg_;      // [T × n_head·2·dk] queries with their output gates (attn_output_gate)
+    Act ag_;      // [T × n_head·dk] the output gates
+    Act sg_;      // [T × 1] the shared expert's gate
+    Act mixed_;   // [T × C] delta-net: q, k, v before the convolution
+    Act conv_;    // [T × C] ... after it
+    Act z_;       // [T × Hv·S] the output gate
+    Act beta_;    // [T × Hv]
+    Act decay_;   // [T × Hv]
+    Act dn_;      // [T × Hv·S] the delta rule's output
     Act pl_;      // [T × n_pl·n_layer] per-layer inputs: layer il's are columns [il·n_pl, (il+1)·n_pl)
     Act pl_proj_; // [T × n_pl·n_layer] their projection from the embeddings
     Act pl_gate_; // [T × n_pl]

@@ -39,13 +39,15 @@ auto layer_vectors(Layer& L) {
                       &L.attn_post_norm,  &L.ffn_norm,     &L.ffn_post_norm, &L.router_bias,
                       &L.router_scale,    &L.ffn_pre_norm_2, &L.ffn_post_norm_1, &L.ffn_post_norm_2,
                       &L.pl_post_norm,    &L.out_scale,    &L.q_a_norm,     &L.kv_a_norm,
-                      &L.expert_bias};
+                      &L.expert_bias,     &L.ssm_conv,     &L.ssm_dt,       &L.ssm_a,
+                      &L.ssm_norm};
 }
 template <typename Layer>
 auto layer_matrices(Layer& L) {
     return std::array{&L.wq,       &L.wk,      &L.wv,         &L.wo,         &L.ffn_gate,  &L.ffn_up,    &L.ffn_down,
                       &L.router,   &L.pl_gate, &L.pl_proj,    &L.wq_a,       &L.wq_b,      &L.wkv_a,     &L.shexp_gate,
-                      &L.shexp_up, &L.shexp_down};
+                      &L.shexp_up, &L.shexp_down, &L.wqkv,    &L.wqkv_gate,  &L.ssm_beta,   &L.ssm_alpha, &L.ssm_out,
+                      &L.shexp_gate_inp};
 }
 
 // Every array a forward pass reads, as host ranges (the GPU gets the same bytes).
@@ -205,7 +207,8 @@ void GpuBackend::check_supported() const {
     // What the GPU's operations do not implement yet (they would compute something else).
     auto missing = [&](const char* what) { fail("--device cuda: {} ({}) is not implemented on the GPU yet", what, c_.arch); };
     for (const LayerConfig& L : c_.layers) {
-        if (L.attention != AttentionKind::kFull) missing("sliding-window attention");
+        if (L.attention == AttentionKind::kSliding) missing("sliding-window attention");
+        if (L.attention == AttentionKind::kRecurrent) missing("gated delta-net layers");
         if (L.kv_layer != &L - c_.layers.data()) missing("a KV cache shared between layers");
         if (L.n_head != c_.n_head || L.n_head_kv != c_.n_head_kv || L.head_dim_k != c_.head_dim_k ||
             L.head_dim_v != c_.head_dim_v) {
@@ -224,6 +227,8 @@ void GpuBackend::check_supported() const {
     if (c_.gating != ExpertGating::kSoftmax) missing("this expert gating");
     if (c_.n_expert_groups > 1) missing("group-limited routing");
     if (c_.mla.kv_lora_rank > 0) missing("multi-head latent attention");
+    if (c_.attn_output_gate) missing("gated attention output");
+    if (c_.rope.imrope) missing("interleaved multimodal rope");
     for (const LayerConfig& L : c_.layers) {
         if (L.n_ff_shexp > 0) missing("shared experts");
         if (L.moe != c_.is_moe()) missing("dense layers beside MoE layers");
@@ -456,6 +461,36 @@ void GpuBackend::copy(Act src, Act dst) {
     (void)src;
     (void)dst;
     fail("--device cuda: copy is not implemented on the GPU yet");
+}
+
+void GpuBackend::sigmoid(Act x) {
+    (void)x;
+    fail("--device cuda: sigmoid is not implemented on the GPU yet");
+}
+
+void GpuBackend::mul_sigmoid(Act x, Act gate) {
+    (void)x, (void)gate;
+    fail("--device cuda: mul_sigmoid is not implemented on the GPU yet");
+}
+
+void GpuBackend::l2_norm_heads(Act x, int head_dim, float eps) {
+    (void)x, (void)head_dim, (void)eps;
+    fail("--device cuda: l2_norm_heads is not implemented on the GPU yet");
+}
+
+void GpuBackend::ssm_decay(Act x, const WeightVector& bias, const WeightVector& a) {
+    (void)x, (void)bias, (void)a;
+    fail("--device cuda: ssm_decay is not implemented on the GPU yet");
+}
+
+void GpuBackend::short_conv(int layer, Act x, Act out) {
+    (void)layer, (void)x, (void)out;
+    fail("--device cuda: short_conv is not implemented on the GPU yet");
+}
+
+void GpuBackend::delta_net(int layer, Act q, Act k, Act v, Act g, Act beta, Act out) {
+    (void)layer, (void)q, (void)k, (void)v, (void)g, (void)beta, (void)out;
+    fail("--device cuda: delta_net is not implemented on the GPU yet");
 }
 
 void GpuBackend::gather_logit_rows(Act x, Act out) {

@@ -56,6 +56,12 @@ class GpuBackend final : public Ops {
     void mul(Act x, const WeightVector& w) override;
     void softcap(Act x, float cap) override;
     void copy(Act src, Act dst) override;
+    void sigmoid(Act x) override;
+    void mul_sigmoid(Act x, Act gate) override;
+    void l2_norm_heads(Act x, int head_dim, float eps) override;
+    void ssm_decay(Act x, const WeightVector& bias, const WeightVector& a) override;
+    void short_conv(int layer, Act x, Act out) override;
+    void delta_net(int layer, Act q, Act k, Act v, Act g, Act beta, Act out) override;
     void moe(int layer, Act logits, Act in, Act out) override;
     void gather_logit_rows(Act x, Act out) override;
 

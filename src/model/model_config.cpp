@@ -240,6 +240,7 @@ void make_sliding_layers(ArchKeys& k, ModelConfig& c, const std::vector<bool>& i
 }
 
 int kv_cache_positions(const LayerConfig& layer, int n_ctx, int max_batch) {
+    if (layer.attention == AttentionKind::kRecurrent) return 0;
     if (layer.attention != AttentionKind::kSliding) return n_ctx;
     return static_cast<int>(std::min<int64_t>(n_ctx, int64_t{layer.window} + max_batch - 1));
 }
@@ -247,6 +248,7 @@ int kv_cache_positions(const LayerConfig& layer, int n_ctx, int max_batch) {
 int max_rewind(const ModelConfig& c, int n_ctx, int max_batch) {
     int rewind = n_ctx;
     for (const LayerConfig& L : c.layers) {
+        if (L.attention == AttentionKind::kRecurrent) return 0;  // a recurrent state cannot go back
         const int held = kv_cache_positions(L, n_ctx, max_batch);
         if (held < n_ctx) rewind = std::min(rewind, held - L.window + 1);
     }

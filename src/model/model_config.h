@@ -18,6 +18,8 @@ class GgufFile;
 enum class AttentionKind {
     kFull,     // every earlier position of the sequence
     kSliding,  // the last `window` positions (itself included), llama.cpp's LLAMA_SWA_TYPE_STANDARD
+    kRecurrent,  // no attention: a gated delta-net with a short convolution and a recurrent state
+                 // per sequence (qwen3.5's linear-attention layers; ModelConfig::delta)
 };
 
 // Where the RMS norms of a block sit.
@@ -98,6 +100,20 @@ struct ModelConfig {
         int qk_rope = 0;       // rotated dims
         int v_head = 0;        // value dims per head after the latent's up-projection
     } mla;
+    // Gated delta-net layers (qwen3.5): projections to q, k (n_k_heads × head_dim each) and v
+    // (n_v_heads × head_dim) through a causal depthwise convolution of conv_kernel taps, a
+    // per-head decay and write strength, a state of head_dim × head_dim per value head.
+    struct DeltaNet {
+        int conv_kernel = 0;
+        int n_k_heads = 0;
+        int n_v_heads = 0;
+        int head_dim = 0;
+        int64_t key_width() const { return int64_t{n_k_heads} * head_dim; }
+        int64_t value_width() const { return int64_t{n_v_heads} * head_dim; }
+        int64_t conv_width() const { return 2 * key_width() + value_width(); }
+    } delta;
+    bool attn_output_gate = false;     // full attention: q projects a gate per head too, out · σ(gate)
+    bool shared_expert_gate = false;   // the shared expert's output times σ(ffn_gate_inp_shexp · x)
     // Experts.
     ExpertGating gating = ExpertGating::kSoftmax;
     int n_expert_groups = 0;           // group-limited routing: groups of experts ...

@@ -61,6 +61,12 @@ public:
         return m;
     }
 
+    // A [rows × cols] tensor of small values, copied to f32 (row-major).
+    WeightVector vector_2d(const std::string& name, int64_t cols, int64_t rows) {
+        const GgufTensor* t = find(name, {cols, rows}, true);
+        return {keep(to_f32(*t)), cols * rows};
+    }
+
     // A small vector, copied to f32 from any float or quantized type.
     WeightVector vector(const std::string& name, int64_t n, bool required = true) {
         const GgufTensor* t = find(name, {n}, required);
@@ -136,6 +142,22 @@ private:
     std::set<std::string> used_;
     std::vector<std::string> skipped_;
 };
+
+// A gated delta-net layer (qwen3.5's linear attention).
+void bind_delta_net(Binder& b, const ModelConfig& c, int il, LayerWeights& Lw) {
+    const ModelConfig::DeltaNet& d = c.delta;
+    const int64_t E = c.n_embd, C = d.conv_width(), Hv = d.n_v_heads;
+    auto layer = [il](std::string_view base, std::string_view kind = "weight") { return tn::layer(il, base, kind); };
+    Lw.wqkv = b.matrix(layer(tn::kAttnQkv), E, C);
+    Lw.wqkv_gate = b.matrix(layer(tn::kAttnGate), E, d.value_width());
+    Lw.ssm_conv = b.vector_2d(layer(tn::kSsmConv1d), d.conv_kernel, C);
+    Lw.ssm_dt = b.vector(layer(tn::kSsmDt, "bias"), Hv);
+    Lw.ssm_a = b.vector("blk." + std::to_string(il) + "." + std::string(tn::kSsmA), Hv);
+    Lw.ssm_beta = b.matrix(layer(tn::kSsmBeta), E, Hv);
+    Lw.ssm_alpha = b.matrix(layer(tn::kSsmAlpha), E, Hv);
+    Lw.ssm_norm = b.vector(layer(tn::kSsmNorm), d.head_dim);
+    Lw.ssm_out = b.matrix(layer(tn::kSsmOut), d.value_width(), E);
+}
 
 // Multi-head latent attention of layer il (DeepSeek-V2/V3 as llama.cpp's converter writes it:
 // the key's and value's up-projections split per head into attn_k_b and attn_v_b).
@@ -233,10 +255,13 @@ ModelWeights bind_model_weights(const GgufFile& file, const ModelConfig& c) {
         const bool own_kv = lc.kv_layer == il;
         auto layer = [il](std::string_view base, std::string_view kind = "weight") { return tn::layer(il, base, kind); };
         Lw.attn_norm = b.vector(layer(tn::kAttnNorm), E);
-        if (c.mla.kv_lora_rank > 0) {
+        if (lc.attention == AttentionKind::kRecurrent) {
+            bind_delta_net(b, c, il, Lw);
+        } else if (c.mla.kv_lora_rank > 0) {
             bind_latent_attention(b, c, il, Lw);
         } else {
-            Lw.wq = b.matrix(layer(tn::kAttnQ), E, Q);
+            // With an output gate, each head's query is followed by its gate.
+            Lw.wq = b.matrix(layer(tn::kAttnQ), E, c.attn_output_gate ? 2 * Q : Q);
             Lw.wk = b.matrix(layer(tn::kAttnK), E, K, own_kv);
             Lw.wv = b.matrix(layer(tn::kAttnV), E, Vd, own_kv && !c.values_may_be_keys);
             Lw.wo = b.matrix(layer(tn::kAttnOutput), O, E);
@@ -245,7 +270,7 @@ ModelWeights bind_model_weights(const GgufFile& file, const ModelConfig& c) {
             Lw.bv = b.vector(layer(tn::kAttnV, "bias"), Vd, c.biases && own_kv);
             Lw.bo = b.vector(layer(tn::kAttnOutput, "bias"), E, c.biases);
         }
-        if (c.qk_norm) {
+        if (c.qk_norm && lc.attention != AttentionKind::kRecurrent) {
             Lw.q_norm = b.vector(layer(tn::kAttnQNorm), lc.head_dim_k);
             Lw.k_norm = b.vector(layer(tn::kAttnKNorm), lc.head_dim_k, own_kv);
         }
@@ -261,6 +286,7 @@ ModelWeights bind_model_weights(const GgufFile& file, const ModelConfig& c) {
         }
         if (lc.moe) bind_experts(b, file, c, il, Lw);
         if (lc.n_ff_shexp > 0) {
+            if (c.shared_expert_gate) Lw.shexp_gate_inp = b.matrix(layer(tn::kFfnGateInpShexp), E, 1);
             Lw.shexp_gate = b.matrix(layer(tn::kFfnGateShexp), E, lc.n_ff_shexp);
             Lw.shexp_up = b.matrix(layer(tn::kFfnUpShexp), E, lc.n_ff_shexp);
             Lw.shexp_down = b.matrix(layer(tn::kFfnDownShexp), lc.n_ff_shexp, E);

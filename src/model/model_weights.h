@@ -32,6 +32,16 @@ struct LayerWeights {
     ExpertMatrix wk_b;                   // per head [N → Lkv]: absorbs the key's up-projection
     ExpertMatrix wv_b;                   // per head [Lkv → Dv]: the value's up-projection
     WeightVector q_norm, k_norm;         // [head_dim_k] (qk_norm architectures)
+    // Gated delta-net (kRecurrent layers; C = the convolution's width, Hv value heads of S):
+    WeightMatrix wqkv;                   // [n_embd → C] q, k, v before the convolution
+    WeightMatrix wqkv_gate;              // [n_embd → Hv·S] the output gate z
+    WeightVector ssm_conv;               // [C × taps] the depthwise convolution, channel-major
+    WeightVector ssm_dt;                 // [Hv] the decay's bias
+    WeightVector ssm_a;                  // [Hv] the decay's scale (-exp(A_log))
+    WeightMatrix ssm_beta;               // [n_embd → Hv] write strength, through a sigmoid
+    WeightMatrix ssm_alpha;              // [n_embd → Hv] decay, through softplus
+    WeightVector ssm_norm;               // [S] the output norm per head
+    WeightMatrix ssm_out;                // [Hv·S → n_embd]
     WeightVector attn_sinks;             // [n_head] (attn_sinks architectures)
     WeightVector attn_post_norm;         // [n_embd] (kSandwich: on the attention output)
     WeightVector ffn_norm;               // [n_embd] the FFN input norm (MoE+dense: the dense MLP's)
@@ -49,6 +59,7 @@ struct LayerWeights {
     MoeLayer experts;
     // Shared expert beside the routed ones (n_ff_shexp > 0).
     WeightMatrix shexp_gate, shexp_up, shexp_down;  // [n_embd → F], [n_embd → F], [F → n_embd]
+    WeightMatrix shexp_gate_inp;         // [n_embd → 1] the shared expert's sigmoid gate (qwen3.5)
     // Per-layer embeddings (n_embd_per_layer > 0).
     WeightMatrix pl_gate;                // [n_embd → n_pl]
     WeightMatrix pl_proj;                // [n_pl → n_embd]

@@ -101,6 +101,33 @@ public:
     virtual void mul(Act x, const WeightVector& w) = 0;
     // x = cap · tanh(x · (1/cap)) (ggml's scale, tanh, scale of final logit soft-capping).
     virtual void softcap(Act x, float cap) = 0;
+    // x = 1 / (1 + exp(-x)).
+    virtual void sigmoid(Act x) = 0;
+    // x[t][i] *= σ(gate[t][i]) (gate as wide as x), or x[t][i] *= σ(gate[t][0]) (gate one column
+    // wide), σ as sigmoid() computes it (ggml's sigmoid then mul).
+    virtual void mul_sigmoid(Act x, Act gate) = 0;
+    // In place, every head_dim slice of every row: x = x / max(‖x‖₂, eps) (the sum of squares in
+    // double; ggml_l2_norm).
+    virtual void l2_norm_heads(Act x, int head_dim, float eps) = 0;
+    // The gated delta-net's decay, per column (head) h: x[t][h] = softplus(x[t][h] + bias[h]) ·
+    // a[h], softplus(y) = y > 20 ? y : log(1 + exp(y)) (ggml_softplus).
+    virtual void ssm_decay(Act x, const WeightVector& bias, const WeightVector& a) = 0;
+    // The short causal convolution of a gated delta-net layer, then SiLU: for token t of
+    // sequence s and channel c, out[t][c] = silu(Σ_i w[c][i] · u_{p-K+1+i}[c]) over the K taps of
+    // weights().layers[layer].ssm_conv (channel-major), i in order, where u_p is x's row of the
+    // token at position p and u_{p'} for p' < p comes from the batch's earlier rows of the same
+    // sequence or from the sequence's conv state (its last K-1 inputs; zeros at position 0). The
+    // state then keeps the sequence's last K-1 inputs. A sequence's tokens in a batch are in
+    // position order, each continuing where the state left it (a token at position 0 starts the
+    // sequence over); anything else is an Error.
+    virtual void short_conv(int layer, Act x, Act out) = 0;
+    // The gated delta rule of a gated delta-net layer (ggml_gated_delta_net), per token of each
+    // sequence in order and per value head h (key head h mod n_k_heads; config.delta), with the
+    // sequence's state S_h (head_dim × head_dim; zeros at position 0): S_h *= exp(g[t][h]);
+    // d = (v[t][h] - S_hᵀ k[t][h]) · beta[t][h]; S_h += k[t][h] dᵀ; out[t][h] = S_hᵀ q[t][h] /
+    // √head_dim. q, k: n_k_heads × head_dim per row; v, out: n_v_heads × head_dim; g, beta:
+    // n_v_heads. The same ordering rules as short_conv.
+    virtual void delta_net(int layer, Act q, Act k, Act v, Act g, Act beta, Act out) = 0;
     // dst = src (same shape; either may be a strided view, e.g. rows of per-head slices).
     virtual void copy(Act src, Act dst) = 0;
     // The routed experts of an MoE layer, from the router's logits [rows × n_expert] (bias

@@ -206,6 +206,57 @@ void plan_deepseek2_layers(const SynthSpec& s, std::vector<TensorPlan>& plan, We
     }
 }
 
+// Qwen3.5 layers: gated delta-net and gated full attention, dense or MoE with a gated shared expert.
+template <typename Weight, typename Norm, typename Bias, typename Fixed>
+void plan_qwen35_layers(const SynthSpec& s, Weight weight, Norm norm, Bias bias, Fixed fixed) {
+    const bool moe = s.arch == "qwen35moe";
+    const int64_t E = s.n_embd, H = s.n_head, D = s.head_dim, S = s.ssm_state;
+    const int64_t Kw = S * s.ssm_k_heads, Vw = S * s.ssm_v_heads, C = 2 * Kw + Vw, Hv = s.ssm_v_heads;
+    for (int il = 0; il < s.n_layer; ++il) {
+        auto layer = [il](std::string_view base, std::string_view kind = "weight") { return tn::layer(il, base, kind); };
+        norm(layer(tn::kAttnNorm), E);
+        norm(layer(tn::kAttnPostNorm), E);
+        if ((il + 1) % s.full_attn_interval == 0) {
+            weight(layer(tn::kAttnQ), {E, 2 * H * D}, s.attn_type, 1.0 / std::sqrt(E));
+            weight(layer(tn::kAttnK), {E, s.n_head_kv * D}, s.attn_type, 1.0 / std::sqrt(E));
+            weight(layer(tn::kAttnV), {E, s.n_head_kv * D}, s.attn_type, 1.0 / std::sqrt(E));
+            weight(layer(tn::kAttnOutput), {H * D, E}, s.attn_type, 1.0 / std::sqrt(H * D));
+            norm(layer(tn::kAttnQNorm), D);
+            norm(layer(tn::kAttnKNorm), D);
+        } else {
+            weight(layer(tn::kAttnQkv), {E, C}, s.attn_type, 1.0 / std::sqrt(E));
+            weight(layer(tn::kAttnGate), {E, Vw}, s.attn_type, 1.0 / std::sqrt(E));
+            bias(layer(tn::kSsmConv1d), {s.conv_kernel, C}, 0.5);
+            bias(layer(tn::kSsmDt, "bias"), {Hv}, 0.5);
+            // A = -exp(A_log): negative decay rates of a few sizes.
+            std::vector<float> a(Hv);
+            for (int64_t h = 0; h < Hv; ++h) a[h] = -0.2f * static_cast<float>(1 + h % 5);
+            fixed("blk." + std::to_string(il) + "." + std::string(tn::kSsmA), a);
+            weight(layer(tn::kSsmBeta), {E, Hv}, s.attn_type, 1.0 / std::sqrt(E));
+            weight(layer(tn::kSsmAlpha), {E, Hv}, s.attn_type, 1.0 / std::sqrt(E));
+            norm(layer(tn::kSsmNorm), S);
+            weight(layer(tn::kSsmOut), {Vw, E}, s.attn_type, 1.0 / std::sqrt(Vw));
+        }
+        if (!moe) {
+            weight(layer(tn::kFfnGate), {E, s.n_ff}, s.ffn_type, 1.0 / std::sqrt(E));
+            weight(layer(tn::kFfnUp), {E, s.n_ff}, s.ffn_type, 1.0 / std::sqrt(E));
+            weight(layer(tn::kFfnDown), {s.n_ff, E}, s.ffn_type, 1.0 / std::sqrt(s.n_ff));
+            continue;
+        }
+        const int64_t F = s.n_ff_exp, X = s.n_expert, SF = s.n_ff_shexp;
+        GgmlType gate = s.exp_gate_type, up = s.exp_up_type, down = s.exp_down_type;
+        if (!s.layer_exp_types.empty()) gate = up = down = s.layer_exp_types[il % s.layer_exp_types.size()];
+        weight(layer(tn::kFfnRouter), {E, X}, s.router_type, 2.0 / std::sqrt(E));
+        weight(layer(tn::kFfnGateExps), {E, F, X}, gate, 1.0 / std::sqrt(E));
+        weight(layer(tn::kFfnUpExps), {E, F, X}, up, 1.0 / std::sqrt(E));
+        weight(layer(tn::kFfnDownExps), {F, E, X}, down, 1.0 / std::sqrt(F));
+        weight(layer(tn::kFfnGateInpShexp), {E}, s.router_type, 2.0 / std::sqrt(E));
+        weight(layer(tn::kFfnGateShexp), {E, SF}, s.ffn_type, 1.0 / std::sqrt(E));
+        weight(layer(tn::kFfnUpShexp), {E, SF}, s.ffn_type, 1.0 / std::sqrt(E));
+        weight(layer(tn::kFfnDownShexp), {SF, E}, s.ffn_type, 1.0 / std::sqrt(SF));
+    }
+}
+
 std::vector<TensorPlan> plan_tensors(const SynthSpec& s, int n_vocab) {
     const int64_t E = s.n_embd;
     const bool gemma = s.arch == "gemma4", oss = s.arch == "gpt-oss";
@@ -239,6 +290,16 @@ std::vector<TensorPlan> plan_tensors(const SynthSpec& s, int n_vocab) {
         plan.push_back({tn::global(tn::kRopeFreqs), {pairs}, GgmlType::kF32, 0.0f, false, f});
     }
     const int kv_from = s.n_layer - (gemma ? s.shared_kv_layers : 0);
+    if (s.arch == "qwen35" || s.arch == "qwen35moe") {
+        auto fixed = [&](std::string name, std::vector<float> values) {
+            plan.push_back({std::move(name), {static_cast<int64_t>(values.size())}, GgmlType::kF32, 0.0f, false, values});
+        };
+        plan_qwen35_layers(s, weight, norm, bias, fixed);
+        norm(tn::global(tn::kOutputNorm), E);
+        if (!s.tied_output) weight(tn::global(tn::kOutput), {E, n_vocab}, s.out_type, 4.0 / std::sqrt(E));
+        for (const TensorPlan& t : plan) check_row(t);
+        return plan;
+    }
     if (s.arch == "deepseek2") {
         plan_deepseek2_layers(s, plan, weight, norm, bias);
         norm(tn::global(tn::kOutputNorm), E);
@@ -320,8 +381,19 @@ std::vector<TensorPlan> plan_tensors(const SynthSpec& s, int n_vocab) {
 
 void validate(const SynthSpec& s) {
     if (s.arch != "qwen3moe" && s.arch != "qwen3" && s.arch != "llama" && s.arch != "gemma4" && s.arch != "gpt-oss" &&
-        s.arch != "deepseek2") {
-        fail("synth: unknown architecture '{}' (qwen3moe, qwen3, llama, gemma4, gpt-oss or deepseek2)", s.arch);
+        s.arch != "deepseek2" && s.arch != "qwen35" && s.arch != "qwen35moe") {
+        fail("synth: unknown architecture '{}' (qwen3moe, qwen3, llama, gemma4, gpt-oss, deepseek2, qwen35 or qwen35moe)",
+             s.arch);
+    }
+    if (s.arch == "qwen35" || s.arch == "qwen35moe") {
+        if (s.ssm_state <= 0 || s.ssm_k_heads <= 0 || s.ssm_v_heads <= 0 || s.ssm_v_heads % s.ssm_k_heads != 0 ||
+            s.conv_kernel <= 0 || s.full_attn_interval <= 0) {
+            fail("synth: --ssm-state, --ssm-k-heads, --ssm-v-heads (a multiple of the k heads), --conv-kernel and "
+                 "--full-attn-interval must be positive");
+        }
+        if (s.rope_sections.size() != 4) fail("synth: --rope-sections needs 4 values");
+        const int rope = s.rope_dims > 0 ? s.rope_dims : s.head_dim / 4;
+        if (rope % 2 != 0 || rope > s.head_dim) fail("synth: --rope-dims {} must be even and at most --head-dim", rope);
     }
     if (s.arch == "deepseek2") {
         if (s.kv_lora_rank <= 0 || s.qk_nope <= 0 || s.v_head_mla <= 0 || s.q_lora_rank < 0) {
@@ -430,7 +502,9 @@ void fill_tensor(const TensorPlan& t, const SynthSpec& spec, ThreadPool& pool, u
 
 }  // namespace
 
-bool is_moe_arch(const std::string& arch) { return arch == "qwen3moe" || arch == "gpt-oss" || arch == "deepseek2"; }
+bool is_moe_arch(const std::string& arch) {
+    return arch == "qwen3moe" || arch == "gpt-oss" || arch == "deepseek2" || arch == "qwen35moe";
+}
 
 void write_synthetic_model(const SynthSpec& spec, const std::string& path) {
     validate(spec);
@@ -486,6 +560,12 @@ void write_synthetic_model(const SynthSpec& spec, const std::string& path) {
             u32("expert_count", spec.n_expert);
             u32("expert_used_count", spec.n_expert_used);
         }
+    } else if (a == "qwen35moe") {
+        u32("feed_forward_length", spec.n_ff);
+        u32("expert_feed_forward_length", spec.n_ff_exp);
+        u32("expert_shared_feed_forward_length", spec.n_ff_shexp);
+        u32("expert_count", spec.n_expert);
+        u32("expert_used_count", spec.n_expert_used);
     } else if (a == "deepseek2") {
         u32("feed_forward_length", spec.n_ff);
         u32("expert_feed_forward_length", spec.n_ff_exp);
@@ -503,6 +583,17 @@ void write_synthetic_model(const SynthSpec& spec, const std::string& path) {
     w.set<float>(a + ".attention.layer_norm_rms_epsilon", spec.rms_eps);
     w.set<float>(a + ".rope.freq_base", spec.rope_base);
     if (a == "gemma4" || a == "gpt-oss") u32("attention.sliding_window", spec.sliding_window);
+    if (a == "qwen35" || a == "qwen35moe") {
+        u32("rope.dimension_count", spec.rope_dims > 0 ? spec.rope_dims : spec.head_dim / 4);
+        w.set_array<int32_t>(a + ".rope.dimension_sections",
+                             std::vector<int32_t>(spec.rope_sections.begin(), spec.rope_sections.end()));
+        u32("ssm.conv_kernel", spec.conv_kernel);
+        u32("ssm.inner_size", int64_t{spec.ssm_state} * spec.ssm_v_heads);
+        u32("ssm.state_size", spec.ssm_state);
+        u32("ssm.time_step_rank", spec.ssm_v_heads);
+        u32("ssm.group_count", spec.ssm_k_heads);
+        u32("full_attention_interval", spec.full_attn_interval);
+    }
     if (a == "gpt-oss" && spec.swa_period != 2) u32("attention.sliding_window_pattern", spec.swa_period);
     if (a == "gemma4") {
         std::vector<bool> pattern(spec.n_layer);

@@ -12,7 +12,7 @@
 namespace tandem {
 
 struct SynthSpec {
-    std::string arch = "qwen3moe";  // qwen3moe | qwen3 | llama | gemma4 | gpt-oss | deepseek2
+    std::string arch = "qwen3moe";  // qwen3moe | qwen3 | llama | gemma4 | gpt-oss | deepseek2 | qwen35 | qwen35moe
     std::string name;               // general.name; default "tandem-synthetic-<arch>"
     int n_layer = 2;
     int n_embd = 256;
@@ -70,6 +70,18 @@ struct SynthSpec {
     int n_group_used = 0;
     bool expert_weights_norm = true;
     float expert_weights_scale = 2.5f;
+    // qwen35, qwen35moe: gated delta-net layers (all but every full_attn_interval-th) with a
+    // state of ssm_state² per value head, ssm_k_heads / ssm_v_heads heads, conv_kernel taps; full
+    // layers rotate rope_dims of head_dim with interleaved sections; qwen35moe's shared expert
+    // is n_ff_shexp wide (and gated).
+    int ssm_state = 16;
+    int ssm_k_heads = 2;
+    int ssm_v_heads = 4;
+    int conv_kernel = 4;
+    int full_attn_interval = 4;
+    int rope_dims = 0;  // 0: head_dim / 4
+    std::vector<int> rope_sections = {1, 1, 1, 1};
+    int n_ff_shexp = 64;
     uint64_t seed = 1;
     // Quantized tensors are random valid blocks instead of quantized random floats (much faster
     // for multi-gigabyte models).

@@ -43,6 +43,17 @@ inline constexpr std::string_view kFfnUpExps = "ffn_up_exps";
 inline constexpr std::string_view kFfnGateUpExps = "ffn_gate_up_exps";
 inline constexpr std::string_view kFfnDownExps = "ffn_down_exps";
 inline constexpr std::string_view kFfnExpProbsB = "exp_probs_b";
+inline constexpr std::string_view kFfnGateInpShexp = "ffn_gate_inp_shexp";
+// Gated delta-net (qwen3.5).
+inline constexpr std::string_view kAttnQkv = "attn_qkv";
+inline constexpr std::string_view kAttnGate = "attn_gate";
+inline constexpr std::string_view kSsmConv1d = "ssm_conv1d";
+inline constexpr std::string_view kSsmDt = "ssm_dt";
+inline constexpr std::string_view kSsmA = "ssm_a";  // no .weight suffix in the files
+inline constexpr std::string_view kSsmBeta = "ssm_beta";
+inline constexpr std::string_view kSsmAlpha = "ssm_alpha";
+inline constexpr std::string_view kSsmNorm = "ssm_norm";
+inline constexpr std::string_view kSsmOut = "ssm_out";
 inline constexpr std::string_view kFfnGateShexp = "ffn_gate_shexp";
 inline constexpr std::string_view kFfnUpShexp = "ffn_up_shexp";
 inline constexpr std::string_view kFfnDownShexp = "ffn_down_shexp";
