@@ -1,5 +1,6 @@
-// Batched requests on models with sliding-window layers (gpt-oss, gemma4) give the tokens of a
-// solo run: every sequence slot keeps its own ring, prompts are prefilled in chunks beside other
+// Batched requests on gpt-oss, gemma4, qwen35moe and deepseek2 give the tokens of a solo run:
+// every sequence slot keeps its own sliding-window ring, recurrent state or latent cache (a slot
+// taken by a new request starts its state over), prompts are prefilled in chunks beside other
 // requests' decode rows, and generation runs well past the window.
 #include <gtest/gtest.h>
 
@@ -67,6 +68,11 @@ TEST_P(SchedulerSliding, BatchedEqualSolo) {
     spec.sliding_window = 8;
     spec.n_embd = 128;
     spec.head_dim = 32;
+    if (GetParam() == "deepseek2") {
+        spec.n_head_kv = 1;
+        spec.head_dim = 16;
+        spec.q_lora_rank = 32;
+    }
     spec.attn_type = GgmlType::kQ8_0;
     spec.exp_gate_type = spec.exp_up_type = spec.exp_down_type = GgmlType::kQ8_0;
     auto model = Model::load(testing::write_model(spec, dir.file("m.gguf")));
@@ -98,7 +104,7 @@ TEST_P(SchedulerSliding, BatchedEqualSolo) {
     for (size_t i = 0; i < sinks.size(); ++i) EXPECT_EQ(sinks[i]->wait(), solo[i]) << "request " << i;
 }
 
-INSTANTIATE_TEST_SUITE_P(Archs, SchedulerSliding, ::testing::Values("gpt-oss", "gemma4"),
+INSTANTIATE_TEST_SUITE_P(Archs, SchedulerSliding, ::testing::Values("gpt-oss", "gemma4", "qwen35moe", "deepseek2"),
                          [](const ::testing::TestParamInfo<std::string>& info) {
                              return info.param == "gpt-oss" ? std::string("gpt_oss") : info.param;
                          });

@@ -55,5 +55,26 @@ TEST(SessionRewind, SlidingWindowsRewindWithinTheirRing) {
     EXPECT_EQ(std::vector<float>(got.begin(), got.end()), fresh_logits(*model, pool, o, other));
 }
 
+// A recurrent state cannot go back: any rewind starts the sequence over, with the same logits.
+TEST(SessionRewind, RecurrentStatesStartOver) {
+    testing::TempDir dir;
+    SynthSpec spec = testing::tiny_spec("qwen35");
+    spec.n_layer = 4;
+    auto model = Model::load(testing::write_model(spec, dir.file("q.gguf")));
+    ThreadPool pool(1);
+    SessionOptions o;
+    o.n_ctx = 64;
+    o.max_batch = 8;
+    o.kv_type = KvType::kF32;
+    std::vector<int32_t> tokens(30);
+    for (int i = 0; i < 30; ++i) tokens[i] = (i * 41 + 7) % 256;
+    Session s(*model, pool, o);
+    s.feed(tokens);
+    s.rewind(29);
+    EXPECT_EQ(s.position(), 0);
+    std::span<const float> got = s.feed(tokens);
+    EXPECT_EQ(std::vector<float>(got.begin(), got.end()), fresh_logits(*model, pool, o, tokens));
+}
+
 }  // namespace
 }  // namespace tandem

@@ -270,6 +270,32 @@ TEST(ArchLoader, Deepseek2RefusesWhatItCannotRun) {
     EXPECT_NE(load_error(dir.file("gating.gguf")).find("expert_gating_func = 3 is not supported"), std::string::npos);
 }
 
+TEST(ArchLoader, Qwen35Config) {
+    TempDir dir;
+    SynthSpec s = tiny_spec("qwen35moe");
+    s.n_layer = 8;
+    s.ssm_state = 16;
+    s.ssm_k_heads = 2;
+    s.ssm_v_heads = 4;
+    auto model = Model::load(write_model(s, dir.file("q.gguf")));
+    const ModelConfig& c = model->config();
+    for (int il = 0; il < 8; ++il) {
+        EXPECT_EQ(c.layers[il].attention, il % 4 == 3 ? AttentionKind::kFull : AttentionKind::kRecurrent) << il;
+    }
+    EXPECT_EQ(c.delta.conv_width(), 2 * 32 + 64);
+    EXPECT_TRUE(c.layers[3].rope.imrope);
+    EXPECT_EQ(c.layers[3].rope.n_dims, 4);  // head_dim / 4
+    EXPECT_TRUE(c.attn_output_gate);
+    EXPECT_TRUE(c.shared_expert_gate);
+    EXPECT_EQ(c.layers[0].n_ff_shexp, 64);
+    EXPECT_EQ(max_rewind(c, 4096, 512), 0);  // a recurrent state cannot be rewound
+    ThreadPool pool(1);
+    CpuBackendOptions o;
+    o.n_ctx = 256;
+    CpuBackend backend(*model, pool, o);
+    EXPECT_EQ(backend.kv_bytes(), size_t{2} * 256 * 2 * (16 + 16) * 2);  // two full layers only
+}
+
 // nextn draft layers (block_count counts them) are known and not run.
 TEST(ArchLoader, NextnLayersAreSkipped) {
     TempDir dir;
