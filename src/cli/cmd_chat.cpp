@@ -72,10 +72,10 @@ class Chat {
         while (same < cached_.size() && same < tokens.size() && cached_[same] == tokens[same])
             ++same;
         if (same == tokens.size()) --same;
-        session_.rewind(static_cast<int>(same));
+        session_.rewind(static_cast<int>(same));  // may go back further (sliding windows)
         Stopwatch prompt_watch;
         std::span<const float> logits =
-            session_.feed(std::span<const int32_t>(tokens).subspan(same));
+            session_.feed(std::span<const int32_t>(tokens).subspan(session_.position()));
         const double prompt_seconds = prompt_watch.seconds();
         cached_ = tokens;
 

@@ -1,4 +1,5 @@
-// `tandem synth`: writes a random-weight model (qwen3moe, qwen3 or llama) that llama.cpp loads.
+// `tandem synth`: writes a random-weight model (qwen3moe, qwen3, llama, gemma4 or gpt-oss) that
+// llama.cpp loads.
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -48,7 +49,7 @@ void add_synth_command(CLI::App& app) {
     SynthSpec& s = o->spec;
     CLI::App* cmd = app.add_subcommand("synth", "Write a random-weight model for tests, demos and benchmarks");
     cmd->add_option("-o,--out", o->out, "Output GGUF path")->capture_default_str();
-    cmd->add_option("--arch", s.arch, "Architecture: qwen3moe, qwen3 or llama")->capture_default_str();
+    cmd->add_option("--arch", s.arch, "Architecture: qwen3moe, qwen3, llama, gemma4, gpt-oss, deepseek2, qwen35 or qwen35moe")->capture_default_str();
     cmd->add_option("--name", s.name, "general.name");
     cmd->add_option("--layers", s.n_layer, "Number of layers")->capture_default_str();
     cmd->add_option("--embd", s.n_embd, "Embedding width")->capture_default_str();
@@ -58,11 +59,57 @@ void add_synth_command(CLI::App& app) {
     cmd->add_option("--experts", s.n_expert, "Experts per layer (MoE)")->capture_default_str();
     cmd->add_option("--experts-used", s.n_expert_used, "Experts used per token (MoE)")->capture_default_str();
     cmd->add_option("--expert-ffn", s.n_ff_exp, "Expert FFN width (MoE)")->capture_default_str();
-    cmd->add_option("--ffn", s.n_ff, "Dense FFN width (qwen3, llama)")->capture_default_str();
+    cmd->add_option("--ffn", s.n_ff, "Dense FFN width (qwen3, llama, gemma4)")->capture_default_str();
     cmd->add_option("--vocab", s.n_vocab, "Vocabulary size (>= 259)")->capture_default_str();
     cmd->add_option("--ctx", s.n_ctx, "context_length")->capture_default_str();
     cmd->add_option("--seed", s.seed, "Random seed")->capture_default_str();
     cmd->add_flag("--tied", s.tied_output, "No output.weight: the head reuses token_embd");
+    cmd->add_option("--sliding-window", s.sliding_window, "gemma4, gpt-oss: positions a sliding layer sees")
+        ->capture_default_str();
+    cmd->add_option("--swa-period", s.swa_period,
+                    "gemma4, gpt-oss: layer L is full when L % period == period - 1 (0: all slide)")
+        ->capture_default_str();
+    cmd->add_option("--head-dim-swa", s.head_dim_swa, "gemma4: head size of sliding layers (0: --head-dim)");
+    cmd->add_option("--kv-heads-swa", s.n_head_kv_swa, "gemma4: KV heads of sliding layers (0: --kv-heads)");
+    cmd->add_option("--rope-base-swa", s.rope_base_swa, "gemma4: rope base of sliding layers")->capture_default_str();
+    cmd->add_option("--rope-partial", s.rope_partial,
+                    "gemma4: share of a full layer's head that rotates (< 1 writes rope_freqs)")
+        ->capture_default_str();
+    cmd->add_option("--softcap", s.final_softcap, "gemma4: final logit soft-capping (0: key not written)")
+        ->capture_default_str();
+    cmd->add_option("--shared-kv-layers", s.shared_kv_layers, "gemma4: last layers that read earlier KV caches");
+    cmd->add_option("--per-layer-embd", s.n_embd_per_layer, "gemma4: per-layer embedding width (0: none)");
+    cmd->add_flag("--layer-out-scale", s.layer_out_scale, "gemma4: layer_output_scale tensors");
+    cmd->add_flag("--values-are-keys", s.values_are_keys, "gemma4: full layers without attn_v");
+    cmd->add_flag("--expert-scale", s.expert_scale, "gemma4: per-expert ffn_down_exps.scale");
+    cmd->add_flag("--gate-up-fused", s.gate_up_fused, "gemma4: experts' gate and up in one tensor");
+    cmd->add_option("--yarn-factor", s.yarn_factor, "YaRN rope scaling factor (0: none)");
+    cmd->add_option("--yarn-orig-ctx", s.yarn_orig_ctx, "YaRN original context (0: --ctx)");
+    cmd->add_option("--yarn-log-mul", s.yarn_log_mul, "deepseek2: rope.scaling.yarn_log_multiplier (0: none)");
+    cmd->add_option("--q-lora-rank", s.q_lora_rank, "deepseek2: query low-rank width (0: plain attn_q)");
+    cmd->add_option("--kv-lora-rank", s.kv_lora_rank, "deepseek2: latent width")->capture_default_str();
+    cmd->add_option("--qk-nope", s.qk_nope, "deepseek2: unrotated query/key dims (--head-dim: rotated)")
+        ->capture_default_str();
+    cmd->add_option("--v-head-mla", s.v_head_mla, "deepseek2: value dims per head")->capture_default_str();
+    cmd->add_option("--shared-experts", s.n_expert_shared, "deepseek2: shared experts")->capture_default_str();
+    cmd->add_option("--dense-lead", s.n_dense_lead, "deepseek2: leading dense layers")->capture_default_str();
+    cmd->add_option("--expert-groups", s.n_expert_groups, "deepseek2: expert groups (group-limited routing)");
+    cmd->add_option("--groups-used", s.n_group_used, "deepseek2: groups used per token");
+    cmd->add_option("--weights-scale", s.expert_weights_scale, "deepseek2: expert_weights_scale")
+        ->capture_default_str();
+    cmd->add_flag("!--softmax-gating,--sigmoid-gating", s.sigmoid_gating, "deepseek2: softmax (V2) or sigmoid (V3) gating");
+    cmd->add_flag("!--no-expert-bias", s.expert_bias, "deepseek2: no exp_probs_b");
+    cmd->add_flag("!--no-weights-norm", s.expert_weights_norm, "deepseek2: do not renormalise the routing weights");
+    cmd->add_option("--ssm-state", s.ssm_state, "qwen35: delta-net head size (state size)")->capture_default_str();
+    cmd->add_option("--ssm-k-heads", s.ssm_k_heads, "qwen35: delta-net key heads")->capture_default_str();
+    cmd->add_option("--ssm-v-heads", s.ssm_v_heads, "qwen35: delta-net value heads")->capture_default_str();
+    cmd->add_option("--conv-kernel", s.conv_kernel, "qwen35: short convolution taps")->capture_default_str();
+    cmd->add_option("--full-attn-interval", s.full_attn_interval, "qwen35: every Nth layer is full attention")
+        ->capture_default_str();
+    cmd->add_option("--rope-dims", s.rope_dims, "qwen35: rotated dims of a head (0: head-dim / 4)");
+    cmd->add_option("--rope-sections", s.rope_sections, "qwen35: four interleaved rope section sizes")
+        ->delimiter(',');
+    cmd->add_option("--shexp-ffn", s.n_ff_shexp, "qwen35moe: shared expert width")->capture_default_str();
     cmd->add_flag("--fast-random", s.fast_random,
                   "Quantized tensors as random valid blocks (fast, for big models)");
     cmd->add_option("--threads", s.threads, "Threads (default: one per physical core)")

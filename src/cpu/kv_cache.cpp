@@ -16,8 +16,9 @@ KvCache::KvCache(const KvShape& shape, KvType type) : shape_(shape), type_(type)
     const size_t positions = static_cast<size_t>(shape.n_layer) * shape.n_seq * shape.n_ctx;
     try {
         k_.resize(positions * k_position_bytes());
-        v_.resize(positions * static_cast<size_t>(shape.n_kv_head) * shape.head_dim_v *
-                  value_bytes());
+        if (!shape.values_in_keys) {
+            v_.resize(positions * static_cast<size_t>(shape.n_kv_head) * shape.head_dim_v * value_bytes());
+        }
     } catch (const std::bad_alloc&) {
         fail("kv cache: cannot allocate {} MiB for {} positions x {} sequences (lower --ctx)",
              (positions * static_cast<size_t>(shape.n_kv_head) *
@@ -39,15 +40,16 @@ void store(uint8_t* dst, const float* values, size_t n, KvType type) {
 }  // namespace
 
 void KvCache::store_k(int layer, int seq, int pos, const float* values) {
-    store(k(layer, seq, pos), values, static_cast<size_t>(shape_.n_kv_head) * shape_.head_dim_k,
+    store(k(layer, seq, slot(pos)), values, static_cast<size_t>(shape_.n_kv_head) * shape_.head_dim_k,
           type_);
 }
 
 void KvCache::store_v(int layer, int seq, int pos, const float* values) {
+    if (shape_.values_in_keys) return;
     // Transposed: value d of a head goes to row d of that head, column pos.
     for (int h = 0; h < shape_.n_kv_head; ++h) {
         uint8_t* base =
-            v_.data() + v_offset(layer, seq, h) + static_cast<size_t>(pos) * value_bytes();
+            v_.data() + v_offset(layer, seq, h) + static_cast<size_t>(slot(pos)) * value_bytes();
         const float* x = values + static_cast<size_t>(h) * shape_.head_dim_v;
         for (int d = 0; d < shape_.head_dim_v; ++d)
             store(base + d * v_row_bytes(), x + d, 1, type_);

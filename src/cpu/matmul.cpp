@@ -17,7 +17,7 @@ constexpr int64_t kItemsPerThread = 4;
 // Weight bytes a tile with many columns keeps in L2 while it runs through the column groups.
 constexpr size_t kBlockBytes = 64 << 10;
 // Products in one group (matmul_group keeps its bookkeeping on the stack).
-constexpr size_t kMaxJobs = 8;
+constexpr size_t kMaxJobs = 512;  // MLA's per-head products: one job per head
 
 void check(const WeightMatrix& w, const ActivationRows& a) {
     if (a.format != w.format->dot_type || a.cols != w.cols) {
@@ -73,8 +73,8 @@ void matmul_group(std::span<const MatmulJob> jobs, ThreadPool& pool) {
     }
     const int64_t n_items = first_item[jobs.size()];
     auto item = [&](int64_t i) {
-        size_t j = 0;
-        while (i >= first_item[j + 1]) ++j;
+        const size_t j = static_cast<size_t>(std::upper_bound(first_item + 1, first_item + jobs.size() + 1, i) -
+                                             (first_item + 1));
         const MatmulJob& job = jobs[j];
         const int64_t r0 = (i - first_item[j]) * chunk[j];
         matmul_rows(*job.w, *job.a, r0, std::min(job.w->rows, r0 + chunk[j]), job.y, job.y_stride);

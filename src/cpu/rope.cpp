@@ -33,9 +33,19 @@ Rope::Rope(const RopeParams& params) : p_(params) {
 void Rope::fill_cache(int64_t pos, float* cache) const {
     // theta_i = pos · base^(-2i/n_dims), built by repeated multiplication in float as ggml does.
     float theta_extrap = static_cast<float>(pos);
+    const int sect_dims = p_.sections[0] + p_.sections[1] + p_.sections[2] + p_.sections[3];
     for (int i0 = 0; i0 < p_.n_dims; i0 += 2) {
         const float ff = p_.freq_factors != nullptr ? p_.freq_factors[i0 / 2] : 1.0f;
-        const float theta_base = theta_extrap / ff;
+        float theta_pos = theta_extrap;
+        if (p_.imrope && sect_dims > 0) {
+            // ggml_mrope_cache_init with positions (pos, pos, pos, 0): the extra section's theta is 0.
+            const int sector = (i0 / 2) % sect_dims;
+            const bool t = sector % 3 == 0 && sector < 3 * p_.sections[0];
+            const bool h = sector % 3 == 1 && sector < 3 * p_.sections[1];
+            const bool w = sector % 3 == 2 && sector < 3 * p_.sections[2];
+            if (!t && !h && !w) theta_pos = 0.0f;
+        }
+        const float theta_base = theta_pos / ff;
         const float theta_interp = p_.freq_scale * theta_base;
         float theta = theta_interp;
         float mscale = p_.attn_factor;

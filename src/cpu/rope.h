@@ -21,6 +21,12 @@ struct RopeParams {
     int n_ctx_orig = 0;       // rope.scaling.original_context_length (or the training context)
     // Optional per-pair frequency divisors (llama-3's rope_freqs tensor), n_dims / 2 values.
     const float* freq_factors = nullptr;
+    // Interleaved multimodal rope (qwen3-vl, qwen3.5: ggml's IMROPE) over text, where the
+    // temporal, height and width positions are the token's and the extra one is 0: pair i
+    // (sector i mod Σsections) rotates by the token's position when sector % 3 is 0, 1 or 2 and
+    // sector < 3·sections[that index], else by position 0 (not at all). NEOX pairs otherwise.
+    bool imrope = false;
+    int sections[4] = {0, 0, 0, 0};
 };
 
 // Per-position cos/sin tables, filled once per position and reused for every head.

@@ -29,6 +29,12 @@ Session::Session(const Model& model, ThreadPool& pool, const SessionOptions& opt
       backend_(make_backend(model, pool, backend_options(options))),
       decoder_(model, *backend_, options.max_batch) {}
 
+void Session::rewind(int position) {
+    position = std::clamp(position, 0, n_past_);
+    if (n_past_ - position > max_rewind(model_.config(), options_.n_ctx, options_.max_batch)) position = 0;
+    n_past_ = position;
+}
+
 void Session::check_room(size_t n) const {
     if (n == 0) fail("nothing to evaluate");
     if (n_past_ + static_cast<int>(n) > options_.n_ctx) {

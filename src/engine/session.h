@@ -43,8 +43,10 @@ public:
     // Forgets the sequence (the KV cache is overwritten from position 0).
     void reset() { n_past_ = 0; }
     // Forgets the positions from `position` on; the ones before stay, so a prompt that shares
-    // them (the next turn of a chat) need not evaluate them again.
-    void rewind(int position) { n_past_ = std::clamp(position, 0, n_past_); }
+    // them (the next turn of a chat) need not evaluate them again. When the cache no longer
+    // holds what the position needs (a sliding window's ring has moved past it:
+    // max_rewind()), the whole sequence is forgotten; position() says where to continue from.
+    void rewind(int position);
 
 private:
     void check_room(size_t n) const;

@@ -10,6 +10,14 @@ constexpr ArchitectureTraits kArchitectures[] = {
     {"llama",     RopeType::kNormal, false,  ExpertPresence::kOptional,  true,  true},
     {"qwen3",     RopeType::kNeox,   true,   ExpertPresence::kNone,      false, false},
     {"qwen3moe",  RopeType::kNeox,   true,   ExpertPresence::kRequired,  true,  false},
+    {"gemma4",    RopeType::kNeox,   true,   ExpertPresence::kOptional,  true,  false, configure_gemma4, true},
+    {"gpt-oss",   RopeType::kNeox,   false,  ExpertPresence::kRequired,  false, false, configure_gpt_oss, true,
+                  "post_attention_norm"},
+    {"deepseek2", RopeType::kNormal, false,  ExpertPresence::kRequired,  false, false, configure_deepseek2, true},
+    {"qwen35",    RopeType::kNeox,   true,   ExpertPresence::kNone,      false, false, configure_qwen35, true,
+                  "post_attention_norm"},
+    {"qwen35moe", RopeType::kNeox,   true,   ExpertPresence::kRequired,  true,  false, configure_qwen35moe, true,
+                  "post_attention_norm"},
 };
 // clang-format on
 

@@ -2,17 +2,41 @@
 #include "model/cpu_backend.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "base/error.h"
+#include "base/log.h"
 #include "cpu/elementwise.h"
 #include "cpu/matmul.h"
 
 namespace tandem {
 namespace {
 
-KvShape kv_shape(const ModelConfig& c, const CpuBackendOptions& o) {
-    return {c.n_layer, o.n_seq, o.n_ctx, c.n_head_kv, c.head_dim_k, c.head_dim_v};
+int widest_head(const ModelConfig& c) {
+    int w = 1;
+    for (const LayerConfig& L : c.layers) w = std::max({w, L.head_dim_k, L.head_dim_v});
+    return w;
+}
+
+int widest_group(const ModelConfig& c) {
+    int g = 1;
+    for (const LayerConfig& L : c.layers) g = std::max(g, L.n_head / std::max(1, L.n_head_kv));
+    return g;
+}
+
+int widest_window(const ModelConfig& c) {
+    int w = 0;
+    for (const LayerConfig& L : c.layers) {
+        if (L.attention == AttentionKind::kSliding) w = std::max(w, L.window);
+    }
+    return w;
+}
+
+int widest_rope(const ModelConfig& c) {
+    int n = c.rope.n_dims;
+    for (const LayerConfig& L : c.layers) n = std::max(n, L.rope.n_dims);
+    return n;
 }
 
 }  // namespace
@@ -21,27 +45,80 @@ CpuBackend::CpuBackend(const Model& model, ThreadPool& pool, const CpuBackendOpt
     : model_(model),
       c_(model.config()),
       pool_(pool),
-      kv_(kv_shape(model.config(), o), o.kv_type),
-      attention_(pool.size(), o.n_ctx,
-                 std::max(model.config().head_dim_k, model.config().head_dim_v),
-                 std::max(1, model.config().n_head / std::max(1, model.config().n_head_kv))),
-      rope_(model.config().rope),
-      rope_cache_(pool.size(), std::vector<float>(model.config().rope.n_dims + 2)) {
-    int64_t widest = std::max<int64_t>({c_.n_embd, int64_t{c_.n_head} * c_.head_dim_v, c_.n_ff});
+      attention_(pool.size(), o.n_ctx, widest_head(model.config()), widest_group(model.config()),
+                 widest_window(model.config())),
+      rope_cache_(pool.size(), std::vector<float>(widest_rope(model.config()) + 2)) {
+    n_ctx_ = o.n_ctx;
+    n_seq_ = o.n_seq;
+    kv_.resize(c_.n_layer);
+    recurrent_.resize(c_.n_layer);
+    seq_rows_.resize(o.n_seq);
+    const ModelConfig::DeltaNet& d = c_.delta;
+    delta_scratch_.resize(static_cast<size_t>(pool.size()) * std::max(1, d.head_dim));
+    for (int il = 0; il < c_.n_layer; ++il) {
+        const LayerConfig& L = c_.layers[il];
+        ropes_.emplace_back(L.rope);
+        if (L.attention == AttentionKind::kRecurrent) {
+            RecurrentState& r = recurrent_[il];
+            r.conv.assign(static_cast<size_t>(o.n_seq) * (d.conv_kernel - 1) * d.conv_width(), 0.0f);
+            r.ssm.assign(static_cast<size_t>(o.n_seq) * d.value_width() * d.head_dim, 0.0f);
+            r.conv_pos.assign(o.n_seq, 0);
+            r.ssm_pos.assign(o.n_seq, 0);
+            continue;
+        }
+        if (L.kv_layer != il) continue;
+        const KvShape shape{1,           o.n_seq,      kv_cache_positions(L, o.n_ctx, o.max_batch),
+                            L.n_head_kv, L.head_dim_k, L.head_dim_v,
+                            L.values_in_keys};
+        kv_[il] = std::make_unique<KvCache>(shape, o.kv_type);
+    }
+    {
+        // Per position of one sequence: what the caches of all layers hold for it (rings count
+        // their slots, not the context).
+        size_t per_position = 0, recurrent = 0;
+        for (const RecurrentState& r : recurrent_) recurrent += (r.conv.size() + r.ssm.size()) * sizeof(float);
+        if (recurrent > 0) {
+            log_info("recurrent state: {:.2f} MiB for {} sequence(s)", static_cast<double>(recurrent) / (1 << 20),
+                     o.n_seq);
+        }
+        for (const auto& kv : kv_) {
+            if (!kv) continue;
+            const KvShape& s = kv->shape();
+            per_position += static_cast<size_t>(s.n_kv_head) * (s.head_dim_k + (s.values_in_keys ? 0 : s.head_dim_v)) *
+                            kv->value_bytes();
+        }
+        log_info("kv cache: {:.2f} MiB for {} sequence(s) of {} positions ({} bytes per full-attention position)",
+                 static_cast<double>(kv_bytes()) / (1 << 20), o.n_seq, o.n_ctx, per_position);
+    }
+    int64_t widest = std::max<int64_t>({c_.n_embd, int64_t{c_.n_head} * c_.head_dim_v, c_.n_ff,
+                                        int64_t{c_.n_embd_per_layer} * c_.n_layer});
     activations_.reserve(o.max_batch, widest);
     matmul_jobs_.reserve(8);
+    head_weights_.resize(c_.n_head);
     tokens_.reserve(o.max_batch);
     places_.reserve(o.max_batch);
     logit_rows_.reserve(o.max_batch);
     if (c_.is_moe()) {
         std::vector<MoeLayer> layers;
-        for (const LayerWeights& L : model.weights().layers) layers.push_back(L.experts);
+        moe_index_.assign(c_.n_layer, -1);
+        for (int il = 0; il < c_.n_layer; ++il) {
+            if (!c_.layers[il].moe) continue;
+            moe_index_[il] = static_cast<int>(layers.size());
+            layers.push_back(model.weights().layers[il].experts);
+        }
         moe_ =
             std::make_unique<MoeExecutor>(std::move(layers), o.max_batch, c_.n_expert_used, pool);
-        routing_ = {c_.n_expert, c_.n_expert_used, c_.expert_weights_norm, c_.expert_weights_scale};
-        router_logits_.resize(static_cast<size_t>(o.max_batch) * c_.n_expert);
+        routing_ = {c_.n_expert,         c_.n_expert_used,   c_.gating, c_.expert_weights_norm,
+                    c_.expert_weights_scale, c_.n_expert_groups, c_.n_group_used};
+        scores_.resize(static_cast<size_t>(o.max_batch) * c_.n_expert);
         routes_.resize(static_cast<size_t>(o.max_batch) * c_.n_expert_used);
     }
+}
+
+size_t CpuBackend::kv_bytes() const {
+    size_t n = 0;
+    for (const auto& kv : kv_) n += kv ? kv->bytes() : 0;
+    return n;
 }
 
 Act CpuBackend::allocate(int rows, int64_t cols) {
@@ -53,11 +130,11 @@ Act CpuBackend::allocate(int rows, int64_t cols) {
 void CpuBackend::set_batch(std::span<const int32_t> tokens, std::span<const TokenPlace> places,
                            std::span<const int32_t> logit_rows) {
     for (const TokenPlace& p : places) {
-        if (p.seq < 0 || p.seq >= kv_.shape().n_seq || p.pos < 0 || p.pos >= kv_.shape().n_ctx) {
+        if (p.seq < 0 || p.seq >= n_seq_ || p.pos < 0 || p.pos >= n_ctx_) {
             fail(
                 "token at sequence {} position {} is outside the KV cache ({} sequences x {} "
                 "positions)",
-                p.seq, p.pos, kv_.shape().n_seq, kv_.shape().n_ctx);
+                p.seq, p.pos, n_seq_, n_ctx_);
         }
     }
     tokens_.assign(tokens.begin(), tokens.end());
@@ -108,26 +185,69 @@ void CpuBackend::matmul(Act in, std::initializer_list<MatmulTarget> targets) {
     matmul_group(jobs, pool_);
 }
 
+void CpuBackend::matmul_heads(const ExpertMatrix& w, int n_heads, Act in, int64_t in_head_stride, Act out,
+                              int64_t out_head_stride) {
+    const int64_t cols = w.matrix.cols;
+    const FormatTraits& act = format_of(w.matrix.format->dot_type);
+    if (cols % act.block_size != 0) fail("matmul_heads: heads of {} values for {} activations", cols, act.name);
+    // The heads' inputs packed, converted once (blocks never straddle two heads), then one view
+    // per head and one group of products for the pool.
+    const int64_t width = cols * n_heads;
+    if (in_head_stride == cols) {
+        activations_.reset(in.data, static_cast<size_t>(in.stride), in.rows, width);
+    } else {
+        heads_in_.resize(static_cast<size_t>(in.rows) * width);
+        for (int t = 0; t < in.rows; ++t) {
+            for (int h = 0; h < n_heads; ++h) {
+                std::memcpy(heads_in_.data() + t * width + h * cols, in.row(t) + h * in_head_stride,
+                            sizeof(float) * cols);
+            }
+        }
+        activations_.reset(heads_in_.data(), static_cast<size_t>(width), in.rows, width);
+    }
+    const ActivationRows& rows = activations_.get(act.type, &pool_);
+    const size_t head_bytes = row_bytes(act, cols);
+    head_rows_.resize(n_heads);
+    matmul_jobs_.clear();
+    for (int h = 0; h < n_heads; ++h) {
+        head_rows_[h] = rows;
+        head_rows_[h].cols = cols;
+        head_rows_[h].data = rows.data + h * head_bytes;
+        head_weights_[h] = w.expert(h);
+        matmul_jobs_.push_back({&head_weights_[h], &head_rows_[h], out.data + h * out_head_stride,
+                                static_cast<size_t>(out.stride)});
+    }
+    matmul_group(matmul_jobs_, pool_);
+}
+
 void CpuBackend::add_bias(Act x, const WeightVector& bias) {
     for (int t = 0; t < x.rows; ++t) add_into(x.row(t), bias.data, x.cols);
 }
 
-void CpuBackend::rope(Act x, int n_heads, int head_dim) {
-    for (int t = 0; t < x.rows; ++t)
-        rope_.apply(x.row(t), n_heads, head_dim, places_[t].pos, rope_cache_[0].data());
+void CpuBackend::rope(int layer, Act x, int n_heads, int head_dim) {
+    const Rope& r = ropes_[layer];
+    for (int t = 0; t < x.rows; ++t) r.apply(x.row(t), n_heads, head_dim, places_[t].pos, rope_cache_[0].data());
 }
 
 void CpuBackend::store_kv(int layer, Act k, Act v) {
+    KvCache& kv = *kv_[layer];
     for (int t = 0; t < k.rows; ++t) {
         const TokenPlace p = places_[t];
-        kv_.store_k(layer, p.seq, p.pos, k.row(t));
-        kv_.store_v(layer, p.seq, p.pos, v.row(t));
+        kv.store_k(0, p.seq, p.pos, k.row(t));
+        kv.store_v(0, p.seq, p.pos, v.row(t));
     }
 }
 
 void CpuBackend::attention(int layer, Act q, Act out) {
-    attention_.run(kv_, layer, q.data, places_.data(), q.rows, c_.n_head, c_.attn_scale, out.data,
-                   pool_);
+    const LayerConfig& L = c_.layers[layer];
+    const WeightVector& sinks = model_.weights().layers[layer].attn_sinks;
+    Attention::Params params;
+    params.n_head = L.n_head;
+    params.scale = L.attn_scale;
+    params.window = L.attention == AttentionKind::kSliding ? L.window : 0;
+    params.sinks = sinks.empty() ? nullptr : sinks.data;
+    if (q.stride != q.cols || out.stride != out.cols) fail("attention: rows must be packed");
+    attention_.run(kv_cache(layer), 0, q.data, places_.data(), q.rows, params, out.data, pool_);
 }
 
 void CpuBackend::glu(GluKind kind, Act gate, Act up, Act out) {
@@ -139,14 +259,180 @@ void CpuBackend::add(Act y, Act x) {
     for (int t = 0; t < y.rows; ++t) add_into(y.row(t), x.row(t), y.cols);
 }
 
-void CpuBackend::moe(int layer, Act in, Act out) {
-    const LayerWeights& L = model_.weights().layers[layer];
+void CpuBackend::scale(Act x, float s) {
+    for (int t = 0; t < x.rows; ++t) {
+        float* p = x.row(t);
+        for (int64_t i = 0; i < x.cols; ++i) p[i] *= s;
+    }
+}
+
+void CpuBackend::mul(Act x, const WeightVector& w) {
+    if (w.size != x.cols && w.size != 1) fail("mul: a vector of {} values for rows of {}", w.size, x.cols);
+    for (int t = 0; t < x.rows; ++t) {
+        float* p = x.row(t);
+        if (w.size == 1) {
+            for (int64_t i = 0; i < x.cols; ++i) p[i] *= w.data[0];
+        } else {
+            for (int64_t i = 0; i < x.cols; ++i) p[i] *= w.data[i];
+        }
+    }
+}
+
+void CpuBackend::softcap(Act x, float cap) {
+    for (int t = 0; t < x.rows; ++t) tandem::softcap(x.row(t), x.cols, cap);
+}
+
+void CpuBackend::copy(Act src, Act dst) {
+    for (int t = 0; t < src.rows; ++t) std::memmove(dst.row(t), src.row(t), sizeof(float) * src.cols);
+}
+
+void CpuBackend::sigmoid(Act x) {
+    for (int t = 0; t < x.rows; ++t) {
+        float* p = x.row(t);
+        for (int64_t i = 0; i < x.cols; ++i) p[i] = 1.0f / (1.0f + std::exp(-p[i]));
+    }
+}
+
+void CpuBackend::mul_sigmoid(Act x, Act gate) {
+    if (gate.cols != x.cols && gate.cols != 1) fail("mul_sigmoid: a gate of {} columns for rows of {}", gate.cols, x.cols);
+    for (int t = 0; t < x.rows; ++t) {
+        float* p = x.row(t);
+        const float* g = gate.row(t);
+        if (gate.cols == 1) {
+            const float s = 1.0f / (1.0f + std::exp(-g[0]));
+            for (int64_t i = 0; i < x.cols; ++i) p[i] *= s;
+        } else {
+            for (int64_t i = 0; i < x.cols; ++i) p[i] *= 1.0f / (1.0f + std::exp(-g[i]));
+        }
+    }
+}
+
+void CpuBackend::l2_norm_heads(Act x, int head_dim, float eps) {
+    for (int t = 0; t < x.rows; ++t) {
+        for (int64_t h = 0; h < x.cols / head_dim; ++h) {
+            float* p = x.row(t) + h * head_dim;
+            double sum = 0.0;
+            for (int i = 0; i < head_dim; ++i) sum += static_cast<double>(p[i] * p[i]);
+            const float scale = 1.0f / std::max(std::sqrt(static_cast<float>(sum)), eps);
+            for (int i = 0; i < head_dim; ++i) p[i] *= scale;
+        }
+    }
+}
+
+void CpuBackend::ssm_decay(Act x, const WeightVector& bias, const WeightVector& a) {
+    for (int t = 0; t < x.rows; ++t) {
+        float* p = x.row(t);
+        for (int64_t h = 0; h < x.cols; ++h) {
+            const float y = p[h] + bias.data[h];
+            const float softplus = y > 20.0f ? y : std::log(1.0f + std::exp(y));
+            p[h] = softplus * a.data[h];
+        }
+    }
+}
+
+void CpuBackend::sequence_rows(const char* op, int layer, std::vector<int>& next_pos, float* state,
+                               size_t state_size) {
+    for (auto& rows : seq_rows_) rows.clear();
+    for (int t = 0; t < static_cast<int>(places_.size()); ++t) {
+        const TokenPlace p = places_[t];
+        std::vector<int>& rows = seq_rows_[p.seq];
+        if (rows.empty() && p.pos == 0) {
+            // A new sequence: its state starts at zero.
+            std::fill(state + static_cast<size_t>(p.seq) * state_size,
+                      state + static_cast<size_t>(p.seq + 1) * state_size, 0.0f);
+            next_pos[p.seq] = 0;
+        }
+        if (p.pos != next_pos[p.seq]) {
+            fail("{}: layer {}: sequence {} continues at position {} but its recurrent state is at {} (a recurrent "
+                 "state cannot be rewound)",
+                 op, layer, p.seq, p.pos, next_pos[p.seq]);
+        }
+        ++next_pos[p.seq];
+        rows.push_back(t);
+    }
+}
+
+void CpuBackend::short_conv(int layer, Act x, Act out) {
+    RecurrentState& r = recurrent_[layer];
+    const int K = c_.delta.conv_kernel;
+    const int64_t C = x.cols;
+    const size_t state_size = static_cast<size_t>(K - 1) * C;
+    sequence_rows("short_conv", layer, r.conv_pos, r.conv.data(), state_size);
+    const float* w = model_.weights().layers[layer].ssm_conv.data;  // [C × K]
+    for (int s = 0; s < n_seq_; ++s) {
+        float* state = r.conv.data() + static_cast<size_t>(s) * state_size;  // K-1 rows of C, oldest first
+        for (int t : seq_rows_[s]) {
+            const float* u = x.row(t);
+            float* y = out.row(t);
+            for (int64_t c = 0; c < C; ++c) {
+                float sum = 0.0f;
+                for (int i = 0; i < K - 1; ++i) sum += state[static_cast<size_t>(i) * C + c] * w[c * K + i];
+                sum += u[c] * w[c * K + K - 1];
+                y[c] = sum / (1.0f + std::exp(-sum));
+            }
+            if (K > 1) {
+                std::memmove(state, state + C, sizeof(float) * (K - 2) * C);
+                std::memcpy(state + static_cast<size_t>(K - 2) * C, u, sizeof(float) * C);
+            }
+        }
+    }
+}
+
+void CpuBackend::delta_net(int layer, Act q, Act k, Act v, Act g, Act beta, Act out) {
+    RecurrentState& r = recurrent_[layer];
+    const ModelConfig::DeltaNet& d = c_.delta;
+    const int S = d.head_dim, Hv = d.n_v_heads, Hk = d.n_k_heads;
+    const size_t head_state = static_cast<size_t>(S) * S;
+    const size_t state_size = head_state * Hv;
+    sequence_rows("delta_net", layer, r.ssm_pos, r.ssm.data(), state_size);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(S));
+    // One item per (sequence, value head), each through its sequence's tokens in order
+    // (ggml_compute_forward_gated_delta_net).
+    pool_.parallel_for(static_cast<int64_t>(n_seq_) * Hv, 1, [&](int64_t i0, int64_t i1, int worker) {
+        float* delta = delta_scratch_.data() + static_cast<size_t>(worker) * S;
+        for (int64_t item = i0; item < i1; ++item) {
+            const int s = static_cast<int>(item / Hv), h = static_cast<int>(item % Hv), hk = h % Hk;
+            if (seq_rows_[s].empty()) continue;
+            float* M = r.ssm.data() + s * state_size + h * head_state;  // M[j·S + i] = S[i][j]
+            for (int t : seq_rows_[s]) {
+                const float* qd = q.row(t) + static_cast<int64_t>(hk) * S;
+                const float* kd = k.row(t) + static_cast<int64_t>(hk) * S;
+                const float* vd = v.row(t) + static_cast<int64_t>(h) * S;
+                const float decay = std::exp(g.row(t)[h]), b = beta.row(t)[h];
+                for (size_t e = 0; e < head_state; ++e) M[e] *= decay;
+                for (int j = 0; j < S; ++j) {
+                    const float* row = M + static_cast<size_t>(j) * S;
+                    float sum = 0.0f;
+                    for (int i = 0; i < S; ++i) sum += row[i] * kd[i];
+                    delta[j] = (vd[j] - sum) * b;
+                }
+                for (int j = 0; j < S; ++j) {
+                    float* row = M + static_cast<size_t>(j) * S;
+                    for (int i = 0; i < S; ++i) row[i] += kd[i] * delta[j];
+                }
+                float* o = out.row(t) + static_cast<int64_t>(h) * S;
+                for (int j = 0; j < S; ++j) {
+                    const float* row = M + static_cast<size_t>(j) * S;
+                    float sum = 0.0f;
+                    for (int i = 0; i < S; ++i) sum += row[i] * qd[i];
+                    o[j] = sum * scale;
+                }
+            }
+        }
+    });
+}
+
+void CpuBackend::moe(int layer, Act logits, Act in, Act out) {
     const int n = in.rows;
-    Act logits{router_logits_.data(), n, c_.n_expert, c_.n_expert};
-    matmul(in, {{&L.router, logits}});
-    for (int t = 0; t < n; ++t)
-        route_experts(routing_, logits.row(t), routes_.data() + t * c_.n_expert_used);
-    moe_->submit(layer, in.data, n, routes_.data());
+    if (moe_index_.empty() || moe_index_[layer] < 0) fail("moe: layer {} has no experts", layer);
+    const WeightVector& bias = model_.weights().layers[layer].expert_bias;
+    for (int t = 0; t < n; ++t) {
+        float* scores = scores_.data() + static_cast<size_t>(t) * c_.n_expert;
+        std::memcpy(scores, logits.row(t), sizeof(float) * c_.n_expert);
+        route_experts(routing_, scores, routes_.data() + t * c_.n_expert_used, bias.empty() ? nullptr : bias.data);
+    }
+    if (in.stride != in.cols) fail("moe: rows must be packed");
+    moe_->submit(moe_index_[layer], in.data, n, routes_.data());
     const float* result = moe_->wait();
     for (int t = 0; t < n; ++t)
         std::memcpy(out.row(t), result + t * in.cols, sizeof(float) * in.cols);

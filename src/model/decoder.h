@@ -1,6 +1,7 @@
-// The forward pass of the decoder architectures (llama, qwen3, qwen3moe), written once
-// against the Ops contract: embedding, then per layer norm → attention → residual → norm →
-// FFN (dense or routed experts) → residual, then the final norm and the output head.
+// The forward pass of the decoder architectures (llama, qwen3, qwen3moe, gemma4, gpt-oss),
+// written once against the Ops contract: embedding, then per layer norm → attention →
+// residual → norm → FFN (dense, routed experts, or both) → residual, then the final norm and the
+// output head. The model's config says which parts a layer has (ModelConfig, LayerConfig).
 #pragma once
 
 #include <cstdint>
@@ -37,14 +38,29 @@ class Decoder {
                   std::span<const uint8_t> want_logits);
     // The forward pass of n tokens, of which m want logits.
     void forward(int n, int m);
+    // Gemma's per-layer inputs of the batch into pl_ (n_embd_per_layer > 0).
+    void per_layer_inputs(int n);
     void layer(int il, int n);
+    void attention(int il, int n);
+    // Multi-head latent attention (DeepSeek-V2/V3) of layer il, into o_.
+    void latent_attention(int il, int n);
+    // A gated delta-net layer (qwen3.5's linear attention), into o_.
+    void delta_net(int il, int n);
+    // The FFN block of layer il on the residual x_; its output in o_.
+    void ffn(int il, int n);
+    // A gated FFN: out = down(act(gate(in)) · up(in)), `width` wide.
+    void glu_ffn(const WeightMatrix& gate, const WeightMatrix& up, const WeightMatrix& down, int width, Act in,
+                 Act out);
+    // The routed experts of layer il on `in` (the router reading router_in) into out.
+    void experts(int il, Act router_in, Act in, Act out);
 
     const ModelConfig& c_;
     Ops& ops_;
     const ModelWeights& w_;  // the backend's
     int max_batch_;
     std::vector<int32_t> logit_rows_;
-    // Activations, max_batch rows each (T = tokens in the batch, M = rows that want logits):
+    // Activations, max_batch rows each (T = tokens in the batch, M = rows that want logits; the
+    // attention buffers are as wide as the widest layer, each layer uses their first columns):
     Act x_;       // [T × n_embd] residual stream
     Act h_;       // [T × n_embd] normed input of a block
     Act q_;       // [T × n_head·dk]
@@ -54,6 +70,24 @@ class Decoder {
     Act o_;       // [T × n_embd] block output
     Act gate_;    // [T × n_ff] dense FFN
     Act up_;      // [T × n_ff]
+    Act router_;  // [T × n_expert] router logits
+    Act r_;       // [T × n_embd] router input (kScaledRmsNorm)
+    Act e_;       // [T × n_embd] a dense FFN's or shared expert's output beside the experts
+    Act qa_;      // [T × n_head·(N + R)] MLA: the queries before their absorption
+    Act ql_;      // [T × Lq] MLA: the queries' low-rank projection
+    Act av_;      // [T × n_head·Dv] MLA: the values after their up-projection
+    Act qg_;      // [T × n_head·2·dk] queries with their output gates (attn_output_gate)
+    Act ag_;      // [T × n_head·dk] the output gates
+    Act sg_;      // [T × 1] the shared expert's gate
+    Act mixed_;   // [T × C] delta-net: q, k, v before the convolution
+    Act conv_;    // [T × C] ... after it
+    Act z_;       // [T × Hv·S] the output gate
+    Act beta_;    // [T × Hv]
+    Act decay_;   // [T × Hv]
+    Act dn_;      // [T × Hv·S] the delta rule's output
+    Act pl_;      // [T × n_pl·n_layer] per-layer inputs: layer il's are columns [il·n_pl, (il+1)·n_pl)
+    Act pl_proj_; // [T × n_pl·n_layer] their projection from the embeddings
+    Act pl_gate_; // [T × n_pl]
     Act out_x_;   // [M × n_embd] rows that want logits
     Act logits_;  // [M × n_vocab]
 };

@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <optional>
 
@@ -37,6 +38,25 @@ size_t experts_bytes(const ExpertMatrix& e, int n_expert) {
     return static_cast<size_t>(n_expert - 1) * e.expert_stride + matrix_bytes(e.matrix);
 }
 
+// The vectors and matrices of a layer (empty ones included), for the upload and its translation.
+template <typename Layer>
+auto layer_vectors(Layer& L) {
+    return std::array{&L.attn_norm,       &L.bq,           &L.bk,           &L.bv,
+                      &L.bo,              &L.q_norm,       &L.k_norm,       &L.attn_sinks,
+                      &L.attn_post_norm,  &L.ffn_norm,     &L.ffn_post_norm, &L.router_bias,
+                      &L.router_scale,    &L.ffn_pre_norm_2, &L.ffn_post_norm_1, &L.ffn_post_norm_2,
+                      &L.pl_post_norm,    &L.out_scale,    &L.q_a_norm,     &L.kv_a_norm,
+                      &L.expert_bias,     &L.ssm_conv,     &L.ssm_dt,       &L.ssm_a,
+                      &L.ssm_norm};
+}
+template <typename Layer>
+auto layer_matrices(Layer& L) {
+    return std::array{&L.wq,       &L.wk,      &L.wv,         &L.wo,         &L.ffn_gate,  &L.ffn_up,    &L.ffn_down,
+                      &L.router,   &L.pl_gate, &L.pl_proj,    &L.wq_a,       &L.wq_b,      &L.wkv_a,     &L.shexp_gate,
+                      &L.shexp_up, &L.shexp_down, &L.wqkv,    &L.wqkv_gate,  &L.ssm_beta,   &L.ssm_alpha, &L.ssm_out,
+                      &L.shexp_gate_inp};
+}
+
 // Every array a forward pass reads, as host ranges (the GPU gets the same bytes).
 template <typename Fn>
 void for_each_weight_range(const ModelWeights& w, const ModelConfig& c, Fn add) {
@@ -56,19 +76,21 @@ void for_each_weight_range(const ModelWeights& w, const ModelConfig& c, Fn add) 
     matrix(w.output);
     vector(w.output_norm);
     vector(w.rope_freqs);
+    matrix(w.pl_token_embd);
+    matrix(w.pl_model_proj);
+    vector(w.pl_proj_norm);
     for (const LayerWeights& L : w.layers) {
-        for (const WeightVector* v :
-             {&L.attn_norm, &L.bq, &L.bk, &L.bv, &L.bo, &L.q_norm, &L.k_norm, &L.ffn_norm})
-            vector(*v);
-        for (const WeightMatrix* m :
-             {&L.wq, &L.wk, &L.wv, &L.wo, &L.ffn_gate, &L.ffn_up, &L.ffn_down, &L.router})
-            matrix(*m);
+        for (const WeightVector* v : layer_vectors(L)) vector(*v);
+        for (const WeightMatrix* m : layer_matrices(L)) matrix(*m);
         if (L.experts.n_expert > 0) {
             for (const ExpertMatrix* e : {&L.experts.gate, &L.experts.up, &L.experts.down})
                 experts(*e, L.experts.n_expert);
         }
+        // MLA's per-head up-projections: one "expert" per head.
+        for (const ExpertMatrix* e : {&L.wk_b, &L.wv_b}) {
+            if (!e->matrix.empty()) add(e->matrix.data, experts_bytes(*e, c.n_head), false);
+        }
     }
-    (void)c;
 }
 
 }  // namespace
@@ -164,7 +186,10 @@ GpuBackend::GpuBackend(const Model& model, ThreadPool& pool, const CpuBackendOpt
                 "cudaEventCreate");
 
     if (c_.is_moe()) {
-        routing_ = {c_.n_expert, c_.n_expert_used, c_.expert_weights_norm, c_.expert_weights_scale};
+        routing_.n_expert = c_.n_expert;
+        routing_.top_k = c_.n_expert_used;
+        routing_.normalize = c_.expert_weights_norm;
+        routing_.scale = c_.expert_weights_scale;
         router_logits_ = allocate(T, c_.n_expert);
         routes_ = reinterpret_cast<Route*>(device_floats(2 * static_cast<size_t>(T) * k, "routes"));
         expert_gate_ =
@@ -225,6 +250,39 @@ void GpuBackend::check_supported() const {
         fail("--device cuda: head size {} (the GPU attention takes up to {})",
              std::max(c_.head_dim_k, c_.head_dim_v), cuda::kMaxHeadDim);
     }
+    // What the GPU's operations do not implement yet (they would compute something else).
+    auto missing = [&](const char* what) { fail("--device cuda: {} ({}) is not implemented on the GPU yet", what, c_.arch); };
+    for (const LayerConfig& L : c_.layers) {
+        if (L.attention == AttentionKind::kSliding) missing("sliding-window attention");
+        if (L.attention == AttentionKind::kRecurrent) missing("gated delta-net layers");
+        if (L.kv_layer != &L - c_.layers.data()) missing("a KV cache shared between layers");
+        if (L.n_head != c_.n_head || L.n_head_kv != c_.n_head_kv || L.head_dim_k != c_.head_dim_k ||
+            L.head_dim_v != c_.head_dim_v) {
+            missing("layers of different head counts or sizes");
+        }
+        if (L.attn_scale != c_.attn_scale) missing("a per-layer attention scale");
+        if (L.rope.freq_base != c_.rope.freq_base || L.rope.freq_scale != c_.rope.freq_scale ||
+            L.rope.n_dims != c_.rope.n_dims || L.rope.freq_factors != c_.rope.freq_factors) {
+            missing("per-layer rope");
+        }
+        if (L.moe && L.dense_ffn) missing("a dense FFN beside the experts");
+    }
+    if (c_.attn_sinks) missing("attention sinks");
+    if (c_.v_norm) missing("the value norm (rms_norm_heads without a weight)");
+    if (c_.activation != GluKind::kSilu || c_.expert_activation != GluKind::kSilu) missing("GELU (ggml's fp16 table) and gpt-oss's SwiGLU");
+    if (c_.gating != ExpertGating::kSoftmax) missing("this expert gating");
+    if (c_.n_expert_groups > 1) missing("group-limited routing");
+    if (c_.mla.kv_lora_rank > 0) missing("multi-head latent attention");
+    if (c_.attn_output_gate) missing("gated attention output");
+    if (c_.rope.imrope) missing("interleaved multimodal rope");
+    for (const LayerConfig& L : c_.layers) {
+        if (L.n_ff_shexp > 0) missing("shared experts");
+        if (L.moe != c_.is_moe()) missing("dense layers beside MoE layers");
+    }
+    for (const LayerWeights& L : model_.weights().layers) {
+        if (!L.expert_bias.empty()) missing("the expert-selection bias (exp_probs_b)");
+        if (!L.router_bias.empty()) missing("router biases");
+    }
 }
 
 void GpuBackend::upload_weights() {
@@ -256,31 +314,23 @@ void GpuBackend::upload_weights() {
     weights_.output = matrix(host.output);
     weights_.output_norm = vector(host.output_norm);
     weights_.rope_freqs = vector(host.rope_freqs);
+    weights_.pl_token_embd = matrix(host.pl_token_embd);
+    weights_.pl_model_proj = matrix(host.pl_model_proj);
+    weights_.pl_proj_norm = vector(host.pl_proj_norm);
     weights_.layers.resize(host.layers.size());
     for (size_t i = 0; i < host.layers.size(); ++i) {
         const LayerWeights& h = host.layers[i];
         LayerWeights& d = weights_.layers[i];
         d = h;
-        for (auto [dst, src] : {std::pair{&d.attn_norm, &h.attn_norm},
-                                {&d.bq, &h.bq},
-                                {&d.bk, &h.bk},
-                                {&d.bv, &h.bv},
-                                {&d.bo, &h.bo},
-                                {&d.q_norm, &h.q_norm},
-                                {&d.k_norm, &h.k_norm},
-                                {&d.ffn_norm, &h.ffn_norm}}) {
-            *dst = vector(*src);
-        }
-        for (auto [dst, src] : {std::pair{&d.wq, &h.wq},
-                                {&d.wk, &h.wk},
-                                {&d.wv, &h.wv},
-                                {&d.wo, &h.wo},
-                                {&d.ffn_gate, &h.ffn_gate},
-                                {&d.ffn_up, &h.ffn_up},
-                                {&d.ffn_down, &h.ffn_down},
-                                {&d.router, &h.router}}) {
-            *dst = matrix(*src);
-        }
+        // The same fields of d and h, in the same order: d's are made to point at the device copy.
+        const auto dv = layer_vectors(d);
+        const auto hv = layer_vectors(h);
+        for (size_t j = 0; j < dv.size(); ++j) *dv[j] = vector(*hv[j]);
+        const auto dm = layer_matrices(d);
+        const auto hm = layer_matrices(h);
+        for (size_t j = 0; j < dm.size(); ++j) *dm[j] = matrix(*hm[j]);
+        if (!h.wk_b.matrix.empty()) d.wk_b = experts(h.wk_b);
+        if (!h.wv_b.matrix.empty()) d.wv_b = experts(h.wv_b);
         if (h.experts.n_expert > 0) {
             d.experts.gate = experts(h.experts.gate);
             d.experts.up = experts(h.experts.up);
@@ -427,7 +477,8 @@ void GpuBackend::add_bias(Act x, const WeightVector& bias) {
     cuda::add_bias(rows(x), bias.data, stream_.get());
 }
 
-void GpuBackend::rope(Act x, int n_heads, int head_dim) {
+void GpuBackend::rope(int layer, Act x, int n_heads, int head_dim) {
+    (void)layer;  // check_supported(): every layer rotates as c_.rope
     const cuda::OpProfile::Scope scope(profile_, "rope", stream_.get());
     cuda::rope(rows(x), n_heads, head_dim, places_, rope_table_, rope_factor_, rope_ramp_,
                stream_.get());
@@ -459,17 +510,19 @@ void GpuBackend::add(Act y, Act x) {
     cuda::add(rows(y), rows(x), stream_.get());
 }
 
-void GpuBackend::moe(int layer, Act in, Act out) {
+void GpuBackend::moe(int layer, Act logits, Act in, Act out) {
     const LayerWeights& L = weights_.layers[layer];
     const MoeLayer& m = L.experts;
     const int n = in.rows, k = c_.n_expert_used, n_routes = n * k;
     const cudaStream_t st = stream_.get();
     std::optional<cuda::OpProfile::Scope> scope(std::in_place, profile_, "moe router", st);
-    Act logits = router_logits_.first_rows(n);
-    rounded_from_ = nullptr;
-    cuda::matmul(ctx_, L.router, rounded_input(in, L.router), in.stride, n, logits.data,
-                 logits.stride);
-    cuda::route_topk(rows(logits), routing_, routes_, st);
+    rounded_from_ = nullptr;  // a new input
+    // route_topk turns the logits into probabilities in place: work on a copy.
+    Act scores = router_logits_.first_rows(n);
+    cuda::check(cudaMemcpy2DAsync(scores.data, sizeof(float) * scores.stride, logits.data, sizeof(float) * logits.stride,
+                                  sizeof(float) * logits.cols, n, cudaMemcpyDeviceToDevice, st),
+                "router logits");
+    cuda::route_topk(rows(scores), routing_, routes_, st);
     cuda::ExpertGroups groups;
     const cuda::ExpertGroups* grouped = nullptr;
     if (n > cuda::kSmallBatch) {
@@ -493,6 +546,66 @@ void GpuBackend::moe(int layer, Act in, Act out) {
     cuda::matmul_routed(ctx_, m.down, routes_, n_routes, 1, down_in, F, expert_down_, E, grouped);
     scope.emplace(profile_, "moe sum", st);
     cuda::moe_weighted_sum(expert_down_, E, routes_, k, rows(out), st);
+}
+
+void GpuBackend::matmul_heads(const ExpertMatrix& w, int n_heads, Act in, int64_t in_head_stride, Act out,
+                              int64_t out_head_stride) {
+    (void)w, (void)n_heads, (void)in, (void)in_head_stride, (void)out, (void)out_head_stride;
+    fail("--device cuda: matmul_heads is not implemented on the GPU yet");
+}
+
+void GpuBackend::scale(Act x, float s) {
+    (void)x;
+    (void)s;
+    fail("--device cuda: scale is not implemented on the GPU yet");
+}
+
+void GpuBackend::mul(Act x, const WeightVector& w) {
+    (void)x;
+    (void)w;
+    fail("--device cuda: mul is not implemented on the GPU yet");
+}
+
+void GpuBackend::softcap(Act x, float cap) {
+    (void)x;
+    (void)cap;
+    fail("--device cuda: softcap is not implemented on the GPU yet");
+}
+
+void GpuBackend::copy(Act src, Act dst) {
+    (void)src;
+    (void)dst;
+    fail("--device cuda: copy is not implemented on the GPU yet");
+}
+
+void GpuBackend::sigmoid(Act x) {
+    (void)x;
+    fail("--device cuda: sigmoid is not implemented on the GPU yet");
+}
+
+void GpuBackend::mul_sigmoid(Act x, Act gate) {
+    (void)x, (void)gate;
+    fail("--device cuda: mul_sigmoid is not implemented on the GPU yet");
+}
+
+void GpuBackend::l2_norm_heads(Act x, int head_dim, float eps) {
+    (void)x, (void)head_dim, (void)eps;
+    fail("--device cuda: l2_norm_heads is not implemented on the GPU yet");
+}
+
+void GpuBackend::ssm_decay(Act x, const WeightVector& bias, const WeightVector& a) {
+    (void)x, (void)bias, (void)a;
+    fail("--device cuda: ssm_decay is not implemented on the GPU yet");
+}
+
+void GpuBackend::short_conv(int layer, Act x, Act out) {
+    (void)layer, (void)x, (void)out;
+    fail("--device cuda: short_conv is not implemented on the GPU yet");
+}
+
+void GpuBackend::delta_net(int layer, Act q, Act k, Act v, Act g, Act beta, Act out) {
+    (void)layer, (void)q, (void)k, (void)v, (void)g, (void)beta, (void)out;
+    fail("--device cuda: delta_net is not implemented on the GPU yet");
 }
 
 void GpuBackend::gather_logit_rows(Act x, Act out) {

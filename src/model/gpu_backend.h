@@ -49,12 +49,24 @@ class GpuBackend final : public Ops {
     void rms_norm_heads(Act x, int head_dim, const WeightVector& w, float eps) override;
     void matmul(Act in, std::initializer_list<MatmulTarget> targets) override;
     void add_bias(Act x, const WeightVector& bias) override;
-    void rope(Act x, int n_heads, int head_dim) override;
+    void matmul_heads(const ExpertMatrix& w, int n_heads, Act in, int64_t in_head_stride, Act out,
+                      int64_t out_head_stride) override;
+    void rope(int layer, Act x, int n_heads, int head_dim) override;
     void store_kv(int layer, Act k, Act v) override;
     void attention(int layer, Act q, Act out) override;
     void glu(GluKind kind, Act gate, Act up, Act out) override;
     void add(Act y, Act x) override;
-    void moe(int layer, Act in, Act out) override;
+    void scale(Act x, float s) override;
+    void mul(Act x, const WeightVector& w) override;
+    void softcap(Act x, float cap) override;
+    void copy(Act src, Act dst) override;
+    void sigmoid(Act x) override;
+    void mul_sigmoid(Act x, Act gate) override;
+    void l2_norm_heads(Act x, int head_dim, float eps) override;
+    void ssm_decay(Act x, const WeightVector& bias, const WeightVector& a) override;
+    void short_conv(int layer, Act x, Act out) override;
+    void delta_net(int layer, Act q, Act k, Act v, Act g, Act beta, Act out) override;
+    void moe(int layer, Act logits, Act in, Act out) override;
     void gather_logit_rows(Act x, Act out) override;
 
   private:

@@ -15,7 +15,17 @@ std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& o
     m->config_ = load_model_config(*m->file_);
     m->weights_ = bind_model_weights(*m->file_, m->config_);
     if (m->config_.n_vocab <= 0) m->config_.n_vocab = static_cast<int>(m->weights_.token_embd.rows);
-    if (!m->weights_.rope_freqs.empty()) m->config_.rope.freq_factors = m->weights_.rope_freqs.data;
+    if (!m->weights_.rope_freqs.empty()) {
+        m->config_.rope.freq_factors = m->weights_.rope_freqs.data;
+        for (LayerConfig& L : m->config_.layers) {
+            if (!L.rope_freq_factors) continue;
+            if (L.rope.n_dims / 2 > m->weights_.rope_freqs.size) {
+                fail("{}: rope_freqs.weight has {} values, a layer rotates {} pairs", path, m->weights_.rope_freqs.size,
+                     L.rope.n_dims / 2);
+            }
+            L.rope.freq_factors = m->weights_.rope_freqs.data;
+        }
+    }
     return m;
 }
 

@@ -17,8 +17,11 @@ bool is_expert_tensor(std::string_view base) { return ends_with(base, "_exps"); 
 
 }  // namespace
 
-void check_scale_tensors(const GgufFile& file, int n_expert) {
+void check_scale_tensors(const GgufFile& file, int n_expert, std::span<const std::string_view> exempt) {
     for (const GgufTensor& t : file.tensors()) {
+        bool skip = false;
+        for (std::string_view e : exempt) skip = skip || ends_with(t.name, e);
+        if (skip) continue;
         std::string_view suffix;
         if (ends_with(t.name, ".input_scale")) {
             suffix = ".input_scale";

@@ -4,14 +4,17 @@
 // ffn_gate_up_exps tensor. `.input_scale` is read and ignored, as in llama.cpp.
 #pragma once
 
+#include <span>
 #include <string_view>
 
 namespace tandem {
 
 class GgufFile;
 
-// Checks every scale tensor of the file; throws Error naming the offending tensor.
-void check_scale_tensors(const GgufFile& file, int n_expert);
+// Checks every scale tensor of the file; throws Error naming the offending tensor. Tensors whose
+// names end with one of `exempt` are an architecture's own parameters (Gemma-4's router scale and
+// per-expert scale on weights of any type), checked where they are bound.
+void check_scale_tensors(const GgufFile& file, int n_expert, std::span<const std::string_view> exempt = {});
 
 // The f32 values of `<weight name without .weight>.scale`, or an empty vector when absent.
 // `expected` is 1 or n_expert (checked by check_scale_tensors first).

@@ -115,6 +115,12 @@ const std::vector<PreTokenizerSpec>& specs() {
              {R"re(\p{N}{1,3})re",
               R"re((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}+| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)re"},
          .ignore_merges = true},
+        // Gemma 4 splits at newlines only (llama.cpp's LLAMA_VOCAB_PRE_TYPE_GEMMA4).
+        {.names = {"gemma4", "granite-embed-multi-311m"},
+         .patterns = {R"re([^\n]+|[\n]+)re"},
+         .force_add_bos = true,
+         .spm_style = true},
+        {.names = {"sarvam-moe"}, .patterns = {R"re([^\n]+|[\n]+)re"}, .spm_style = true},
         {.names = {"default"},
          .patterns = {R"re([\p{P}\$\+<=>\^~\|]+)re", kGpt2, R"re(\p{N}+)re",
                       R"re([0-9][0-9][0-9])re"}},
@@ -123,16 +129,9 @@ const std::vector<PreTokenizerSpec>& specs() {
 }
 
 // Known to llama.cpp v0.4.0 but built on custom splitters (kimi-k2, afmoe, tiny_aya's digit
-// grouping), empty-match lookaheads (superbpe) or vocabularies that are not byte-level.
-constexpr std::array<std::string_view, 9> kUnsupported = {"kimi-k2",
-                                                          "afmoe",
-                                                          "tiny_aya",
-                                                          "cohere2moe",
-                                                          "superbpe",
-                                                          "gemma4",
-                                                          "granite-embed-multi-311m",
-                                                          "sarvam-moe",
-                                                          "whitespace"};
+// grouping), empty-match lookaheads (superbpe) or vocabularies of another kind.
+constexpr std::array<std::string_view, 6> kUnsupported = {"kimi-k2",  "afmoe",    "tiny_aya",
+                                                          "cohere2moe", "superbpe", "whitespace"};
 
 }  // namespace
 

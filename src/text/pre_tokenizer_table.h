@@ -13,6 +13,11 @@ struct PreTokenizerSpec {
     std::vector<std::string_view> patterns;
     bool ignore_merges = false;  // a piece that is a token as a whole is taken as it is
     bool add_bos = false;        // the add_bos default when tokenizer.ggml.add_bos_token is absent
+    bool force_add_bos = false;  // BOS whatever tokenizer.ggml.add_bos_token says (Gemma 4)
+    // SentencePiece-style BPE (gemma4, sarvam-moe): spaces become U+2581 before splitting, BPE
+    // merges UTF-8 characters instead of byte-level code points, a character without a token
+    // becomes its bytes' <0xXX> tokens, and a piece of newlines that is a token is taken whole.
+    bool spm_style = false;
 };
 
 // The spec selected by `name`, or nullptr when none is.

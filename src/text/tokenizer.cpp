@@ -13,10 +13,11 @@ namespace tandem {
 namespace {
 
 // The text of a normal token as bytes: byte-level BPE texts map code points back to bytes,
-// SentencePiece texts write spaces as ▁ (llama.cpp's token_to_piece).
+// SentencePiece (and SentencePiece-style BPE) texts write spaces as ▁ (llama.cpp's
+// token_to_piece).
 std::string normal_piece(const Vocab& vocab, const std::string& text) {
     std::string out;
-    if (vocab.kind() == VocabKind::kBpe) {
+    if (vocab.kind() == VocabKind::kBpe && !vocab.spm_style_bpe()) {
         append_unicode_as_bytes(text, out);
         return out;
     }

@@ -26,8 +26,8 @@ constexpr std::string_view kKeyAddEos = "tokenizer.ggml.add_eos_token";
 constexpr std::string_view kKeyAddSpacePrefix = "tokenizer.ggml.add_space_prefix";
 
 // Tokenizer models llama.cpp knows that Tandem does not implement.
-constexpr std::array<std::string_view, 9> kUnsupportedModels = {
-    "bert", "t5", "rwkv", "plamo2", "gemma4", "hybriddna", "whitespace", "no_vocab", "none"};
+constexpr std::array<std::string_view, 8> kUnsupportedModels = {
+    "bert", "t5", "rwkv", "plamo2", "hybriddna", "whitespace", "no_vocab", "none"};
 
 // GGUF token types (llama.h, enum llama_token_type) -> attributes.
 constexpr std::array<uint32_t, 7> kAttrOfType = {
@@ -86,21 +86,25 @@ Vocab Vocab::from_gguf(const GgufFile& gguf) {
     const std::string& path = gguf.path();
     if (!gguf.has(kKeyModel)) fail("{}: missing metadata key '{}' (no tokenizer)", path, kKeyModel);
     v.model_name_ = gguf.get_string(kKeyModel);
-    if (v.model_name_ == "gpt2") {
+    if (v.model_name_ == "gpt2" || v.model_name_ == "gemma4") {
         v.kind_ = VocabKind::kBpe;
     } else if (v.model_name_ == "llama") {
         v.kind_ = VocabKind::kSpm;
     } else if (std::find(kUnsupportedModels.begin(), kUnsupportedModels.end(), v.model_name_) !=
                kUnsupportedModels.end()) {
         fail(
-            "{}: '{}' = '{}' is not supported (Tandem reads 'gpt2' byte-level BPE and 'llama' "
-            "SentencePiece vocabularies)",
+            "{}: '{}' = '{}' is not supported (Tandem reads 'gpt2' byte-level BPE, 'gemma4' BPE and "
+            "'llama' SentencePiece vocabularies)",
             path, kKeyModel, v.model_name_);
     } else {
         fail("{}: '{}' = '{}' is not a known tokenizer model", path, kKeyModel, v.model_name_);
     }
 
-    if (v.kind_ == VocabKind::kBpe) {
+    if (v.model_name_ == "gemma4") {
+        // llama.cpp uses the gemma4 pre-tokenizer whatever tokenizer.ggml.pre says.
+        v.pre_name_ = "gemma4";
+        v.pre_spec_ = find_pre_tokenizer_spec(v.pre_name_);
+    } else if (v.kind_ == VocabKind::kBpe) {
         if (gguf.has(kKeyPre)) {
             v.pre_name_ = gguf.get_string(kKeyPre);
             v.pre_spec_ = find_pre_tokenizer_spec(v.pre_name_);
@@ -126,6 +130,7 @@ Vocab Vocab::from_gguf(const GgufFile& gguf) {
     v.add_bos_ = v.kind_ == VocabKind::kSpm || (v.pre_spec_ != nullptr && v.pre_spec_->add_bos);
     v.add_space_prefix_ = v.kind_ == VocabKind::kSpm;
     v.add_bos_ = gguf.get_or<bool>(kKeyAddBos, v.add_bos_);
+    if (v.pre_spec_ != nullptr && v.pre_spec_->force_add_bos) v.add_bos_ = true;
     v.add_eos_ = gguf.get_or<bool>(kKeyAddEos, false);
     v.add_space_prefix_ = gguf.get_or<bool>(kKeyAddSpacePrefix, v.add_space_prefix_);
 
@@ -198,8 +203,9 @@ void Vocab::read_tokens(const GgufFile& gguf) {
         }
     }
 
-    // SentencePiece byte tokens stand for the byte their text names.
-    if (kind_ == VocabKind::kSpm) {
+    // SentencePiece byte tokens (and those of SentencePiece-style BPE) stand for the byte their
+    // text names.
+    if (kind_ == VocabKind::kSpm || (pre_spec_ != nullptr && pre_spec_->spm_style)) {
         for (size_t i = 0; i < n; ++i) {
             const std::string& t = texts_[i];
             if ((attrs_[i] & kTokenAttrByte) &&

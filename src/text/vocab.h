@@ -18,7 +18,8 @@ using TokenId = int32_t;
 constexpr TokenId kNoToken = -1;
 
 enum class VocabKind {
-    kBpe,  // tokenizer.ggml.model = gpt2: byte-level BPE with merges and a pre-tokenizer
+    kBpe,  // tokenizer.ggml.model = gpt2: byte-level BPE with merges and a pre-tokenizer; gemma4:
+           // SentencePiece-style BPE (PreTokenizerSpec::spm_style)
     kSpm,  // tokenizer.ggml.model = llama: SentencePiece BPE with scores and byte fallback
 };
 
@@ -92,6 +93,8 @@ class Vocab {
     bool add_bos() const { return add_bos_; }
     bool add_eos() const { return add_eos_; }
     bool add_space_prefix() const { return add_space_prefix_; }
+    // SentencePiece-style BPE: spaces are U+2581 in token texts, bytes are <0xXX> tokens.
+    bool spm_style_bpe() const { return pre_spec_ != nullptr && pre_spec_->spm_style; }
     bool is_eog(TokenId id) const;
     // End-of-generation tokens, ascending.
     const std::vector<TokenId>& eog_tokens() const { return eog_; }

@@ -51,10 +51,10 @@ std::vector<TokenId> sorted(std::vector<TokenId> ids) {
         }                                                                                   \
     } while (0)
 
-TEST(TokenizerConformance, Qwen3AndLlama3MatchLlamaCpp) {
-    TANDEM_REQUIRE_TOKENIZER_JSONS();
+// Token ids of the corpus (parse_special off and on), exact round trips, llama.cpp's
+// detokenization where it does no space clean-up (Qwen3), and the special-token sets.
+void check_against_llama_cpp(const std::vector<std::string>& names) {
     const std::vector<std::string> corpus = load_corpus();
-    const std::vector<std::string> names = {"qwen3", "llama3"};
     std::vector<Tokenizer> toks;
     std::vector<OracleJob> jobs;
     for (const std::string& name : names) {
@@ -120,11 +120,39 @@ TEST(TokenizerConformance, Qwen3AndLlama3MatchLlamaCpp) {
         if (want.add_bos) expected.insert(expected.begin(), want.bos);
         EXPECT_EQ(with_bos, expected) << name;
     }
+}
+
+TEST(TokenizerConformance, Qwen3AndLlama3MatchLlamaCpp) {
+    TANDEM_REQUIRE_TOKENIZER_JSONS();
+    check_against_llama_cpp({"qwen3", "llama3"});
+    const std::vector<Tokenizer> toks = [] {
+        std::vector<Tokenizer> t;
+        t.push_back(load(real_vocab_gguf("qwen3")));
+        t.push_back(load(real_vocab_gguf("llama3")));
+        return t;
+    }();
     // Known answers from the kit's README.
     EXPECT_EQ(toks[0].encode("Hello, world! 12345", true),
               (std::vector<TokenId>{9707, 11, 1879, 0, 220, 16, 17, 18, 19, 20}));
     EXPECT_EQ(toks[1].encode("Hello, world! 12345", true),
               (std::vector<TokenId>{128000, 9906, 11, 1917, 0, 220, 4513, 1774}));
+}
+
+// gpt-oss's o200k_harmony (the gpt-4o pre-tokenizer, harmony's special tokens), Gemma's
+// vocabulary as a gemma4 vocabulary (SentencePiece-style BPE) and DeepSeek-V3's (deepseek-v3).
+TEST(TokenizerConformance, GptOssGemma4AndDeepseekV3MatchLlamaCpp) {
+    TANDEM_REQUIRE_ORACLE();
+    if (hf_tokenizer_json("gptoss").empty() || hf_tokenizer_json("gemma3").empty() ||
+        hf_tokenizer_json("deepseek_v3").empty()) {
+        if (oracle_required()) FAIL() << "oracle kit set up without --all-tokenizers";
+        GTEST_SKIP() << "oracle kit set up without --all-tokenizers";
+    }
+    check_against_llama_cpp({"gptoss", "gemma4", "deepseek_v3"});
+    // Gemma: spaces are part of the tokens, BOS always, characters without a token as bytes.
+    const Tokenizer gemma = load(real_vocab_gguf("gemma4"));
+    EXPECT_TRUE(gemma.add_bos());
+    const std::vector<TokenId> ids = gemma.encode("Hello world\n\n\u00e9\U0001F600", false);
+    EXPECT_EQ(gemma.decode(ids), "Hello world\n\n\u00e9\U0001F600");
 }
 
 // Every pre-tokenizer family, through the first 20000 tokens of the Qwen3 vocabulary (quick to

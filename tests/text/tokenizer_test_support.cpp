@@ -128,8 +128,98 @@ std::string hf_tokenizer_json(const std::string& name) {
     return std::filesystem::exists(path) ? path : "";
 }
 
+namespace {
+
+// What llama.cpp's converter writes for a Gemma 4 vocabulary (conversion/gemma.py,
+// Gemma4Model.set_vocab, through gguf-py's LlamaHfVocab), from a Gemma tokenizer.json: the
+// "gemma4" tokenizer model, the vocabulary in id order with the added tokens after it, scores of
+// -1000, <0xXX> tokens as bytes, the tokenizer's special tokens (bos, eos, unk, pad and the
+// extra ones of tokenizer_config.json) as control tokens, other added tokens beyond the base
+// vocabulary as user-defined, the merges, and add_bos.
+void write_gemma4_vocab(const std::string& json_path, const std::string& dst) {
+    const nlohmann::json tok = nlohmann::json::parse(read_file(json_path));
+    const std::string config_path =
+        std::filesystem::path(json_path).replace_filename("tokenizer_config.json").string();
+    const nlohmann::json config = nlohmann::json::parse(read_file(config_path));
+    const nlohmann::json& model = tok.at("model");
+    std::vector<std::string> tokens(model.at("vocab").size());
+    for (const auto& [text, id] : model.at("vocab").items()) tokens.at(id.get<size_t>()) = text;
+    const size_t n_base = tokens.size();
+    std::vector<bool> added_special(n_base, false);
+    for (const nlohmann::json& t : tok.at("added_tokens")) {
+        const size_t id = t.at("id").get<size_t>();
+        if (id >= tokens.size()) {
+            tokens.resize(id + 1);
+            added_special.resize(id + 1, false);
+        }
+        tokens[id] = t.at("content").get<std::string>();
+        added_special[id] = t.at("special").get<bool>();
+    }
+    std::set<std::string> specials;
+    for (const char* key : {"bos_token", "eos_token", "unk_token", "pad_token"}) {
+        if (config.contains(key) && config[key].is_string()) specials.insert(config[key].get<std::string>());
+    }
+    if (config.contains("extra_special_tokens")) {
+        for (const auto& [k, v] : config["extra_special_tokens"].items()) specials.insert(v.get<std::string>());
+    }
+    std::vector<int32_t> types(tokens.size());
+    auto id_of = [&](const std::string& text) -> int64_t {
+        for (size_t i = 0; i < tokens.size(); ++i) {
+            if (tokens[i] == text) return static_cast<int64_t>(i);
+        }
+        return -1;
+    };
+    for (size_t i = 0; i < tokens.size(); ++i) {
+        const std::string& t = tokens[i];
+        const bool is_byte = t.size() == 6 && t.compare(0, 3, "<0x") == 0 && t[5] == '>';
+        if (is_byte) {
+            types[i] = 6;
+        } else if (specials.count(t)) {
+            types[i] = 3;
+        } else if (i >= n_base) {
+            types[i] = added_special[i] ? 3 : 4;
+        } else {
+            types[i] = 1;
+        }
+    }
+    std::vector<std::string> merges;
+    merges.reserve(model.at("merges").size());
+    for (const nlohmann::json& m : model.at("merges")) {
+        if (m.is_string()) {
+            merges.push_back(m.get<std::string>());
+        } else {
+            // Spaces inside a part are written as U+0120, as gguf-py does.
+            auto part = [](std::string p) {
+                std::string out;
+                for (char c : p) out += c == ' ' ? std::string("\xC4\xA0") : std::string(1, c);
+                return out;
+            };
+            merges.push_back(part(m.at(0).get<std::string>()) + " " + part(m.at(1).get<std::string>()));
+        }
+    }
+    GgufWriter w;
+    add_llama_arch_keys(w);
+    w.set_string("tokenizer.ggml.model", "gemma4");
+    w.set_string_array("tokenizer.ggml.tokens", tokens);
+    w.set_array<float>("tokenizer.ggml.scores", std::vector<float>(tokens.size(), -1000.0f));
+    w.set_array<int32_t>("tokenizer.ggml.token_type", types);
+    w.set_string_array("tokenizer.ggml.merges", merges);
+    for (auto [key, field] : {std::pair{"bos", "bos_token"}, {"eos", "eos_token"}, {"unknown", "unk_token"},
+                              {"padding", "pad_token"}}) {
+        if (!config.contains(field) || !config[field].is_string()) continue;
+        const int64_t id = id_of(config[field].get<std::string>());
+        if (id >= 0) w.set<uint32_t>(std::string("tokenizer.ggml.") + key + "_token_id", static_cast<uint32_t>(id));
+    }
+    w.set<bool>("tokenizer.ggml.add_bos_token", true);
+    w.set<bool>("tokenizer.ggml.add_space_prefix", false);
+    w.write(dst);
+}
+
+}  // namespace
+
 std::string real_vocab_gguf(const std::string& name, const std::string& pre) {
-    const std::string json = hf_tokenizer_json(name);
+    // gemma4: a Gemma tokenizer.json (the kit's gemma3) as a gemma4 vocabulary.
+    const std::string json = hf_tokenizer_json(name == "gemma4" ? "gemma3" : name);
     if (json.empty()) throw std::runtime_error("the oracle kit has no " + name + " tokenizer.json");
     const std::string dir = std::string(TANDEM_BINARY_DIR) + "/tests/text_vocab";
     const std::string path = dir + "/" + name + (pre.empty() ? "" : "-" + pre) + ".gguf";
@@ -137,12 +227,22 @@ std::string real_vocab_gguf(const std::string& name, const std::string& pre) {
     std::filesystem::create_directories(dir);
     // Written under a private name and renamed into place: test processes run in parallel.
     const std::string tmp = path + ".tmp" + std::to_string(getpid());
+    if (name == "gemma4") {
+        write_gemma4_vocab(json, tmp);
+        std::filesystem::rename(tmp, path);
+        return path;
+    }
     const std::string arch = name == "llama3" ? "llama" : "qwen3";
     std::string cmd = "python3 " + shell_quote(oracle_kit_dir() + "/make_gguf.py") + " " +
                       shell_quote(tmp) + " --arch " + arch +
                       " --n-layer 1 --n-embd 32 --n-head 2 --n-head-kv 1 --head-dim 16 --tied" +
                       " --vocab-from " + shell_quote(json);
-    if (!pre.empty()) cmd += " --pre " + shell_quote(pre);
+    // gpt-oss's o200k_harmony splits as gpt-4o (make_gguf.py guesses only qwen2 and llama-bpe).
+    const std::string use_pre = !pre.empty()              ? pre
+                                : name == "gptoss"        ? "gpt-4o"
+                                : name == "deepseek_v3"   ? "deepseek-v3"
+                                                          : "";
+    if (!use_pre.empty()) cmd += " --pre " + shell_quote(use_pre);
     std::string output;
     if (run_command(cmd, &output) != 0) {
         throw std::runtime_error("make_gguf.py failed: " + cmd + "\n" + output);

@@ -41,10 +41,13 @@ std::string load_error(const GgufWriter& writer);
 // The llama architecture keys llama.cpp reads before a vocabulary (enough for vocab-only loads).
 void add_llama_arch_keys(GgufWriter& writer);
 
-// The kit's tokenizer.json for "qwen3" or "llama3"; "" when the kit lacks it.
+// The kit's tokenizer.json for "qwen3", "llama3", "gemma3", "gptoss" or "deepseek_v3"; "" when
+// the kit lacks it.
 std::string hf_tokenizer_json(const std::string& name);
-// A small model GGUF with the real vocabulary of `name` ("qwen3", "llama3"), optionally with
-// another tokenizer.ggml.pre; made once and kept in the build tree.
+// A small model GGUF with the real vocabulary of `name` ("qwen3", "llama3", "gptoss" with the
+// gpt-4o pre-tokenizer), optionally with another tokenizer.ggml.pre, or a vocabulary-only GGUF
+// of "gemma4" (Gemma's tokenizer.json as llama.cpp's converter writes a Gemma 4 vocabulary);
+// made once and kept in the build tree.
 std::string real_vocab_gguf(const std::string& name, const std::string& pre = "");
 
 // Writes a metadata-only copy of the GGUF at `src` (no tensors: enough for llama.cpp's
