@@ -55,8 +55,17 @@ std::unique_ptr<Ops> make_backend(const Model& model, ThreadPool& pool, const Ba
     cpu.n_ctx = o.n_ctx;
     cpu.kv_type = o.kv_type;
 #ifdef TANDEM_HAVE_CUDA
-    if (device == Device::kCuda)
-        return std::make_unique<GpuBackend>(model, pool, cpu, o.gpu_mem_gib);
+    if (device == Device::kCuda) {
+        if (o.device == Device::kCuda)
+            return std::make_unique<GpuBackend>(model, pool, cpu, o.gpu_mem_gib);
+        // auto: a model the GPU backend cannot take (an operation it lacks, a budget too small)
+        // runs on the CPU, and the log says why.
+        try {
+            return std::make_unique<GpuBackend>(model, pool, cpu, o.gpu_mem_gib);
+        } catch (const Error& e) {
+            log_info("backend: cpu ({})", e.what());
+        }
+    }
 #endif
     return std::make_unique<CpuBackend>(model, pool, cpu);
 }

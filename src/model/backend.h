@@ -28,8 +28,9 @@ struct BackendOptions {
     double gpu_mem_gib = 0;  // what the GPU backend may take; 0: the free memory less a margin
 };
 
-// The backend for `options.device`: kAuto takes the GPU when there is one and says in one log
-// line why not otherwise; kCuda without a usable GPU (or in a build without CUDA) throws Error.
+// The backend for `options.device`: kAuto takes the GPU when there is one and the GPU backend
+// takes the model, and otherwise says in one log line why not; kCuda without a usable GPU (or in
+// a build without CUDA, or for a model the GPU backend cannot run) throws Error.
 std::unique_ptr<Ops> make_backend(const Model& model, ThreadPool& pool,
                                   const BackendOptions& options);
 

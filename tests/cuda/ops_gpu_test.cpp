@@ -81,7 +81,10 @@ TEST_P(GpuAttention, MatchesTheCpu) {
     std::vector<float> ref(nq * q_cols);
     ThreadPool pool(1);
     Attention attention(1, c.n_ctx, c.head_dim, c.n_head / c.n_kv);
-    attention.run(cpu, layer, q.data(), qp.data(), nq, c.n_head, scale, ref.data(), pool);
+    Attention::Params params;
+    params.n_head = c.n_head;
+    params.scale = scale;
+    attention.run(cpu, layer, q.data(), qp.data(), nq, params, ref.data(), pool);
 
     for (int chunk : {cuda::kDecodeChunk, cuda::kPrefillChunk}) {
         const int n_chunks = (c.n_ctx + chunk - 1) / chunk;
@@ -196,7 +199,11 @@ TEST(GpuRouting, TopKMatchesTheCpu) {
             const int rows = 33;
             std::vector<float> logits = testing::random_floats(rows * n_expert, n_expert + k, 2.0f);
             logits[5] = logits[6];  // a tie: the lower id first
-            const RoutingParams p{n_expert, k, k > 1, k == 2 ? 2.5f : 1.0f};
+            RoutingParams p;
+            p.n_expert = n_expert;
+            p.top_k = k;
+            p.normalize = k > 1;
+            p.scale = k == 2 ? 2.5f : 1.0f;
             std::vector<Route> ref(rows * k);
             std::vector<float> cpu = logits;
             for (int t = 0; t < rows; ++t)
