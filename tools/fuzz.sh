@@ -45,7 +45,7 @@ fi
 run() {
   local target=$1 dir=$2 out status
   out=$("build-fuzz/$target" -max_total_time="$seconds" -max_len=65536 -rss_limit_mb=2048 \
-        -timeout=20 -print_final_stats=1 "$dir" 2>&1) && status=0 || status=$?
+        -timeout=20 -print_final_stats=1 -artifact_prefix=build-fuzz/ "$dir" 2>&1) && status=0 || status=$?
   # (a failure's report whole: libFuzzer ends with the crash, the sanitizer's report before it)
   printf 'fuzz: %s for %s s\n%s\n' "$target" "$seconds" "$(tail -n $((status ? 80 : 4)) <<<"$out")"
   return "$status"

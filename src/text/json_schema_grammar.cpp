@@ -201,6 +201,19 @@ int nesting(const ojson& value, int limit) {
     return deepest + 1;
 }
 
+// Empties a set for a scope and gives its contents back after.
+class LeadingRefsReset {
+public:
+    explicit LeadingRefsReset(std::set<std::string>& refs) : refs_(refs) { saved_.swap(refs_); }
+    ~LeadingRefsReset() { saved_.swap(refs_); }
+    LeadingRefsReset(const LeadingRefsReset&) = delete;
+    LeadingRefsReset& operator=(const LeadingRefsReset&) = delete;
+
+private:
+    std::set<std::string>& refs_;
+    std::set<std::string> saved_;
+};
+
 }  // namespace
 
 std::string JsonGrammarBuilder::add_schema(const ojson& schema, std::string_view name) {
@@ -324,6 +337,8 @@ std::string JsonGrammarBuilder::visit(const ojson& schema, const std::string& na
 }
 
 std::string JsonGrammarBuilder::visit_ref(const std::string& ref, const std::string& path) {
+    if (leading_refs_.count(ref))
+        fail("json schema at {}: '$ref' {} refers to itself before any value is read", path, ref);
     if (auto it = refs_.find(ref); it != refs_.end()) return it->second;
     if (ref.rfind("#", 0) != 0)
         fail("json schema at {}: only '$ref's into the same schema (#/...) are supported", path);
@@ -337,12 +352,21 @@ std::string JsonGrammarBuilder::visit_ref(const std::string& ref, const std::str
     const std::string name = unique_name("ref-" + ref.substr(ref.rfind('/') + 1));
     refs_[ref] = name;
     rules_[name] = "";
-    rules_[name] = visit(*target, name + "-body", ref);
+    leading_refs_.insert(ref);
+    try {
+        rules_[name] = visit(*target, name + "-body", ref);
+    } catch (...) {
+        leading_refs_.erase(ref);
+        throw;
+    }
+    leading_refs_.erase(ref);
     return name;
 }
 
 std::string JsonGrammarBuilder::visit_object(const ojson& schema, const std::string& name,
                                              const std::string& path) {
+    // Inside the brackets, recursion is right recursion: it starts no left-recursive rule.
+    const LeadingRefsReset inside_brackets(leading_refs_);
     const std::string space = primitive("space");
     std::vector<std::string> required_kv, optional_kv;
     std::set<std::string> required;
@@ -409,6 +433,8 @@ std::string JsonGrammarBuilder::visit_object(const ojson& schema, const std::str
 
 std::string JsonGrammarBuilder::visit_array(const ojson& schema, const std::string& name,
                                             const std::string& path) {
+    // Inside the brackets, recursion is right recursion: it starts no left-recursive rule.
+    const LeadingRefsReset inside_brackets(leading_refs_);
     const std::string space = primitive("space");
     const int64_t min = std::max<int64_t>(count_field(schema, "minItems", path), 0);
     const int64_t max = count_field(schema, "maxItems", path);

@@ -56,6 +56,9 @@ class JsonGrammarBuilder {
     std::map<std::string, std::string> rules_;  // name -> body
     std::set<std::string> names_;
     std::map<std::string, std::string> refs_;  // $ref -> rule
+    // The $refs being visited since the last '{' or '[': reaching one of them again would make
+    // a left-recursive rule (a value defined as itself before any byte of it is read).
+    std::set<std::string> leading_refs_;
     const nlohmann::ordered_json* document_ = nullptr;
 };
 

@@ -218,6 +218,15 @@ TEST(JsonSchemaGrammar, RefusesWhatItCannotEnforce) {
               std::string::npos);
     EXPECT_NE(schema_error(R"({"$ref":"http://example.com/s.json"})").find("same schema"),
               std::string::npos);
+    // A value defined as itself before any byte of it (a left-recursive grammar), directly, via
+    // anyOf, and through a second definition; recursion inside brackets stays fine (above).
+    for (const char* loop : {R"({"$ref":"#"})",
+                             R"({"anyOf":[{"$ref":"#"},{"type":"null"}]})",
+                             R"({"$defs":{"a":{"$ref":"#/$defs/b"},"b":{"anyOf":[{"$ref":"#/$defs/a"}]}},
+                                 "type":"array","items":{"$ref":"#/$defs/a"}})"}) {
+        EXPECT_NE(schema_error(loop).find("refers to itself before any value"), std::string::npos)
+            << loop;
+    }
     EXPECT_NE(schema_error(R"({"type":"wat"})").find("unknown type 'wat'"), std::string::npos);
     EXPECT_NE(schema_error(R"({"type":"array","minItems":3,"maxItems":2})").find("below"),
               std::string::npos);
