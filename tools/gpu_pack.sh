@@ -4,13 +4,16 @@
 # image lacks, and a minimal llama.cpp oracle kit (llama_logits, kern, the CPU libraries for
 # x86-64 and Sapphire Rapids, the kit's scripts). Usage: tools/gpu_pack.sh DIR (e.g. .device/pack,
 # an ignored folder that the device tool carries); on the GPU machine, `source DIR/env.sh` first.
+# BUILD (default build) names the build folder, e.g. one configured for the GPU's architecture:
+#   cmake --preset release -B build-h200 -DTANDEM_CUDA=ON -DTANDEM_CUDA_ARCHS=90a-real
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out="${1:?usage: tools/gpu_pack.sh DIR}"
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/lib" "$out/oracle/bin" "$out/oracle/lib" "$out/kit"
-cp build/tandem build/tests/test_cuda "$out/bin/"
-for lib in $(ldd build/tandem build/tests/test_cuda | awk '/=> \/lib/ { print $3 }' | sort -u); do
+build="${BUILD:-build}"
+cp "$build/tandem" "$build/tests/test_cuda" "$out/bin/"
+for lib in $(ldd "$build/tandem" "$build/tests/test_cuda" | awk '/=> \/lib/ { print $3 }' | sort -u); do
   case "$(basename "$lib")" in
     libc.so*|libm.so*|libstdc++*|libgcc_s*|libssl*|libcrypto*|libz.so*) ;;  # the image has these
     *) cp -L "$lib" "$out/lib/" ;;

@@ -33,6 +33,7 @@ struct BenchModelOptions {
     bool json = false;
     bool no_llama = false;
     std::string llama_bench;  // a llama-bench binary to compare with instead of llama_logits
+    std::string llama_args;   // more llama-bench arguments (its placement: -ncmoe N, --no-mmap)
 };
 
 struct Speeds {
@@ -73,8 +74,8 @@ LlamaResult run_llama_bench(const BenchModelOptions& o, int threads, bool gpu, c
     LlamaResult r;
     int rc = 0;
     const std::string out = run_command(
-        fmt::format("'{}' -m '{}' -p {} -n {} -r {} -t {} -ngl {} -fa 1 -o json 2>/dev/null", o.llama_bench,
-                    model_path, o.prompt, o.gen, o.runs, threads, gpu ? 99 : 0),
+        fmt::format("'{}' -m '{}' -p {} -n {} -r {} -t {} -ngl {} -fa 1 {} -o json 2>/dev/null", o.llama_bench,
+                    model_path, o.prompt, o.gen, o.runs, threads, gpu ? 99 : 0, o.llama_args),
         &rc);
     const size_t start = out.find('[');
     if (rc != 0 || start == std::string::npos) {
@@ -195,7 +196,11 @@ void run_bench(const BenchModelOptions& o) {
         "tandem bench model: %s, backend %s, %d threads, prompt %d tokens, %d decodes, kv %s, median of %d "
         "runs%s\n",
         o.model.model_path.c_str(), session.backend().name().c_str(), threads, o.prompt, o.gen,
-        o.model.kv_type.c_str(), o.runs, o.llama_bench.empty() ? "" : " (llama-bench: mean of its runs)");
+        o.model.kv_type.c_str(), o.runs,
+        o.llama_bench.empty() ? ""
+                              : fmt::format(" (llama-bench{}{}: mean of its runs)",
+                                            o.llama_args.empty() ? "" : " ", o.llama_args)
+                                    .c_str());
     if (!llama.ok)
         std::printf("llama.cpp: not measured: %s (our numbers only)\n", llama.why.c_str());
     std::printf("\n%-8s %12s %12s %8s\n", "", "tandem t/s", "llama t/s", "ratio");
@@ -225,6 +230,8 @@ void add_bench_model(CLI::App* bench) {
     cmd->add_flag("--no-llama", o->no_llama, "Do not run llama.cpp");
     cmd->add_option("--llama-bench", o->llama_bench,
                     "llama.cpp's llama-bench to compare with (its CUDA build for --device cuda: -ngl 99 -fa 1)");
+    cmd->add_option("--llama-args", o->llama_args,
+                    "More arguments for llama-bench, e.g. its expert placement: '-ncmoe 48 --no-mmap'");
     cmd->callback([o] { run_bench(*o); });
 }
 

@@ -82,7 +82,7 @@ void load(const ServeOptions& o, Loaded& l) {
     so.queue_capacity = o.queue;
     so.kv_type = l.model.session.kv_type;
     so.device = l.model.session.device;
-    so.gpu_mem_gib = l.model.session.gpu_mem_gib;
+    so.gpu = l.model.session.gpu;
     so.is_end_of_generation = [&tokenizer](int32_t id) { return tokenizer.is_eog(id); };
     l.scheduler = std::make_unique<Scheduler>(model, *l.model.pool, so);
     const ModelConfig& c = model.config();

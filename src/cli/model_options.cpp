@@ -20,6 +20,15 @@ void add_model_options(CLI::App* cmd, ModelOptions& o) {
     cmd->add_option("--device", o.device, "Where to compute: auto (the GPU when there is one), cpu or cuda")
         ->capture_default_str();
     cmd->add_option("--gpu-mem", o.gpu_mem, "GiB of GPU memory to use (default: the free memory less 1 GiB)");
+    cmd->add_option("--moe-strategy", o.moe_strategy,
+                    "Where the routed experts live beside a GPU: auto (fused when the model fits "
+                    "--gpu-mem, else as few layers' experts on the CPU as needed), fused (all in "
+                    "VRAM) or cpu (all on the CPU executor)")
+        ->capture_default_str();
+    cmd->add_option("--moe-cpu-layers", o.moe_cpu_layers,
+                    "The experts of the first N MoE layers on the CPU, the rest in VRAM (as "
+                    "llama.cpp's --n-cpu-moe), or auto")
+        ->capture_default_str();
     cmd->add_flag("--no-mmap", o.no_mmap, "Read the weights into memory instead of mapping the file");
     cmd->add_flag("--mlock", o.mlock, "Lock the weights in RAM (needs a large enough RLIMIT_MEMLOCK)");
 }
@@ -58,6 +67,15 @@ LoadedModel load_model(const ModelOptions& o) {
     if (o.gpu_mem < 0) fail("--gpu-mem {} must be >= 0", o.gpu_mem);
     const KvType kv_type = parse_kv_type(o.kv_type);
     const Device device = parse_device(o.device);
+    GpuOptions gpu;
+    gpu.mem_gib = o.gpu_mem;
+    gpu.moe_strategy = parse_moe_strategy(o.moe_strategy);
+    if (o.moe_cpu_layers != "auto") {
+        const char* end = o.moe_cpu_layers.data() + o.moe_cpu_layers.size();
+        auto [ptr, ec] = std::from_chars(o.moe_cpu_layers.data(), end, gpu.moe_cpu_layers);
+        if (o.moe_cpu_layers.empty() || ec != std::errc() || ptr != end || gpu.moe_cpu_layers < 0)
+            fail("--moe-cpu-layers: '{}' is not auto or a layer count >= 0", o.moe_cpu_layers);
+    }
     Stopwatch watch;
     LoadedModel m;
     const KernelVariant& variant = chosen_kernel_variant();
@@ -74,7 +92,7 @@ LoadedModel load_model(const ModelOptions& o) {
     m.session.max_batch = std::min(o.batch, m.session.n_ctx);
     m.session.kv_type = kv_type;
     m.session.device = device;
-    m.session.gpu_mem_gib = o.gpu_mem;
+    m.session.gpu = gpu;
     log_info("model: {} ({})", c.name, describe(c));
     log_info("types: {}", m.model->describe_types());
     log_info("cpu: variant {}, {} threads", variant.name, m.pool->size());

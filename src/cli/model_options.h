@@ -25,6 +25,8 @@ struct ModelOptions {
     std::string kv_type = "f16";
     std::string device = "auto";  // auto | cpu | cuda
     double gpu_mem = 0;            // GiB the GPU backend may take; 0: free memory less a margin
+    std::string moe_strategy = "auto";  // auto | fused | cpu
+    std::string moe_cpu_layers = "auto";  // auto or a layer count
     bool no_mmap = false;  // read the weights into memory instead of mapping them
     bool mlock = false;    // lock the weights in RAM
 };

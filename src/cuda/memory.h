@@ -3,7 +3,10 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <string>
 #include <utility>
+#include <vector>
 
 namespace tandem::cuda {
 
@@ -53,6 +56,29 @@ struct PinnedMemoryKind {
 };
 using DeviceBuffer = OwnedMemory<DeviceMemoryKind>;  // cudaMalloc
 using PinnedBuffer = OwnedMemory<PinnedMemoryKind>;  // cudaMallocHost
+
+// Host memory that is not CUDA's own (a mapped file, the model's buffers) registered with the
+// driver so the copy engines read it at the pinned rate, as read-only page-locked ranges;
+// unregistered when this goes. Ranges are widened to whole pages and merged first (a page may
+// be registered once only).
+class HostRegistration {
+  public:
+    HostRegistration() = default;
+    ~HostRegistration();
+    HostRegistration(const HostRegistration&) = delete;
+    HostRegistration& operator=(const HostRegistration&) = delete;
+
+    void add(const void* data, size_t bytes);
+    // Registers every range added; returns false (and unregisters what it had) when the driver
+    // refuses one, with `why` saying so.
+    bool register_all(std::string* why);
+    size_t bytes() const { return registered_bytes_; }
+
+  private:
+    std::vector<std::pair<uintptr_t, uintptr_t>> ranges_;  // [begin, end), pending
+    std::vector<void*> registered_;
+    size_t registered_bytes_ = 0;
+};
 
 // Rounds up to the alignment every tensor and buffer gets on the device (so 16-byte vector
 // loads of any row start are aligned wherever the row size allows).

@@ -17,6 +17,22 @@ void Stream::synchronize(const char* what) const {
     check(cudaStreamSynchronize(stream_), what);
 }
 
+Event::Event() {
+    check(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming), "cudaEventCreate");
+}
+
+Event::~Event() {
+    if (event_ != nullptr) cudaEventDestroy(event_);
+}
+
+void Event::record(cudaStream_t stream) const {
+    check(cudaEventRecord(event_, stream), "cudaEventRecord");
+}
+
+void Event::wait_on(cudaStream_t stream) const {
+    check(cudaStreamWaitEvent(stream, event_, 0), "cudaStreamWaitEvent");
+}
+
 GraphCache::~GraphCache() {
     clear();
 }

@@ -25,6 +25,23 @@ class Stream {
     cudaStream_t stream_ = nullptr;
 };
 
+// A CUDA event without timing (ordering between streams), owned.
+class Event {
+  public:
+    Event();
+    ~Event();
+    Event(const Event&) = delete;
+    Event& operator=(const Event&) = delete;
+
+    cudaEvent_t get() const { return event_; }
+    void record(cudaStream_t stream) const;
+    // Makes `stream` wait for the work recorded before this event.
+    void wait_on(cudaStream_t stream) const;
+
+  private:
+    cudaEvent_t event_ = nullptr;
+};
+
 // Graphs by key: run(key, work) captures `work` (which must only queue work on the stream) the
 // first time a key is seen and replays the graph after that.
 class GraphCache {

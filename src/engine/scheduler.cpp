@@ -18,7 +18,7 @@ BackendOptions backend_options(const SchedulerOptions& o) {
     b.n_seq = o.n_slots;
     b.n_ctx = o.n_ctx;
     b.kv_type = o.kv_type;
-    b.gpu_mem_gib = o.gpu_mem_gib;
+    b.gpu = o.gpu;
     return b;
 }
 

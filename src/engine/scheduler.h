@@ -34,7 +34,7 @@ struct SchedulerOptions {
     int queue_capacity = 64;  // requests waiting for a slot beyond those being served
     KvType kv_type = KvType::kF16;
     Device device = Device::kCpu;
-    double gpu_mem_gib = 0;  // BackendOptions::gpu_mem_gib
+    GpuOptions gpu;  // BackendOptions::gpu
     // True for the tokens that end generation (the tokenizer's EOS, EOT, ...). Unset: none.
     std::function<bool(int32_t)> is_end_of_generation;
 };

@@ -17,7 +17,7 @@ BackendOptions backend_options(const SessionOptions& o) {
     b.n_seq = 1;
     b.n_ctx = o.n_ctx;
     b.kv_type = o.kv_type;
-    b.gpu_mem_gib = o.gpu_mem_gib;
+    b.gpu = o.gpu;
     return b;
 }
 

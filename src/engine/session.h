@@ -20,7 +20,7 @@ struct SessionOptions {
     int max_batch = 512;   // prompt tokens per forward call
     KvType kv_type = KvType::kF16;
     Device device = Device::kCpu;
-    double gpu_mem_gib = 0;  // BackendOptions::gpu_mem_gib
+    GpuOptions gpu;  // BackendOptions::gpu
 };
 
 class Session {

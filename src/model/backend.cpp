@@ -42,10 +42,16 @@ bool gpu_available(std::string* why) {
 
 std::unique_ptr<Ops> make_backend(const Model& model, ThreadPool& pool, const BackendOptions& o) {
     Device device = o.device;
+    const bool gpu_placement_asked =
+        o.gpu.moe_strategy != MoeStrategy::kAuto || o.gpu.moe_cpu_layers >= 0;
+    if (device == Device::kCpu && gpu_placement_asked)
+        fail("--moe-strategy / --moe-cpu-layers place experts beside a GPU: not with --device cpu");
     if (device != Device::kCpu) {
         std::string why;
         const bool gpu = gpu_available(&why);
         if (!gpu && device == Device::kCuda) fail("--device cuda: {}", why);
+        if (!gpu && gpu_placement_asked)
+            fail("--moe-strategy {}: needs a GPU ({})", moe_strategy_name(o.gpu.moe_strategy), why);
         if (!gpu) log_info("backend: cpu ({})", why);
         device = gpu ? Device::kCuda : Device::kCpu;
     }
@@ -56,12 +62,12 @@ std::unique_ptr<Ops> make_backend(const Model& model, ThreadPool& pool, const Ba
     cpu.kv_type = o.kv_type;
 #ifdef TANDEM_HAVE_CUDA
     if (device == Device::kCuda) {
-        if (o.device == Device::kCuda)
-            return std::make_unique<GpuBackend>(model, pool, cpu, o.gpu_mem_gib);
+        if (o.device == Device::kCuda || gpu_placement_asked)
+            return std::make_unique<GpuBackend>(model, pool, cpu, o.gpu);
         // auto: a model the GPU backend cannot take (an operation it lacks, a budget too small)
         // runs on the CPU, and the log says why.
         try {
-            return std::make_unique<GpuBackend>(model, pool, cpu, o.gpu_mem_gib);
+            return std::make_unique<GpuBackend>(model, pool, cpu, o.gpu);
         } catch (const Error& e) {
             log_info("backend: cpu ({})", e.what());
         }

@@ -8,6 +8,7 @@
 
 #include "base/thread_pool.h"
 #include "cpu/kv_cache.h"
+#include "model/expert_placement.h"
 #include "model/model.h"
 #include "model/ops.h"
 
@@ -25,7 +26,7 @@ struct BackendOptions {
     int n_seq = 1;        // KV cache sequence slots
     int n_ctx = 4096;     // positions per sequence
     KvType kv_type = KvType::kF16;
-    double gpu_mem_gib = 0;  // what the GPU backend may take; 0: the free memory less a margin
+    GpuOptions gpu;  // the GPU backend's memory budget and expert placement
 };
 
 // The backend for `options.device`: kAuto takes the GPU when there is one and the GPU backend

@@ -20,6 +20,9 @@ namespace {
 
 constexpr size_t kMargin = size_t{1} << 30;             // left free when --gpu-mem is not given
 constexpr size_t kReadStagingBytes = size_t{16} << 20;  // pinned buffer for read()
+// From this many tokens a batch streams the experts of host layers to the GPU (each crosses PCIe
+// once for the batch) instead of computing them on the CPU.
+constexpr int kStreamMinTokens = 32;
 
 double gib(size_t bytes) {
     return static_cast<double>(bytes) / (1u << 30);
@@ -57,20 +60,24 @@ auto layer_matrices(Layer& L) {
                       &L.shexp_gate_inp};
 }
 
-// Every array a forward pass reads, as host ranges (the GPU gets the same bytes).
+constexpr int kNotExperts = -1;
+
+// Every array a forward pass reads, as host ranges (the GPU gets the same bytes):
+// add(data, bytes, layer) with the layer of routed expert weights, kNotExperts for the rest
+// (the experts' small per-expert scales and biases included).
 template <typename Fn>
 void for_each_weight_range(const ModelWeights& w, const ModelConfig& c, Fn add) {
-    auto matrix = [&](const WeightMatrix& m) { add(m.data, matrix_bytes(m), false); };
+    auto matrix = [&](const WeightMatrix& m) { add(m.data, matrix_bytes(m), kNotExperts); };
     auto vector = [&](const WeightVector& v) {
-        add(v.data, static_cast<size_t>(v.size) * sizeof(float), false);
+        add(v.data, static_cast<size_t>(v.size) * sizeof(float), kNotExperts);
     };
-    auto experts = [&](const ExpertMatrix& e, int n) {
-        add(e.matrix.data, experts_bytes(e, n), true);
-        if (e.scales != nullptr) add(e.scales, sizeof(float) * n, false);
+    auto experts = [&](const ExpertMatrix& e, int n, int layer) {
+        add(e.matrix.data, experts_bytes(e, n), layer);
+        if (e.scales != nullptr) add(e.scales, sizeof(float) * n, kNotExperts);
         if (e.bias != nullptr)
             add(e.bias,
                 sizeof(float) * (static_cast<size_t>(n - 1) * e.bias_stride + e.matrix.rows),
-                false);
+                kNotExperts);
     };
     matrix(w.token_embd);
     matrix(w.output);
@@ -79,16 +86,17 @@ void for_each_weight_range(const ModelWeights& w, const ModelConfig& c, Fn add) 
     matrix(w.pl_token_embd);
     matrix(w.pl_model_proj);
     vector(w.pl_proj_norm);
-    for (const LayerWeights& L : w.layers) {
+    for (size_t il = 0; il < w.layers.size(); ++il) {
+        const LayerWeights& L = w.layers[il];
         for (const WeightVector* v : layer_vectors(L)) vector(*v);
         for (const WeightMatrix* m : layer_matrices(L)) matrix(*m);
         if (L.experts.n_expert > 0) {
             for (const ExpertMatrix* e : {&L.experts.gate, &L.experts.up, &L.experts.down})
-                experts(*e, L.experts.n_expert);
+                experts(*e, L.experts.n_expert, static_cast<int>(il));
         }
         // MLA's per-head up-projections: one "expert" per head.
         for (const ExpertMatrix* e : {&L.wk_b, &L.wv_b}) {
-            if (!e->matrix.empty()) add(e->matrix.data, experts_bytes(*e, c.n_head), false);
+            if (!e->matrix.empty()) add(e->matrix.data, experts_bytes(*e, c.n_head), kNotExperts);
         }
     }
 }
@@ -96,24 +104,18 @@ void for_each_weight_range(const ModelWeights& w, const ModelConfig& c, Fn add) 
 }  // namespace
 
 GpuBackend::GpuBackend(const Model& model, ThreadPool& pool, const CpuBackendOptions& o,
-                       double gpu_mem_gib)
+                       const GpuOptions& gpu_options)
     : model_(model), c_(model.config()), options_(o), graphs_(stream_) {
-    (void)pool;
     Stopwatch watch;
     check_supported();
     const std::vector<cuda::GpuInfo> gpus = cuda::list_gpus();
     if (gpus.empty()) fail("--device cuda: no CUDA device");
     const cuda::GpuInfo& gpu = gpus.front();
+    const double gpu_mem_gib = gpu_options.mem_gib;
     budget_ = gpu_mem_gib > 0 ? static_cast<size_t>(gpu_mem_gib * (1u << 30))
                               : (gpu.free_bytes > kMargin ? gpu.free_bytes - kMargin : 0);
 
     // What the model needs, before anything is allocated.
-    const ModelWeights& host = model.weights();
-    size_t expert_bytes = 0;
-    for_each_weight_range(host, c_, [&](const void* p, size_t n, bool expert) {
-        image_.add(p, n);
-        if (expert) expert_bytes += n;
-    });
     const int T = o.max_batch, k = std::max(1, c_.n_expert_used);
     kv_.shape = {c_.n_layer, o.n_seq, o.n_ctx, c_.n_head_kv, c_.head_dim_k, c_.head_dim_v};
     kv_.f16 = o.kv_type == KvType::kF16;
@@ -135,20 +137,35 @@ GpuBackend::GpuBackend(const Model& model, ThreadPool& pool, const CpuBackendOpt
         sizeof(float) *
             (decoder_floats + moe_floats + attention_scratch_.capacity * (c_.head_dim_v + 2)) +
         (size_t{16} << 20);
-    const size_t weight_bytes = image_.device_bytes();
-    const size_t need = weight_bytes + kv_.bytes() + activation_bytes;
-    if (need > budget_) {
-        fail(
-            "{}: needs {:.2f} GiB of GPU memory (weights {:.2f} GiB, {:.2f} of them experts; KV "
-            "cache {:.2f}; "
-            "activations {:.2f}) but {:.2f} GiB {} on {}: run it with --device cpu, or lower --ctx "
-            "/ --batch",
-            model.file().path(), gib(need), gib(weight_bytes), gib(expert_bytes), gib(kv_.bytes()),
-            gib(activation_bytes), gib(budget_),
-            gpu_mem_gib > 0 ? "are allowed by --gpu-mem" : "are free", gpu.name);
+    size_t weight_bytes = 0;
+    try {
+        weight_bytes = place_weights(gpu_options, kv_.bytes() + activation_bytes);
+    } catch (const Error& e) {
+        fail("{} on {} ({}): {}", model.file().path(), gpu.name,
+             gpu_mem_gib > 0 ? "--gpu-mem" : "its free memory", e.what());
+    }
+    if (placement_.n_cpu_layers > 0) {
+        cpu_experts_ =
+            std::make_unique<GpuCpuExperts>(model, placement_.experts_on_cpu, T, pool);
     }
 
     upload_weights();
+    if (placement_.n_cpu_layers > 0) {
+        // The host layers' experts as the prefill stream copies them: matrices in host memory,
+        // per-expert scales and biases on the device.
+        std::vector<MoeLayer> host_layers(c_.n_layer);
+        for (int il = 0; il < c_.n_layer; ++il) {
+            if (!placement_.experts_on_cpu[il]) continue;
+            MoeLayer& m = host_layers[il];
+            m = model.weights().layers[il].experts;
+            for (ExpertMatrix* e : {&m.gate, &m.up, &m.down}) {
+                e->scales = image_.device(e->scales);
+                e->bias = image_.device(e->bias);
+            }
+        }
+        expert_stream_ = std::make_unique<GpuExpertStream>(std::move(host_layers));
+        log_info("expert stream: {}", expert_stream_->host_memory());
+    }
 
     // The KV cache and the scratch.
     const size_t positions = static_cast<size_t>(c_.n_layer) * o.n_seq * o.n_ctx * c_.n_head_kv;
@@ -212,11 +229,14 @@ GpuBackend::GpuBackend(const Model& model, ThreadPool& pool, const CpuBackendOpt
     ctx_.tables = dequant_tables_.tables();
     log_info(
         "backend: cuda on {} ({:.0f} GiB, compute {}.{}, driver CUDA {}); {:.2f} GiB of weights, "
-        "KV cache {:.2f} GiB "
-        "({}), experts resident; ready in {:.2f} s",
+        "KV cache {:.2f} GiB ({}); experts: {}; ready in {:.2f} s",
         gpu.name, gib(gpu.total_bytes), gpu.cc_major, gpu.cc_minor,
         cuda::cuda_version_text(gpu.driver_version), gib(weight_bytes), gib(kv_.bytes()),
-        kv_.f16 ? "f16" : "f32", watch.seconds());
+        kv_.f16 ? "f16" : "f32",
+        c_.is_moe() ? describe(placement_) + fmt::format(" (--moe-strategy {})",
+                                                         moe_strategy_name(gpu_options.moe_strategy))
+                    : "none",
+        watch.seconds());
 }
 
 GpuBackend::~GpuBackend() {
@@ -285,6 +305,30 @@ void GpuBackend::check_supported() const {
     }
 }
 
+size_t GpuBackend::place_weights(const GpuOptions& gpu, size_t kv_and_activation_bytes) {
+    // Ranges merge and align per image, so each part is measured as an image of its own.
+    const ModelWeights& host = model_.weights();
+    cuda::HostImage dense;
+    std::vector<cuda::HostImage> layer_experts(host.layers.size());
+    for_each_weight_range(host, c_, [&](const void* p, size_t n, int layer) {
+        (layer == kNotExperts ? dense : layer_experts[layer]).add(p, n);
+    });
+    PlacementNeeds needs;
+    needs.dense_bytes = dense.device_bytes() + kv_and_activation_bytes;
+    size_t widest = 0;
+    for (const cuda::HostImage& e : layer_experts) {
+        needs.layer_expert_bytes.push_back(e.device_bytes());
+        widest = std::max(widest, e.device_bytes() + 3 * cuda::kDeviceAlignment);
+    }
+    needs.stream_bytes = 2 * widest;
+    needs.budget_bytes = budget_;
+    placement_ = place_experts(needs, gpu);
+    for_each_weight_range(host, c_, [&](const void* p, size_t n, int layer) {
+        if (layer == kNotExperts || !placement_.experts_on_cpu[layer]) image_.add(p, n);
+    });
+    return image_.device_bytes();
+}
+
 void GpuBackend::upload_weights() {
     Stopwatch watch;
     double last = 0.0;
@@ -331,7 +375,7 @@ void GpuBackend::upload_weights() {
         for (size_t j = 0; j < dm.size(); ++j) *dm[j] = matrix(*hm[j]);
         if (!h.wk_b.matrix.empty()) d.wk_b = experts(h.wk_b);
         if (!h.wv_b.matrix.empty()) d.wv_b = experts(h.wv_b);
-        if (h.experts.n_expert > 0) {
+        if (h.experts.n_expert > 0 && !placement_.experts_on_cpu[i]) {
             d.experts.gate = experts(h.experts.gate);
             d.experts.up = experts(h.experts.up);
             d.experts.down = experts(h.experts.down);
@@ -340,6 +384,11 @@ void GpuBackend::upload_weights() {
     log_info("uploaded {:.2f} GiB of weights in {:.2f} s ({:.1f} GB/s)", gib(image_.device_bytes()),
              watch.seconds(),
              static_cast<double>(image_.device_bytes()) / 1e9 / std::max(1e-9, watch.seconds()));
+}
+
+void GpuBackend::synchronize(const char* what) {
+    stream_.synchronize(what);
+    if (cpu_experts_) cpu_experts_->check();
 }
 
 float* GpuBackend::device_floats(size_t n, const char* what) {
@@ -410,14 +459,14 @@ void GpuBackend::read(Act x, float* host) {
             cuda::check(cudaMemcpyAsync(host + static_cast<size_t>(r0) * x.cols, x.row(r0),
                                         row_bytes, cudaMemcpyDeviceToHost, stream_.get()),
                         "reading results");
-            stream_.synchronize("reading results");
+            synchronize("reading results");
             continue;
         }
         cuda::check(
             cudaMemcpy2DAsync(read_staging_.get(), row_bytes, x.row(r0), sizeof(float) * x.stride,
                               row_bytes, n, cudaMemcpyDeviceToHost, stream_.get()),
             "reading results");
-        stream_.synchronize("the forward pass");
+        synchronize("the forward pass");
         std::memcpy(host + static_cast<size_t>(r0) * x.cols, read_staging_.get(), row_bytes * n);
     }
 }
@@ -427,7 +476,7 @@ void GpuBackend::argmax(Act x, int32_t* host) {
     cuda::check(cudaMemcpyAsync(read_staging_.get(), argmax_ids_, sizeof(int32_t) * x.rows,
                                 cudaMemcpyDeviceToHost, stream_.get()),
                 "reading argmax");
-    stream_.synchronize("the forward pass");
+    synchronize("the forward pass");
     std::memcpy(host, read_staging_.get(), sizeof(int32_t) * x.rows);
 }
 
@@ -511,9 +560,8 @@ void GpuBackend::add(Act y, Act x) {
 }
 
 void GpuBackend::moe(int layer, Act logits, Act in, Act out) {
-    const LayerWeights& L = weights_.layers[layer];
-    const MoeLayer& m = L.experts;
-    const int n = in.rows, k = c_.n_expert_used, n_routes = n * k;
+    const MoeLayer& m = weights_.layers[layer].experts;
+    const int n = in.rows;
     const cudaStream_t st = stream_.get();
     std::optional<cuda::OpProfile::Scope> scope(std::in_place, profile_, "moe router", st);
     rounded_from_ = nullptr;  // a new input
@@ -523,6 +571,25 @@ void GpuBackend::moe(int layer, Act logits, Act in, Act out) {
                                   sizeof(float) * logits.cols, n, cudaMemcpyDeviceToDevice, st),
                 "router logits");
     cuda::route_topk(rows(scores), routing_, routes_, st);
+    if (!placement_.experts_on_cpu[layer]) {
+        scope.reset();
+        gpu_experts(m, in, out);
+    } else if (n < kStreamMinTokens) {
+        scope.emplace(profile_, "moe experts on the cpu", st);
+        cpu_experts_->enqueue(layer, in.data, in.stride, routes_, n, out.data, out.stride, st);
+    } else {
+        scope.emplace(profile_, "moe expert stream wait", st);
+        const MoeLayer streamed = expert_stream_->acquire(layer, st);
+        scope.reset();
+        gpu_experts(streamed, in, out);
+        expert_stream_->release(layer, st);
+    }
+}
+
+void GpuBackend::gpu_experts(const MoeLayer& m, Act in, Act out) {
+    const int n = in.rows, k = c_.n_expert_used, n_routes = n * k;
+    const cudaStream_t st = stream_.get();
+    std::optional<cuda::OpProfile::Scope> scope;
     cuda::ExpertGroups groups;
     const cuda::ExpertGroups* grouped = nullptr;
     if (n > cuda::kSmallBatch) {

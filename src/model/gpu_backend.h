@@ -1,8 +1,10 @@
 // The CUDA backend: implements the Ops contract over device memory. At start-up it uploads every
 // weight as the file stores it (cuda/host_image.h), places the KV cache and the activations in
 // VRAM, and then runs every operation on one stream: matrix products of any GGUF type, norms,
-// rope, attention, and MoE layers whose experts all live on the GPU (routing, grouped expert
-// products and the weighted sum on the device). Decode batches (up to cuda::kSmallBatch tokens)
+// rope, attention, and MoE layers: routing on the device, then the experts either resident in
+// VRAM (grouped expert products and the weighted sum on the device) or, for the layers the
+// expert placement (model/expert_placement.h) leaves in host memory, computed by the CPU executor
+// within the stream (model/gpu_cpu_experts.h). Decode batches (up to cuda::kSmallBatch tokens)
 // are recorded once per size as CUDA graphs and replayed.
 #pragma once
 
@@ -22,6 +24,9 @@
 #include "cuda/rope.h"
 #include "cuda/stream.h"
 #include "model/cpu_backend.h"
+#include "model/expert_placement.h"
+#include "model/gpu_cpu_experts.h"
+#include "model/gpu_expert_stream.h"
 #include "model/model.h"
 #include "model/ops.h"
 
@@ -29,10 +34,11 @@ namespace tandem {
 
 class GpuBackend final : public Ops {
   public:
-    // gpu_mem_gib: what the backend may take (0: the free memory less a margin). Throws Error
-    // when the model does not fit, saying how much it needs.
+    // gpu: the memory budget and where the experts go. Throws Error when the model does not
+    // fit, saying how much it needs. weights().layers[il].experts of a layer whose experts stay
+    // on the CPU are host views.
     GpuBackend(const Model& model, ThreadPool& pool, const CpuBackendOptions& options,
-               double gpu_mem_gib);
+               const GpuOptions& gpu);
     ~GpuBackend() override;
 
     std::string name() const override { return "cuda"; }
@@ -71,7 +77,14 @@ class GpuBackend final : public Ops {
 
   private:
     void check_supported() const;
+    // Decides which layers' experts stay on the CPU and adds what goes to the GPU to image_;
+    // returns the bytes the GPU holds.
+    size_t place_weights(const GpuOptions& gpu, size_t kv_and_activation_bytes);
     void upload_weights();
+    // The routed experts of m over `in` (routes_ chosen) into out, on the GPU.
+    void gpu_experts(const MoeLayer& m, Act in, Act out);
+    // Waits for the stream; throws the first error of a kernel or of the CPU experts.
+    void synchronize(const char* what);
     float* device_floats(size_t n, const char* what);
     // `in` rounded through w's activation type into rounded_ (cuda/activation_rounding.h), or
     // in itself for f32 weights; rounded_ is reused while the same input and type follow.
@@ -87,7 +100,10 @@ class GpuBackend final : public Ops {
     cuda::DeviceDequantTables dequant_tables_;
     cuda::MatmulContext ctx_;
     cuda::HostImage image_;
-    ModelWeights weights_;  // views into image_
+    ModelWeights weights_;  // views into image_ (experts on the CPU: host views)
+    ExpertPlacement placement_;
+    std::unique_ptr<GpuCpuExperts> cpu_experts_;  // the layers whose experts are on the CPU
+    std::unique_ptr<GpuExpertStream> expert_stream_;  // their experts for prefill batches
     std::vector<cuda::DeviceBuffer> buffers_;
 
     cuda::DeviceKv kv_;

@@ -160,7 +160,19 @@ TEST_F(CliBadInput, DevicesAndGpuMemory) {
         EXPECT_NE(r.output.find("backend: cpu (" + why + ")"), std::string::npos) << r.output;
     } else {
         expect_one_line_error("run -m " + model_ + " -p hi -n 1 --device cuda --gpu-mem 0.0001",
-                              "GiB of GPU memory");
+                              "GiB for the model's dense part");
+    }
+    expect_one_line_error("run -m " + model_ + " -p hi --moe-strategy gpu",
+                          "--moe-strategy: 'gpu' is not auto, fused or cpu");
+    expect_one_line_error("run -m " + model_ + " -p hi --moe-cpu-layers -2",
+                          "--moe-cpu-layers: '-2' is not auto or a layer count");
+    expect_one_line_error("run -m " + model_ + " -p hi --moe-cpu-layers 2x",
+                          "--moe-cpu-layers: '2x' is not auto or a layer count");
+    expect_one_line_error("run -m " + model_ + " -p hi --device cpu --moe-strategy cpu",
+                          "not with --device cpu");
+    if (!gpu_available(&why)) {
+        expect_one_line_error("run -m " + model_ + " -p hi --moe-strategy fused",
+                              "--moe-strategy fused: needs a GPU (" + why + ")");
     }
 }
 

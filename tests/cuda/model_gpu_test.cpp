@@ -33,12 +33,14 @@ ThreadPool& pool() {
 }
 
 std::vector<float> all_logits(const Model& model, const std::vector<int32_t>& tokens, Device device,
-                              KvType kv = KvType::kF32) {
+                              KvType kv = KvType::kF32, const GpuOptions& gpu = {},
+                              int max_batch = 0) {
     SessionOptions o;
     o.n_ctx = static_cast<int>(tokens.size()) + 8;
-    o.max_batch = static_cast<int>(tokens.size());
+    o.max_batch = max_batch > 0 ? max_batch : static_cast<int>(tokens.size());
     o.kv_type = kv;
     o.device = device;
+    o.gpu = gpu;
     Session session(model, pool(), o);
     std::span<const float> logits = session.feed_all(tokens);
     return {logits.begin(), logits.end()};
@@ -227,6 +229,104 @@ TEST(GpuModelGreedy, TheCpuAgreesWithEveryDecisiveToken) {
     std::printf("[ greedy ] 64 GPU tokens: the CPU's argmax at %d, within a tie at %d\n", decisive,
                 ties);
     EXPECT_GE(decisive, 56);
+}
+
+// The expert strategies: the experts of every layer (cpu) or of the first one (--moe-cpu-layers
+// 1) computed by the CPU executor inside the GPU's stream, against all of them resident (fused).
+// The routes are the GPU's either way, so only the experts' float rounding differs.
+GpuOptions strategy(MoeStrategy s, int cpu_layers = -1) {
+    GpuOptions g;
+    g.moe_strategy = s;
+    g.moe_cpu_layers = cpu_layers;
+    return g;
+}
+
+const std::vector<SynthCase>& strategy_cases() {
+    using T = GgmlType;
+    static const std::vector<SynthCase> list = {
+        {"mixed_layers", "qwen3moe", T::kQ8_0, T::kQ4_K, T::kQ6_K, {T::kQ5_K, T::kIQ4_XS, T::kMXFP4}},
+        {"mxfp4", "qwen3moe", T::kQ8_0, T::kMXFP4, T::kQ8_0},
+        {"nvfp4", "qwen3moe", T::kNVFP4, T::kNVFP4, T::kQ8_0},
+    };
+    return list;
+}
+
+// Prompts of 70 tokens in one batch stream the host layers' experts to the GPU; in batches of 16
+// the CPU executor computes them.
+TEST(GpuExpertStrategies, PrefillLogitsMatchResidentExperts) {
+    TANDEM_REQUIRE_GPU();
+    testing::TempDir dir;
+    for (const SynthCase& c : strategy_cases()) {
+        auto model = Model::load(write_case(c, dir));
+        const int V = model->config().n_vocab;
+        const std::vector<int32_t> tokens = testing::random_tokens(70, V, 15);
+        const std::vector<float> fused = all_logits(*model, tokens, Device::kCuda, KvType::kF32,
+                                                    strategy(MoeStrategy::kFused));
+        for (const auto& [name, gpu] :
+             {std::pair{"cpu", strategy(MoeStrategy::kCpu)},
+              std::pair{"cpu layers 1", strategy(MoeStrategy::kAuto, 1)}}) {
+            for (int batch : {70, 16}) {
+                const LogitComparison cmp = compare_logits(
+                    fused, all_logits(*model, tokens, Device::kCuda, KvType::kF32, gpu, batch), V);
+                expect_conformant_routed(cmp, c.name + " " + name +
+                                                  (batch == 70 ? " streamed" : " cpu executor") +
+                                                  " vs fused");
+                // Streamed experts run the resident ones' kernels on the same bytes.
+                if (batch == 70) EXPECT_EQ(cmp.worst_abs, 0.0) << c.name << " " << name;
+            }
+        }
+    }
+}
+
+// Greedy decoding of 128 tokens (CUDA graphs with the CPU executor's host functions inside)
+// under each strategy: the same tokens as fused, except where fused's own top two logits tie
+// within the strategies' disagreement.
+TEST(GpuExpertStrategies, GreedyTokensMatchFused) {
+    TANDEM_REQUIRE_GPU();
+    testing::TempDir dir;
+    for (const SynthCase& c : strategy_cases()) {
+        auto model = Model::load(write_case(c, dir));
+        const int V = model->config().n_vocab;
+        const std::vector<int32_t> prompt = testing::random_tokens(12, V, 21);
+        SessionOptions o;
+        o.n_ctx = 160;
+        o.kv_type = KvType::kF16;
+        o.device = Device::kCuda;
+        o.gpu = strategy(MoeStrategy::kFused);
+        Session fused(*model, pool(), o);
+        o.gpu = strategy(MoeStrategy::kCpu);
+        Session cpu(*model, pool(), o);
+        o.gpu = strategy(MoeStrategy::kAuto, 2);
+        Session mixed(*model, pool(), o);
+        Session* others[] = {&cpu, &mixed};
+        std::span<const float> f = fused.feed(prompt);
+        std::span<const float> g[] = {cpu.feed(prompt), mixed.feed(prompt)};
+        int same = 0, ties = 0;
+        auto argmax = [](std::span<const float> row) {
+            return static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
+        };
+        for (int step = 0; step < 128; ++step) {
+            const int32_t token = argmax(f);
+            for (int j = 0; j < 2; ++j) {
+                const int32_t theirs = argmax(g[j]);
+                if (theirs == token) {
+                    ++same;
+                    continue;
+                }
+                double noise = 1e-3;
+                for (int v = 0; v < V; ++v) noise = std::max(noise, std::fabs(double(f[v]) - g[j][v]));
+                EXPECT_LE(f[token] - f[theirs], noise)
+                    << c.name << " strategy " << j << " step " << step << ": token " << theirs
+                    << " instead of " << token;
+                ++ties;
+            }
+            f = fused.feed(std::span<const int32_t>(&token, 1));
+            for (int j = 0; j < 2; ++j) g[j] = others[j]->feed(std::span<const int32_t>(&token, 1));
+        }
+        std::printf("[ %s ] 128 greedy steps x 2 strategies: fused's token %d times, a tie %d\n",
+                    c.name.c_str(), same, ties);
+        EXPECT_GE(same, 2 * 120) << c.name;
+    }
 }
 
 // Conformance against llama.cpp (the kit's llama_logits, f32 KV) on the kit's models.

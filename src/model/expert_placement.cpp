@@ -1,0 +1,117 @@
+// The expert placement decision.
+#include "model/expert_placement.h"
+
+#include <fmt/format.h>
+
+#include "base/error.h"
+
+namespace tandem {
+namespace {
+
+double gib(size_t bytes) {
+    return static_cast<double>(bytes) / (1u << 30);
+}
+
+// The first n MoE layers' experts on the CPU, the rest on the GPU.
+ExpertPlacement first_layers_on_cpu(const PlacementNeeds& needs, int n) {
+    ExpertPlacement p;
+    p.experts_on_cpu.assign(needs.layer_expert_bytes.size(), false);
+    p.gpu_bytes = needs.dense_bytes;
+    for (size_t il = 0; il < needs.layer_expert_bytes.size(); ++il) {
+        const size_t bytes = needs.layer_expert_bytes[il];
+        if (bytes == 0) continue;
+        ++p.n_moe_layers;
+        if (p.n_cpu_layers < n) {
+            p.experts_on_cpu[il] = true;
+            ++p.n_cpu_layers;
+        } else {
+            p.gpu_bytes += bytes;
+        }
+    }
+    if (p.n_cpu_layers > 0) p.gpu_bytes += needs.stream_bytes;
+    return p;
+}
+
+}  // namespace
+
+MoeStrategy parse_moe_strategy(std::string_view name) {
+    if (name == "auto") return MoeStrategy::kAuto;
+    if (name == "fused") return MoeStrategy::kFused;
+    if (name == "cpu") return MoeStrategy::kCpu;
+    fail("--moe-strategy: '{}' is not auto, fused or cpu (offload and hybrid are not built yet)",
+         name);
+}
+
+const char* moe_strategy_name(MoeStrategy s) {
+    switch (s) {
+        case MoeStrategy::kAuto:
+            return "auto";
+        case MoeStrategy::kFused:
+            return "fused";
+        case MoeStrategy::kCpu:
+            return "cpu";
+    }
+    return "?";
+}
+
+ExpertPlacement place_experts(const PlacementNeeds& needs, const GpuOptions& o) {
+    int n_moe = 0;
+    for (size_t bytes : needs.layer_expert_bytes) n_moe += bytes > 0;
+    if (o.moe_cpu_layers < -1) fail("--moe-cpu-layers {} must be >= 0", o.moe_cpu_layers);
+    const size_t budget = needs.budget_bytes;
+    if (needs.dense_bytes > budget) {
+        fail(
+            "the GPU needs at least {:.2f} GiB for the model's dense part (attention, KV cache, "
+            "scratch) but {:.2f} GiB are available: lower --ctx / --batch, or run it with "
+            "--device cpu",
+            gib(needs.dense_bytes), gib(budget));
+    }
+    const ExpertPlacement all_gpu = first_layers_on_cpu(needs, 0);
+    const ExpertPlacement all_cpu = first_layers_on_cpu(needs, n_moe);
+    switch (o.moe_strategy) {
+        case MoeStrategy::kFused:
+            if (o.moe_cpu_layers > 0)
+                fail("--moe-cpu-layers {} puts experts on the CPU: not with --moe-strategy fused",
+                     o.moe_cpu_layers);
+            if (all_gpu.gpu_bytes > budget) {
+                fail(
+                    "--moe-strategy fused: the model needs {:.2f} GiB of GPU memory but {:.2f} GiB "
+                    "are available; --moe-strategy auto fits it with experts on the CPU",
+                    gib(all_gpu.gpu_bytes), gib(budget));
+            }
+            return all_gpu;
+        case MoeStrategy::kCpu:
+            if (o.moe_cpu_layers >= 0 && o.moe_cpu_layers != n_moe)
+                fail("--moe-cpu-layers {} with --moe-strategy cpu, which puts all {} layers' "
+                     "experts on the CPU: use --moe-strategy auto",
+                     o.moe_cpu_layers, n_moe);
+            return all_cpu;
+        case MoeStrategy::kAuto:
+            break;
+    }
+    if (o.moe_cpu_layers >= 0) {
+        const ExpertPlacement p = first_layers_on_cpu(needs, o.moe_cpu_layers);
+        if (p.gpu_bytes > budget) {
+            int fits = n_moe;
+            while (fits > 0 && first_layers_on_cpu(needs, fits - 1).gpu_bytes <= budget) --fits;
+            fail("--moe-cpu-layers {}: the GPU would hold {:.2f} GiB but {:.2f} GiB are available "
+                 "(--moe-cpu-layers {} fits)",
+                 o.moe_cpu_layers, gib(p.gpu_bytes), gib(budget), fits);
+        }
+        return p;
+    }
+    for (int n = 0; n <= n_moe; ++n) {
+        ExpertPlacement p = first_layers_on_cpu(needs, n);
+        if (p.gpu_bytes <= budget) return p;
+    }
+    return all_cpu;  // (not reached: all_cpu holds the dense part only, which fits)
+}
+
+std::string describe(const ExpertPlacement& p) {
+    if (p.n_cpu_layers == 0) return "fused (every expert in VRAM)";
+    if (p.n_cpu_layers == p.n_moe_layers) return "cpu (every routed expert on the CPU executor)";
+    return fmt::format("the experts of {} of {} layers on the CPU executor, the others in VRAM",
+                       p.n_cpu_layers, p.n_moe_layers);
+}
+
+}  // namespace tandem

@@ -1,0 +1,53 @@
+// Where a MoE model's routed experts live when the rest of it runs on the GPU: the strategy
+// (--moe-strategy) and how many layers keep their experts in host memory for the CPU executor
+// (--moe-cpu-layers), decided from what the parts need against the GPU memory budget. Plain
+// arithmetic over byte counts, so that the choice is testable without a GPU.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tandem {
+
+// fused: every expert in VRAM. cpu: every routed expert on the CPU executor, everything else on
+// the GPU. auto: fused when the model fits the budget, otherwise the experts of as few layers as
+// needed on the CPU (the first ones, as llama.cpp's --n-cpu-moe).
+enum class MoeStrategy { kAuto, kFused, kCpu };
+
+// "auto", "fused" or "cpu"; throws Error listing the strategies otherwise.
+MoeStrategy parse_moe_strategy(std::string_view name);
+const char* moe_strategy_name(MoeStrategy s);
+
+// What the GPU backend is asked for, beside the device.
+struct GpuOptions {
+    double mem_gib = 0;  // what the GPU backend may take; 0: the free memory less a margin
+    MoeStrategy moe_strategy = MoeStrategy::kAuto;
+    int moe_cpu_layers = -1;  // layers whose experts stay on the CPU; -1: the strategy decides
+};
+
+// The sizes the decision is made from.
+struct PlacementNeeds {
+    size_t dense_bytes = 0;                 // everything but routed experts: weights, KV, scratch
+    std::vector<size_t> layer_expert_bytes;  // per layer; 0 for a layer without experts
+    // VRAM taken as soon as any layer's experts are on the CPU (the prefill stream's buffers).
+    size_t stream_bytes = 0;
+    size_t budget_bytes = 0;
+};
+
+struct ExpertPlacement {
+    std::vector<bool> experts_on_cpu;  // per layer
+    int n_cpu_layers = 0;              // MoE layers whose experts are on the CPU
+    int n_moe_layers = 0;
+    size_t gpu_bytes = 0;              // what the GPU holds under this placement
+};
+
+// The placement for `options`, or an Error of one line saying what does not fit and what would
+// (the dense part's minimum, the strategy or layer count that fits).
+ExpertPlacement place_experts(const PlacementNeeds& needs, const GpuOptions& options);
+
+// "fused", "cpu", or "N of M layers' experts on the CPU", for logs.
+std::string describe(const ExpertPlacement& p);
+
+}  // namespace tandem

@@ -1,0 +1,82 @@
+// The CPU executor's experts on the GPU backend's stream.
+#include "model/gpu_cpu_experts.h"
+
+#include <cstring>
+#include <exception>
+
+#include "base/error.h"
+#include "cuda/check.h"
+
+namespace tandem {
+
+GpuCpuExperts::GpuCpuExperts(const Model& model, const std::vector<bool>& on_cpu, int max_tokens,
+                             ThreadPool& pool)
+    : n_embd_(model.config().n_embd), top_k_(model.config().n_expert_used) {
+    std::vector<MoeLayer> layers;
+    index_.assign(on_cpu.size(), -1);
+    for (size_t il = 0; il < on_cpu.size(); ++il) {
+        if (!on_cpu[il]) continue;
+        index_[il] = static_cast<int>(layers.size());
+        layers.push_back(model.weights().layers[il].experts);  // host views: read in place
+    }
+    executor_ = std::make_unique<MoeExecutor>(std::move(layers), max_tokens, top_k_, pool);
+    const size_t rows = static_cast<size_t>(max_tokens);
+    hidden_ = cuda::PinnedBuffer(sizeof(float) * rows * n_embd_, "CPU experts' input");
+    routes_ = cuda::PinnedBuffer(sizeof(Route) * rows * top_k_, "CPU experts' routes");
+    result_ = cuda::PinnedBuffer(sizeof(float) * rows * n_embd_, "CPU experts' output");
+}
+
+GpuCpuExperts::~GpuCpuExperts() = default;
+
+void GpuCpuExperts::enqueue(int layer, const float* in, int64_t in_stride, const Route* routes,
+                            int n, float* out, int64_t out_stride, cudaStream_t stream) {
+    if (!has(layer)) fail("moe: layer {} has no experts on the CPU", layer);
+    if (n > executor_->max_tokens())
+        fail("moe: {} rows for the CPU experts (at most {})", n, executor_->max_tokens());
+    const size_t row_bytes = sizeof(float) * n_embd_;
+    cuda::check(cudaMemcpy2DAsync(hidden_.get(), row_bytes, in, sizeof(float) * in_stride,
+                                  row_bytes, n, cudaMemcpyDeviceToHost, stream),
+                "copying the CPU experts' input");
+    cuda::check(cudaMemcpyAsync(routes_.get(), routes, sizeof(Route) * n * top_k_,
+                                cudaMemcpyDeviceToHost, stream),
+                "copying the CPU experts' routes");
+    std::unique_ptr<Call>& call = calls_[{layer, n}];
+    if (!call) call = std::make_unique<Call>(Call{this, layer, n});
+    cuda::check(cudaLaunchHostFunc(stream, &GpuCpuExperts::run_call, call.get()),
+                "queueing the CPU experts");
+    cuda::check(cudaMemcpy2DAsync(out, sizeof(float) * out_stride, result_.get(), row_bytes,
+                                  row_bytes, n, cudaMemcpyHostToDevice, stream),
+                "copying the CPU experts' output");
+}
+
+void CUDART_CB GpuCpuExperts::run_call(void* p) {
+    const Call* call = static_cast<const Call*>(p);
+    call->self->compute(call->layer, call->n);
+}
+
+void GpuCpuExperts::compute(int layer, int n) noexcept {
+    // On a CUDA runtime thread: no CUDA calls here, and nothing may escape.
+    try {
+        executor_->submit(index_[layer], hidden_.as<float>(), n, routes_.as<Route>());
+        const float* sum = executor_->wait();
+        std::memcpy(result_.get(), sum, sizeof(float) * n_embd_ * n);
+    } catch (const std::exception& e) {
+        std::memset(result_.get(), 0, sizeof(float) * n_embd_ * n);
+        const std::lock_guard<std::mutex> lock(error_mutex_);
+        if (error_.empty()) error_ = fmt::format("the CPU experts of layer {}: {}", layer, e.what());
+        failed_ = true;
+    }
+}
+
+void GpuCpuExperts::check() {
+    if (!failed_) return;
+    std::string what;
+    {
+        const std::lock_guard<std::mutex> lock(error_mutex_);
+        what.swap(error_);
+        failed_ = false;
+    }
+    fail("{}", what);
+}
+
+}  // namespace tandem

@@ -1,0 +1,69 @@
+// Routed experts computed by the CPU executor inside the GPU backend's stream (the `cpu`
+// strategy, and the CPU layers of --moe-cpu-layers): the layer's input rows and the routes the
+// GPU chose are copied to pinned host memory, a host function queued on the stream runs the CPU
+// MoE executor on them (from the expert weights in host memory, in place), and its weighted sum
+// is copied back. All three are stream work, so a decode step with CPU layers is still one CUDA
+// graph: the host function runs in the graph, and no host thread waits in between.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "base/thread_pool.h"
+#include "cpu/moe_executor.h"
+#include "cuda/memory.h"
+#include "model/model.h"
+
+namespace tandem {
+
+class GpuCpuExperts {
+  public:
+    // The executor over the host experts of the layers marked in on_cpu, for batches of up to
+    // max_tokens tokens.
+    GpuCpuExperts(const Model& model, const std::vector<bool>& on_cpu, int max_tokens,
+                  ThreadPool& pool);
+    ~GpuCpuExperts();
+    GpuCpuExperts(const GpuCpuExperts&) = delete;
+    GpuCpuExperts& operator=(const GpuCpuExperts&) = delete;
+
+    bool has(int layer) const {
+        return layer >= 0 && layer < static_cast<int>(index_.size()) && index_[layer] >= 0;
+    }
+    // Queues on `stream` the experts of `layer` over n rows of `in` (device, rows `in_stride`
+    // floats apart) with the device routes (n × top_k), the weighted sum into out (device).
+    void enqueue(int layer, const float* in, int64_t in_stride, const Route* routes, int n,
+                 float* out, int64_t out_stride, cudaStream_t stream);
+    // Throws the Error a host function met since the last call (after the stream synchronised).
+    void check();
+
+  private:
+    struct Call {
+        GpuCpuExperts* self;
+        int layer;
+        int n;
+    };
+    static void CUDART_CB run_call(void* call);
+    void compute(int layer, int n) noexcept;
+
+    const int64_t n_embd_;
+    const int top_k_;
+    std::vector<int> index_;  // layer -> executor layer, -1: on the GPU
+    std::unique_ptr<MoeExecutor> executor_;
+    cuda::PinnedBuffer hidden_;  // [max_tokens × n_embd]
+    cuda::PinnedBuffer routes_;  // [max_tokens × top_k]
+    cuda::PinnedBuffer result_;  // [max_tokens × n_embd]
+    // One payload per (layer, rows) a host function was queued with: graphs keep the pointer.
+    std::map<std::pair<int, int>, std::unique_ptr<Call>> calls_;
+    std::mutex error_mutex_;
+    std::string error_;
+    std::atomic<bool> failed_{false};
+};
+
+}  // namespace tandem

@@ -1,0 +1,60 @@
+// Prefill over experts that live in host memory: a prompt batch routes to nearly every expert of
+// a layer, so the layer's expert tensors are copied whole into VRAM and computed there by the
+// GPU's grouped expert kernels, as if resident. Two buffers take turns: while the GPU computes
+// one layer's experts, the copy engine fills the other with the next host layer's (on a stream
+// of its own, ordered by events), so the copies hide behind the compute when PCIe keeps up. The
+// host ranges are registered with the driver first, so they copy at the pinned rate.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "cpu/moe_layer.h"
+#include "cuda/memory.h"
+#include "cuda/stream.h"
+#include "model/model_weights.h"
+
+namespace tandem {
+
+class GpuExpertStream {
+  public:
+    // The VRAM one buffer takes for the largest of the host layers' experts.
+    static size_t buffer_bytes(const ModelWeights& host, const std::vector<bool>& on_cpu);
+
+    // layers: per layer, the experts of a host layer with their matrices in host memory (what
+    // is copied) and their per-expert scales and biases on the device; n_expert 0 for the
+    // others.
+    explicit GpuExpertStream(std::vector<MoeLayer> layers);
+
+    // The experts of host layer `layer` in VRAM for work queued on `compute` after this call:
+    // starts their copy unless it is under way, and the copy of the next host layer's into the
+    // other buffer. Call release() once the work reading them is queued.
+    MoeLayer acquire(int layer, cudaStream_t compute);
+    void release(int layer, cudaStream_t compute);
+
+    // What registering the host ranges gave: pinned GiB, or why the copies run pageable.
+    const std::string& host_memory() const { return host_memory_; }
+
+  private:
+    struct Buffer {
+        cuda::DeviceBuffer memory;
+        cuda::Event copied;    // the copy into it is done
+        cuda::Event released;  // the compute reading it is done
+        int layer = -1;        // whose experts it holds or receives
+    };
+    void start_copy(int layer, Buffer& b);
+    int buffer_of(int layer) const { return ordinal_[layer] % 2; }
+
+    std::vector<MoeLayer> layers_;
+    std::vector<int> ordinal_;     // layer -> its rank among the host layers, -1: resident
+    std::vector<int> host_layers_;  // in order
+    cuda::Stream copy_stream_;
+    Buffer buffers_[2];
+    cuda::HostRegistration registration_;
+    std::string host_memory_;
+};
+
+}  // namespace tandem
