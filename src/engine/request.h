@@ -36,6 +36,7 @@ struct GenerationResult {
     FinishReason reason = FinishReason::kStop;
     int prompt_tokens = 0;
     int completion_tokens = 0;  // sampled tokens, the end-of-generation token included
+    int cached_tokens = 0;      // of prompt_tokens, reused from a finished request's KV cache
     std::string error;
     double queue_seconds = 0.0;        // submit → a slot was free
     double first_token_seconds = 0.0;  // submit → first sampled token (0: none)

@@ -42,6 +42,7 @@ Scheduler::Scheduler(const Model& model, ThreadPool& pool, const SchedulerOption
       decoder_(model, *backend_, options.max_batch),
       slots_(options.n_slots) {
     for (int i = 0; i < options_.n_slots; ++i) slots_[i].index = i;
+    max_rewind_ = max_rewind(model.config(), options_.n_ctx, options_.max_batch);
     free_slots_ = options_.n_slots;
     tokens_.reserve(options_.max_batch);
     places_.reserve(options_.max_batch);
@@ -107,6 +108,9 @@ SchedulerStats Scheduler::stats() const {
     s.cancelled = cancelled_;
     s.kv_used = kv_used_.load(std::memory_order_relaxed);
     s.kv_capacity = static_cast<int64_t>(options_.n_slots) * options_.n_ctx;
+    s.prefix_hits = prefix_hits_;
+    s.prefix_cached_tokens = prefix_cached_tokens_;
+    s.kv_kept = kv_kept_;
     return s;
 }
 
@@ -142,13 +146,21 @@ bool Scheduler::admit() {
             dropped.push_back(r);
             return true;
         });
-        for (Slot& slot : slots_) {
-            if (queue_.empty()) break;
-            if (slot.request) continue;
-            slot.request = std::move(queue_.front());
+        while (!queue_.empty()) {
+            Slot* slot = choose_slot(queue_.front()->params().prompt);
+            if (!slot) break;
+            slot->request = std::move(queue_.front());
             queue_.pop_front();
             --free_slots_;
-            admitted.push_back(&slot);
+            // Decided under the lock so stats() never counts a slot's KV twice.
+            slot->n_reused = reusable_prefix(*slot, slot->request->params().prompt);
+            kv_kept_ -= static_cast<int64_t>(slot->kept.size());
+            slot->kept.clear();
+            if (slot->n_reused > 0) {
+                ++prefix_hits_;
+                prefix_cached_tokens_ += static_cast<uint64_t>(slot->n_reused);
+            }
+            admitted.push_back(slot);
         }
         finished_ += dropped.size();
         cancelled_ += dropped.size();
@@ -159,14 +171,14 @@ bool Scheduler::admit() {
         slot->sampler.emplace(p.sampling);
         slot->history = p.prompt;
         slot->n_prompt = static_cast<int>(p.prompt.size());
-        slot->n_cached = 0;
+        slot->n_cached = slot->n_reused;  // prefill continues after the reused prefix
         slot->n_generated = 0;
         slot->pending = -1;
         slot->admitted = admissions_++;
         slot->admitted_at = now;
         slot->first_token_at = 0.0;
-        log_debug("request {}: slot {}, {} prompt tokens", slot->request->id(), slot->index,
-                  slot->n_prompt);
+        log_debug("request {}: slot {}, {} prompt tokens ({} cached)", slot->request->id(),
+                  slot->index, slot->n_prompt, slot->n_reused);
     }
     for (const auto& request : dropped) {
         GenerationResult result;
@@ -176,6 +188,33 @@ bool Scheduler::admit() {
         notify_finish(*request, result);
     }
     return true;
+}
+
+int Scheduler::reusable_prefix(const Slot& slot, const std::vector<int32_t>& prompt) const {
+    if (!options_.reuse_prefix || prompt.empty()) return 0;
+    const auto [kept_end, prompt_end] = std::mismatch(slot.kept.begin(), slot.kept.end(),
+                                                      prompt.begin(), prompt.end());
+    // The last prompt token is always evaluated again: its logits give the first new token.
+    const int shared = std::min(static_cast<int>(kept_end - slot.kept.begin()),
+                                static_cast<int>(prompt.size()) - 1);
+    // Continuing at `shared` rewinds the slot by the kept tokens after it; a sliding window's ring
+    // or a recurrent state may no longer hold what that needs, and then nothing is reused.
+    if (static_cast<int>(slot.kept.size()) - shared > max_rewind_) return 0;
+    return shared;
+}
+
+Scheduler::Slot* Scheduler::choose_slot(const std::vector<int32_t>& prompt) {
+    Slot* best = nullptr;
+    int best_prefix = -1;
+    for (Slot& slot : slots_) {
+        if (slot.request) continue;
+        const int prefix = reusable_prefix(slot, prompt);
+        if (prefix > best_prefix || (prefix == best_prefix && slot.freed < best->freed)) {
+            best = &slot;
+            best_prefix = prefix;
+        }
+    }
+    return best;
 }
 
 bool Scheduler::step() {
@@ -304,6 +343,7 @@ void Scheduler::finish(Slot& slot, FinishReason reason, std::string error) {
     result.reason = reason;
     result.prompt_tokens = slot.n_prompt;
     result.completion_tokens = slot.n_generated;
+    result.cached_tokens = slot.n_reused;
     result.error = std::move(error);
     result.queue_seconds = slot.admitted_at - request->submitted_at();
     result.first_token_seconds =
@@ -318,6 +358,13 @@ void Scheduler::finish(Slot& slot, FinishReason reason, std::string error) {
     {
         // Counted before the sink hears of it, so a client that saw the end sees the free slot.
         std::lock_guard<std::mutex> lock(mutex_);
+        // What the KV holds stays for the next prompt that starts with it, unless a failed forward
+        // pass may have left the cache (or a recurrent state) half written.
+        if (reason != FinishReason::kError && options_.reuse_prefix) {
+            slot.kept.assign(slot.history.begin(), slot.history.begin() + slot.n_cached);
+            kv_kept_ += slot.n_cached;
+        }
+        slot.freed = ++frees_;
         ++free_slots_;
         ++finished_;
         if (reason == FinishReason::kCancelled) ++cancelled_;

@@ -6,6 +6,13 @@
 // Each batch row is computed independently of the others (the forward pass never mixes rows), and
 // every request samples with its own seeded sampler, so a request gets the same tokens whether it
 // runs alone or with others.
+//
+// Prompt-prefix reuse: a slot keeps the KV of the tokens its last request evaluated after that
+// request finishes. A new request takes the free slot whose kept tokens share the longest prefix
+// with its prompt (ties: the least recently used slot) and prefills only the rest, so a chat that
+// resends its conversation every turn computes only the new turn. The slots' KV caches are the
+// whole budget (n_slots × n_ctx positions): nothing else is kept, and a slot's kept tokens are
+// forgotten when another request takes it and overwrites them.
 #pragma once
 
 #include <atomic>
@@ -35,6 +42,8 @@ struct SchedulerOptions {
     KvType kv_type = KvType::kF16;
     Device device = Device::kCpu;
     GpuOptions gpu;  // BackendOptions::gpu
+    // Reuse the KV of a finished request's tokens for a new prompt that starts with them.
+    bool reuse_prefix = true;
     // True for the tokens that end generation (the tokenizer's EOS, EOT, ...). Unset: none.
     std::function<bool(int32_t)> is_end_of_generation;
 };
@@ -49,6 +58,9 @@ struct SchedulerStats {
     uint64_t cancelled = 0;   // of which cancelled
     int64_t kv_used = 0;      // KV cache positions held by the requests in the slots
     int64_t kv_capacity = 0;  // n_slots × n_ctx
+    uint64_t prefix_hits = 0;           // requests that reused cached prompt tokens
+    uint64_t prefix_cached_tokens = 0;  // prompt tokens those requests did not recompute
+    int64_t kv_kept = 0;  // KV positions kept by free slots for reuse
 };
 
 class Scheduler {
@@ -79,6 +91,11 @@ class Scheduler {
         std::vector<int32_t> history;  // prompt, then generated tokens (repetition penalty)
         int n_prompt = 0;
         int n_cached = 0;  // positions in the KV cache
+        int n_reused = 0;  // of the prompt, positions kept from the slot's previous request
+        // Free slot: the tokens whose KV the slot still holds, from position 0; and when it was
+        // last freed (least recently used goes first among equal prefixes).
+        std::vector<int32_t> kept;
+        uint64_t freed = 0;
         int n_generated = 0;
         int32_t pending = -1;   // sampled, not yet evaluated
         uint64_t admitted = 0;  // admission order: older prompts prefill first
@@ -89,6 +106,11 @@ class Scheduler {
     // Moves queued requests into free slots and drops cancelled ones; false when stopping.
     bool admit();
     bool step();
+    // Prompt positions a free slot's kept KV can serve: the common prefix, less at least the
+    // last prompt token (its logits are needed); 0 when the cache cannot rewind that far.
+    int reusable_prefix(const Slot& slot, const std::vector<int32_t>& prompt) const;
+    // The free slot for a prompt (under mutex_); null when none is free.
+    Slot* choose_slot(const std::vector<int32_t>& prompt);
     void sample_row(Slot& slot, float* logits);
     // Hands a token to the sink; false ends the request (stop string, or the sink failed).
     bool deliver(Slot& slot, int32_t token);
@@ -101,6 +123,8 @@ class Scheduler {
     Decoder decoder_;
     std::vector<Slot> slots_;
     uint64_t admissions_ = 0;
+    uint64_t frees_ = 0;
+    int max_rewind_ = 0;  // max_rewind() for this cache's n_ctx and max_batch
 
     // Batch buffers, sized once for max_batch rows.
     std::vector<int32_t> tokens_;
@@ -115,6 +139,8 @@ class Scheduler {
     int free_slots_ = 0;  // under mutex_: slots not holding a request
     bool stopping_ = false;
     uint64_t finished_ = 0, cancelled_ = 0;
+    uint64_t prefix_hits_ = 0, prefix_cached_tokens_ = 0;
+    int64_t kv_kept_ = 0;
     std::atomic<int64_t> kv_used_{0};  // after each step, for stats()
     std::thread thread_;
 };
