@@ -2,13 +2,17 @@
 // completions back to back for a fixed time over keep-alive connections, and the run is judged:
 // any 5xx, any dropped connection or any non-200 fails it. Prints requests/s, tokens/s, and
 // p50/p99 of the time to first token and of the per-token latency (gaps between tokens).
-// Usage: node serve_soak.mjs --base http://127.0.0.1:PORT --model ID [--clients 64] [--seconds 60] [--json]
+// Each client holds multi-turn conversations (--turns, default 4): every request resends the
+// conversation so far plus a new user turn, as chat clients do, which hits the server's prefix
+// cache; the share of prompt tokens served from it is reported.
+// Usage: node serve_soak.mjs --base http://127.0.0.1:PORT --model ID [--clients 64] [--seconds 60] [--turns 4] [--json]
 const args = Object.fromEntries(
   process.argv.slice(2).reduce((pairs, a, i, all) => (a.startsWith('--') ? [...pairs, [a.slice(2), all[i + 1]]] : pairs), []));
 const base = args.base;
 const model = args.model;
 const clients = Number(args.clients ?? 64);
 const seconds = Number(args.seconds ?? 60);
+const turns = Number(args.turns ?? 4);
 
 const words = 'the quick brown fox jumps over a lazy dog while seven tired engineers watch the servers hum'.split(' ');
 
@@ -19,14 +23,16 @@ function rng(seed) {
 }
 
 const stats = {
-  requests: 0, tokens: 0, ttft: [], gaps: [], statuses: {}, dropped: 0, badStreams: 0, errors: [],
+  requests: 0, tokens: 0, promptTokens: 0, cachedTokens: 0, ttft: [], gaps: [], statuses: {}, dropped: 0, badStreams: 0, errors: [],
 };
 
-async function oneRequest(random) {
+// Sends the conversation plus a new user turn; on success appends both turns to it.
+async function oneRequest(random, conversation) {
   const n = 3 + Math.floor(random() * 40);
   const prompt = Array.from({ length: n }, () => words[Math.floor(random() * words.length)]).join(' ');
+  const messages = [...conversation, { role: 'user', content: prompt }];
   const body = {
-    model, messages: [{ role: 'user', content: prompt }], stream: true, stream_options: { include_usage: true },
+    model, messages, stream: true, stream_options: { include_usage: true },
     max_tokens: 16 + Math.floor(random() * 48), temperature: 0.8, seed: Math.floor(random() * 1e9),
   };
   const start = performance.now();
@@ -45,7 +51,7 @@ async function oneRequest(random) {
     stats.errors.push(`status ${response.status}: ${(await response.text()).slice(0, 200)}`);
     return;
   }
-  let buffer = '', first = 0, last = 0, usage = null, done = false;
+  let buffer = '', first = 0, last = 0, usage = null, done = false, reply = '';
   const decoder = new TextDecoder();
   try {
     for await (const bytes of response.body) {
@@ -61,6 +67,7 @@ async function oneRequest(random) {
         if (chunk.usage) usage = chunk.usage;
         const content = chunk.choices?.[0]?.delta?.content;
         if (content) {
+          reply += content;
           const now = performance.now();
           if (!first) {
             first = now;
@@ -84,11 +91,20 @@ async function oneRequest(random) {
   }
   stats.requests++;
   stats.tokens += usage.completion_tokens;
+  stats.promptTokens += usage.prompt_tokens;
+  stats.cachedTokens += usage.prompt_tokens_details?.cached_tokens ?? 0;
+  conversation.push(messages.at(-1), { role: 'assistant', content: reply });
 }
 
 async function client(id, deadline) {
   const random = rng(1234 + id);
-  while (performance.now() < deadline) await oneRequest(random);
+  let conversation = [];
+  while (performance.now() < deadline) {
+    if (conversation.length >= 2 * turns) conversation = [];
+    const before = conversation.length;
+    await oneRequest(random, conversation);
+    if (conversation.length === before) conversation = [];  // failed: start a new conversation
+  }
 }
 
 function percentile(values, p) {
@@ -107,6 +123,7 @@ const report = {
   requests_per_s: Number((stats.requests / elapsed).toFixed(2)), tokens_per_s: Number((stats.tokens / elapsed).toFixed(1)),
   ttft_ms_p50: Number(percentile(stats.ttft, 50).toFixed(1)), ttft_ms_p99: Number(percentile(stats.ttft, 99).toFixed(1)),
   token_ms_p50: Number(percentile(stats.gaps, 50).toFixed(2)), token_ms_p99: Number(percentile(stats.gaps, 99).toFixed(2)),
+  prompt_tokens: stats.promptTokens, cached_prompt_tokens: stats.cachedTokens,
   statuses: stats.statuses, http_5xx: fivexx, non_200: non200, dropped_connections: stats.dropped, bad_streams: stats.badStreams,
 };
 if (args.json !== undefined) {
@@ -116,6 +133,7 @@ if (args.json !== undefined) {
   console.log(`  requests/s ${report.requests_per_s}, tokens/s ${report.tokens_per_s}`);
   console.log(`  time to first token p50 ${report.ttft_ms_p50} ms, p99 ${report.ttft_ms_p99} ms`);
   console.log(`  per-token latency   p50 ${report.token_ms_p50} ms, p99 ${report.token_ms_p99} ms`);
+  console.log(`  conversations of ${turns} turns: ${stats.cachedTokens} of ${stats.promptTokens} prompt tokens from the prefix cache`);
   console.log(`  statuses ${JSON.stringify(report.statuses)}, 5xx ${fivexx}, dropped connections ${stats.dropped}, bad streams ${stats.badStreams}`);
 }
 for (const e of stats.errors.slice(0, 10)) console.error(`  error: ${e}`);

@@ -34,6 +34,7 @@ struct ServeOptions {
     server::ServerOptions http;
     int parallel = 4;
     int queue = 64;
+    std::string cache_reuse = "on";  // prompt-prefix reuse through the slots' KV caches
     std::string chat_template;
     std::string alias;
 };
@@ -80,6 +81,7 @@ void load(const ServeOptions& o, Loaded& l) {
     so.n_ctx = l.model.session.n_ctx;
     so.max_batch = std::max(l.model.session.max_batch, o.parallel + 1);
     so.queue_capacity = o.queue;
+    so.reuse_prefix = o.cache_reuse == "on";
     so.kv_type = l.model.session.kv_type;
     so.device = l.model.session.device;
     so.gpu = l.model.session.gpu;
@@ -92,9 +94,9 @@ void load(const ServeOptions& o, Loaded& l) {
     log_info(
         "serve: {} slots x {} tokens of context each (KV cache {:.1f} MiB), batch {} tokens, queue "
         "{}, "
-        "{} compute threads, {} http threads",
+        "{} compute threads, {} http threads, prompt-prefix reuse {}",
         so.n_slots, so.n_ctx, kv_mib, so.max_batch, so.queue_capacity, l.model.pool->size(),
-        o.http.http_threads);
+        o.http.http_threads, o.cache_reuse);
 
     l.served.id = model_id(o);
     l.served.aliases = {o.model.model_path,
@@ -118,6 +120,8 @@ void load(const ServeOptions& o, Loaded& l) {
 void serve(ServeOptions o) {
     if (o.parallel <= 0) fail("--parallel {} must be positive", o.parallel);
     if (o.queue < 0) fail("--queue {} must be >= 0", o.queue);
+    if (o.cache_reuse != "on" && o.cache_reuse != "off")
+        fail("--cache-reuse '{}' must be 'on' or 'off'", o.cache_reuse);
     if (o.http.port < 0 || o.http.port > 65535) fail("--port {} is not a TCP port", o.http.port);
     if (o.http.max_body_bytes < 1024)
         fail("--max-body {} must be at least 1024 bytes", o.http.max_body_bytes);
@@ -178,6 +182,10 @@ void add_serve_command(CLI::App& app) {
                     "Requests decoding together (KV cache slots; --ctx is per slot)")
         ->capture_default_str();
     cmd->add_option("--queue", o->queue, "Requests waiting for a slot before 503")
+        ->capture_default_str();
+    cmd->add_option("--cache-reuse", o->cache_reuse,
+                    "on: a prompt that starts with a finished request's tokens reuses their KV "
+                    "cache (the slots' caches are the budget); off: every prompt is computed whole")
         ->capture_default_str();
     cmd->add_option("--chat-template", o->chat_template,
                     "Jinja chat template file (default: the model's)");

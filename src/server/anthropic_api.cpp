@@ -306,7 +306,9 @@ class MessageStream {
                               {"delta",
                                {{"stop_reason", stop_reason(end)},
                                 {"stop_sequence", stop_sequence(end)}}},
-                              {"usage", {{"output_tokens", end.result.completion_tokens}}}})) ||
+                              {"usage",
+                               {{"output_tokens", end.result.completion_tokens},
+                                {"cache_read_input_tokens", end.result.cached_tokens}}}})) ||
                 !write(sink, event("message_stop", {{"type", "message_stop"}}))) {
                 return false;
             }
@@ -418,7 +420,10 @@ void serve_messages(const ServedModel& m, const std::string& body, httplib::Resp
                               {"stop_sequence", stop_sequence(end)},
                               {"usage",
                                {{"input_tokens", end.result.prompt_tokens},
-                                {"output_tokens", end.result.completion_tokens}}}};
+                                {"output_tokens", end.result.completion_tokens},
+                                // Of input_tokens (which counts the whole prompt, unlike
+                                // Anthropic's): those reused from the prefix cache.
+                                {"cache_read_input_tokens", end.result.cached_tokens}}}};
             res.set_content(dump(out), "application/json");
             return;
         }

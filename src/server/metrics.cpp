@@ -158,6 +158,15 @@ std::string Metrics::render(const SchedulerStats* stats) const {
                stats->kv_capacity > 0
                    ? static_cast<double>(stats->kv_used) / static_cast<double>(stats->kv_capacity)
                    : 0.0);
+        header(out, "tandem_prefix_cache_hits_total", "counter",
+               "Requests that reused a finished request's KV cache for their prompt's start.");
+        sample(out, "tandem_prefix_cache_hits_total", stats->prefix_hits);
+        header(out, "tandem_prefix_cache_tokens_total", "counter",
+               "Prompt tokens taken from the prefix cache instead of computed.");
+        sample(out, "tandem_prefix_cache_tokens_total", stats->prefix_cached_tokens);
+        header(out, "tandem_prefix_cache_kept_tokens", "gauge",
+               "KV cache positions that free slots keep for prompts starting with them.");
+        sample(out, "tandem_prefix_cache_kept_tokens", stats->kv_kept);
     }
     header(out, "tandem_model_loaded", "gauge", "1 once the model serves requests.");
     sample(out, "tandem_model_loaded", stats ? 1 : 0);

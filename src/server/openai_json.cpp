@@ -12,7 +12,8 @@ const char* openai_finish_reason(FinishReason reason) {
 json usage_json(const GenerationResult& r) {
     return {{"prompt_tokens", r.prompt_tokens},
             {"completion_tokens", r.completion_tokens},
-            {"total_tokens", r.prompt_tokens + r.completion_tokens}};
+            {"total_tokens", r.prompt_tokens + r.completion_tokens},
+            {"prompt_tokens_details", {{"cached_tokens", r.cached_tokens}}}};
 }
 
 namespace {

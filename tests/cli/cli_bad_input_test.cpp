@@ -145,6 +145,11 @@ TEST_F(CliBadInput, RunRefusesBadRequests) {
     expect_one_line_error("no-such-command", "no-such-command");
 }
 
+TEST_F(CliBadInput, ServeRefusesBadOptions) {
+    expect_one_line_error("serve -m " + model_ + " --port 0 --cache-reuse maybe", "--cache-reuse 'maybe'");
+    expect_one_line_error("serve -m " + model_ + " --port 0 --parallel 0", "--parallel 0");
+}
+
 TEST_F(CliBadInput, DevicesAndGpuMemory) {
     expect_one_line_error("run -m " + model_ + " -p hi --device tpu", "--device: 'tpu' is not auto, cpu or cuda");
     expect_one_line_error("run -m " + model_ + " -p hi --gpu-mem -1", "--gpu-mem -1 must be >= 0");

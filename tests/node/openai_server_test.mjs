@@ -5,7 +5,8 @@
 // concurrent (8 streams at once equal their solo runs), disconnect (an aborted stream frees its
 // slot), tools (forced and named calls that parse and fit their schema, streamed as deltas, a
 // round trip through a tool result), structured (response_format json_schema and json_object:
-// replies that parse and validate). Exits 0 when every check passes; prints what failed otherwise.
+// replies that parse and validate), prefix (a second chat turn reuses the first one's KV cache:
+// cached_tokens in the usage, the reply the same as without reuse). Exits 0 when every check passes; prints what failed otherwise.
 import assert from 'node:assert/strict';
 import Ajv from 'ajv';
 import OpenAI from 'openai';
@@ -36,6 +37,14 @@ async function collect(stream, chat = true) {
     }
   }
   return { text, finish, usage, chunks };
+}
+
+// The token counts of a usage block without the prefix-cache share, which depends on what the
+// requests before left in the slots.
+function countsOf(usage) {
+  const { prompt_tokens_details: details, ...counts } = usage;
+  assert.ok(details.cached_tokens >= 0 && details.cached_tokens < usage.prompt_tokens, JSON.stringify(usage));
+  return counts;
 }
 
 async function expectError(promise, ErrorClass, status) {
@@ -79,7 +88,9 @@ async function scenarioApi() {
     chatRequest('Hello there', { stream: true, stream_options: { include_usage: true } })));
   assert.equal(streamed.text, message.content);
   assert.equal(streamed.finish, whole.choices[0].finish_reason);
-  assert.deepEqual(streamed.usage, u);
+  // The same prompt again: all of it but its last token comes from the prefix cache.
+  assert.deepEqual(countsOf(streamed.usage), countsOf(u));
+  assert.ok(streamed.usage.prompt_tokens_details.cached_tokens > 0, JSON.stringify(streamed.usage));
   assert.ok(streamed.chunks >= 3, 'role chunk, content, finish');
   const noUsage = await collect(await api.chat.completions.create(chatRequest('Hello there', { stream: true })));
   assert.equal(noUsage.usage, null);
@@ -122,7 +133,7 @@ async function scenarioApi() {
   const textStream = await collect(await api.completions.create(
     { model, prompt: 'Once upon a time', max_tokens: 12, temperature: 0, stream: true, stream_options: { include_usage: true } }), false);
   assert.equal(textStream.text, text.choices[0].text);
-  assert.deepEqual(textStream.usage, text.usage);
+  assert.deepEqual(countsOf(textStream.usage), countsOf(text.usage));
   const ids = await api.completions.create({ model, prompt: [72, 101, 108, 108, 111], max_tokens: 5, temperature: 0 });
   assert.equal(ids.usage.prompt_tokens, 5);
   log('completions: ok');
@@ -172,7 +183,7 @@ async function scenarioConcurrent() {
     for (let i = 0; i < 8; i++) {
       assert.equal(together[i].text, solo[i].text, `request ${i}, round ${round}`);
       assert.equal(together[i].finish, solo[i].finish);
-      assert.deepEqual(together[i].usage, solo[i].usage);
+      assert.deepEqual(countsOf(together[i].usage), countsOf(solo[i].usage));
     }
   }
   const h = await health();
@@ -431,9 +442,46 @@ async function scenarioStructured() {
   log('structured: ok');
 }
 
+// Run against a server with one slot, so each request evicts what the one before kept.
+async function scenarioPrefix() {
+  const api = client();
+  const facts = Array.from({ length: 40 }, (_, i) => `Fact ${i} is ${(i * 7) % 13}.`).join(' ');
+  const first = [{ role: 'system', content: `You are a careful assistant. ${facts}` },
+    { role: 'user', content: 'What is fact 3?' }];
+  // Seeded sampling: the same request gives the same reply, so reuse must not change it.
+  const request = (messages, extra = {}) => ({ model, messages, max_tokens: 16, temperature: 0.9, seed: 42, ...extra });
+  const a = await api.chat.completions.create(request(first));
+  assert.equal(a.usage.prompt_tokens_details.cached_tokens, 0);
+  const second = [...first, { role: 'assistant', content: a.choices[0].message.content },
+    { role: 'user', content: 'And fact 5?' }];
+  const reused = await api.chat.completions.create(request(second));
+  const cached = reused.usage.prompt_tokens_details.cached_tokens;
+  // The whole first prompt is shared (its reply may tokenize differently when rendered back).
+  assert.ok(cached >= a.usage.prompt_tokens - 2 && cached < reused.usage.prompt_tokens,
+    `cached ${cached} of ${reused.usage.prompt_tokens}; the first turn had ${a.usage.prompt_tokens}`);
+
+  // Another prompt takes the slot; the second turn again is computed whole (but a BOS token).
+  await api.completions.create({ model, prompt: 'zzz zzz zzz', max_tokens: 2, temperature: 0 });
+  const computed = await api.chat.completions.create(request(second));
+  assert.ok(computed.usage.prompt_tokens_details.cached_tokens <= 1, JSON.stringify(computed.usage));
+  assert.equal(computed.choices[0].message.content, reused.choices[0].message.content);
+
+  // The same request once more, streamed: everything but the last prompt token is reused.
+  const streamed = await collect(await api.chat.completions.create(
+    request(second, { stream: true, stream_options: { include_usage: true } })));
+  assert.equal(streamed.usage.prompt_tokens_details.cached_tokens, reused.usage.prompt_tokens - 1);
+  assert.equal(streamed.text, reused.choices[0].message.content);
+
+  const metrics = await (await fetch(`${base}/metrics`)).text();
+  const hits = Number(metrics.match(/^tandem_prefix_cache_hits_total (\d+)$/m)?.[1]);
+  assert.ok(hits >= 2, `tandem_prefix_cache_hits_total ${hits}`);
+  log('prefix: second turn reused', cached, 'of', reused.usage.prompt_tokens, 'prompt tokens; same reply:',
+    JSON.stringify(reused.choices[0].message.content));
+}
+
 const scenarios = {
   api: scenarioApi, auth: scenarioAuth, concurrent: scenarioConcurrent, disconnect: scenarioDisconnect,
-  tools: scenarioTools, structured: scenarioStructured,
+  tools: scenarioTools, structured: scenarioStructured, prefix: scenarioPrefix,
 };
 const run = scenarios[args.scenario];
 if (!run || !base || !model) {

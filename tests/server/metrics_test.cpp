@@ -317,7 +317,7 @@ TEST(Metrics, CountsWhatTheRequestsReported) {
     EXPECT_EQ(content_type, "text/plain; version=0.0.4; charset=utf-8");
     EXPECT_EQ(empty.value("tandem_prompt_tokens_total"), 0);
 
-    int prompt_tokens = 0, completion_tokens = 0, gaps = 0;
+    int prompt_tokens = 0, completion_tokens = 0, gaps = 0, cached_tokens = 0, hits = 0;
     const int lengths[] = {5, 9, 3};
     for (int i = 0; i < 3; ++i) {
         json body = {{"messages", {{{"role", "user"}, {"content", "Hello " + std::to_string(i)}}}},
@@ -330,6 +330,9 @@ TEST(Metrics, CountsWhatTheRequestsReported) {
         const json usage = json::parse(r.body)["usage"];
         prompt_tokens += usage["prompt_tokens"].get<int>();
         completion_tokens += usage["completion_tokens"].get<int>();
+        const int cached = usage["prompt_tokens_details"]["cached_tokens"].get<int>();
+        cached_tokens += cached;
+        hits += cached > 0;
         gaps += lengths[i] - 1;
     }
     EXPECT_EQ(http_request("POST", server.url("/v1/chat/completions"), R"({"messages": 3})").status,
@@ -364,6 +367,12 @@ TEST(Metrics, CountsWhatTheRequestsReported) {
     EXPECT_EQ(e.value("tandem_kv_cache_capacity_tokens"), 2 * 512);
     EXPECT_EQ(e.value("tandem_kv_cache_used_tokens"), 0);
     EXPECT_EQ(e.value("tandem_model_loaded"), 1);
+    // The prompts share the chat template's start: the later ones reuse it.
+    EXPECT_GT(hits, 0);
+    EXPECT_EQ(e.value("tandem_prefix_cache_hits_total"), hits);
+    EXPECT_EQ(e.value("tandem_prefix_cache_tokens_total"), cached_tokens);
+    EXPECT_GT(e.value("tandem_prefix_cache_kept_tokens"), 0);
+    EXPECT_EQ(e.types.at("tandem_prefix_cache_hits_total"), "counter");
     EXPECT_EQ(e.types.at("tandem_time_to_first_token_seconds"), "histogram");
     EXPECT_EQ(e.types.at("tandem_slots_busy"), "gauge");
 }

@@ -2,7 +2,8 @@
 // non-stream and stream, stop strings, usage, errors as exceptions, API keys, eight concurrent
 // streams equal to their solo runs, a client that disconnects mid-stream; tool calls through
 // each tool-call format (Qwen3's template, Llama 3.1's, and a template that renders no tools),
-// and structured output validated against its schema.
+// structured output validated against its schema, and a second chat turn served from the
+// prefix cache with the reply it gets without.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -66,6 +67,11 @@ TEST(OpenAiClient, ToolCallsTemplateWithoutTools) {
 TEST(OpenAiClient, StructuredOutputValidatesAgainstTheSchema) {
     ServerProcess server({"--parallel", "6", "--ctx", "2048"});
     run_scenario(server, "structured");
+}
+
+TEST(OpenAiClient, SecondTurnReusesThePrefixCache) {
+    ServerProcess server({"--parallel", "1", "--ctx", "2048"});
+    run_scenario(server, "prefix");
 }
 
 }  // namespace
