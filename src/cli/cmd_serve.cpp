@@ -62,7 +62,10 @@ void load(const ServeOptions& o, Loaded& l) {
     if (const char* delay = std::getenv("TANDEM_TEST_LOAD_DELAY_MS")) {
         std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(delay)));
     }
-    l.model = load_model(o.model);
+    // The weights page in behind the server: the first requests need not wait for all of them.
+    ModelOptions model_options = o.model;
+    model_options.page_in_in_background = true;
+    l.model = load_model(model_options);
     const Model& model = *l.model.model;
     if (!l.model.tokenizer)
         fail("{}: the model has no vocabulary; the server needs one", o.model.model_path);

@@ -82,6 +82,7 @@ LoadedModel load_model(const ModelOptions& o) {
     LoadOptions load;
     load.mmap = !o.no_mmap;
     load.mlock = o.mlock;
+    load.prefetch_in_background = o.page_in_in_background;
     m.model = Model::load(o.model_path, load);
     const ModelConfig& c = m.model->config();
     if (m.model->file().has("tokenizer.ggml.model")) {

@@ -29,6 +29,9 @@ struct ModelOptions {
     std::string moe_cpu_layers = "auto";  // auto or a layer count
     bool no_mmap = false;  // read the weights into memory instead of mapping them
     bool mlock = false;    // lock the weights in RAM
+    // Page a mapped model in on a background thread instead of before load_model returns
+    // (serve: the server answers at once; not a flag).
+    bool page_in_in_background = false;
 };
 
 void add_model_options(CLI::App* cmd, ModelOptions& options);

@@ -15,6 +15,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/background_page_in.h"
 #include "base/error.h"
 #include "base/file_image.h"
 #include "base/resident_memory.h"
@@ -107,6 +108,9 @@ public:
     // Keeps `lock` (an mlock over the parts' bytes) for as long as the file lives.
     void hold_lock(std::unique_ptr<MemoryLock> lock) { lock_ = std::move(lock); }
     bool locked() const { return lock_ != nullptr; }
+    // Keeps `page_in` (a thread paging the parts in) running until the file is destroyed.
+    void hold_page_in(std::unique_ptr<BackgroundPageIn> page_in) { page_in_ = std::move(page_in); }
+    const BackgroundPageIn* background_page_in() const { return page_in_.get(); }
     uint32_t version() const { return version_; }
     uint32_t alignment() const { return alignment_; }
     uint64_t data_offset() const { return data_offset_; }
@@ -170,6 +174,8 @@ private:
     std::vector<std::unique_ptr<GgufFile>> other_parts_;  // parts 1.. of a split model
     std::vector<GgufPart> parts_;
     std::unique_ptr<MemoryLock> lock_;  // released before the parts are unmapped
+    // Declared after the parts: stopped and joined before they are unmapped.
+    std::unique_ptr<BackgroundPageIn> page_in_;
     const uint8_t* base_ = nullptr;
     uint64_t size_ = 0;
     uint32_t version_ = 0;

@@ -64,6 +64,11 @@ std::unique_ptr<GgufFile> open_gguf_model(const std::string& path, const LoadOpt
             path, format_bytes(total), format_bytes(memory.available), memory.source,
             options.mlock ? ", not locked (--mlock ignored)" : "");
         mode = "mmap (larger than memory: read from disk as used)";
+    } else if (options.prefetch && !options.mlock && options.prefetch_in_background) {
+        std::vector<std::span<const uint8_t>> ranges;
+        for (const GgufPart& p : model->parts()) ranges.emplace_back(p.data, p.size);
+        model->hold_page_in(std::make_unique<BackgroundPageIn>(std::move(ranges)));
+        mode = "mmap (paging in, in the background)";
     } else if (options.prefetch && !options.mlock) {
         LoadProgress progress("paging in", total, n_parts, options.verbose);
         for (int i = 0; i < n_parts; ++i) {

@@ -21,6 +21,9 @@ struct LoadOptions {
     // Mapped: read every page in at load when the model fits in the available memory, as
     // llama.cpp does, so the first tokens do not wait on the disk.
     bool prefetch = true;
+    // With prefetch: page in on a thread (BackgroundPageIn) and return at once, so a server
+    // answers while the weights come in; without, page in before returning.
+    bool prefetch_in_background = false;
     // Progress, the memory warning and the summary line; off where only metadata is read.
     bool verbose = true;
 };
