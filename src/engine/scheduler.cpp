@@ -49,7 +49,22 @@ Scheduler::Scheduler(const Model& model, ThreadPool& pool, const SchedulerOption
     want_.reserve(options_.max_batch);
     row_slot_.reserve(options_.n_slots);
     logits_.resize(static_cast<size_t>(options_.n_slots) * model.config().n_vocab);
+    warm_up();
     thread_ = std::thread([this] { run(); });
+}
+
+void Scheduler::warm_up() {
+    // The first forward pass of a process pays once for what later ones find ready (scratch and
+    // KV memory touched for the first time, the thread pool waking up): tens of milliseconds
+    // that would otherwise land on the first request's first token. One token at slot 0's
+    // position 0 pays it now; the slot keeps no tokens, so the next request overwrites it.
+    const Stopwatch watch;
+    const int32_t token = 0;
+    const TokenPlace place{0, 0};
+    const uint8_t want = 1;
+    decoder_.eval(std::span<const int32_t>(&token, 1), std::span<const TokenPlace>(&place, 1),
+                  std::span<const uint8_t>(&want, 1), logits_.data());
+    log_debug("scheduler: warm-up forward pass in {:.1f} ms", watch.seconds() * 1e3);
 }
 
 Scheduler::~Scheduler() {

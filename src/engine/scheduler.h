@@ -102,6 +102,8 @@ class Scheduler {
         double admitted_at = 0.0, first_token_at = 0.0;
     };
 
+    // One forward pass at construction, so the first request does not pay for the first one.
+    void warm_up();
     void run();
     // Moves queued requests into free slots and drops cancelled ones; false when stopping.
     bool admit();
