@@ -7,14 +7,18 @@ namespace tandem::cuda {
 
 Stream::Stream() {
     check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
+    check(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming | cudaEventBlockingSync),
+          "cudaEventCreate");
 }
 
 Stream::~Stream() {
+    if (done_ != nullptr) cudaEventDestroy(done_);
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
 }
 
 void Stream::synchronize(const char* what) const {
-    check(cudaStreamSynchronize(stream_), what);
+    check(cudaEventRecord(done_, stream_), what);
+    check(cudaEventSynchronize(done_), what);
 }
 
 Event::Event() {

@@ -18,11 +18,13 @@ class Stream {
     Stream& operator=(const Stream&) = delete;
 
     cudaStream_t get() const { return stream_; }
-    // Waits for everything queued; throws Error naming `what` if a kernel failed.
+    // Waits for everything queued, asleep rather than spinning (a spinning host thread takes a
+    // core from the CPU executor's workers); throws Error naming `what` if a kernel failed.
     void synchronize(const char* what) const;
 
   private:
     cudaStream_t stream_ = nullptr;
+    cudaEvent_t done_ = nullptr;  // blocking-sync event that synchronize() waits on
 };
 
 // A CUDA event without timing (ordering between streams), owned.
