@@ -27,6 +27,7 @@ struct ModelOptions {
     double gpu_mem = 0;            // GiB the GPU backend may take; 0: free memory less a margin
     std::string moe_strategy = "auto";  // auto | fused | cpu
     std::string moe_cpu_layers = "auto";  // auto or a layer count
+    int moe_slots = 0;                     // offload's expert slots; 0: as many as fit
     bool no_mmap = false;  // read the weights into memory instead of mapping them
     bool mlock = false;    // lock the weights in RAM
     // Page a mapped model in on a background thread instead of before load_model returns

@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <map>
+#include <mutex>
 
 #include "base/error.h"
 
@@ -51,12 +53,34 @@ void PinnedMemoryKind::release(void* p) {
     cudaFreeHost(p);
 }
 
+namespace {
+
+// The process's registered host ranges and how many HostRegistrations hold each.
+std::mutex registry_mutex;
+std::map<std::pair<uintptr_t, uintptr_t>, int>& registry() {
+    static std::map<std::pair<uintptr_t, uintptr_t>, int> held;
+    return held;
+}
+
+}  // namespace
+
 HostRegistration::~HostRegistration() {
-    for (void* p : registered_) cudaHostUnregister(p);
+    release_all();
+}
+
+void HostRegistration::release_all() {
+    const std::lock_guard<std::mutex> lock(registry_mutex);
+    for (const Range& r : registered_) {
+        auto it = registry().find(r);
+        if (it == registry().end() || --it->second > 0) continue;
+        cudaHostUnregister(reinterpret_cast<void*>(r.first));
+        registry().erase(it);
+    }
+    registered_.clear();
+    registered_bytes_ = 0;
 }
 
 void HostRegistration::add(const void* data, size_t bytes) {
-    if (data == nullptr || bytes == 0) return;
     const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
     const uintptr_t begin = reinterpret_cast<uintptr_t>(data) / page * page;
     const uintptr_t end = (reinterpret_cast<uintptr_t>(data) + bytes + page - 1) / page * page;
@@ -65,8 +89,8 @@ void HostRegistration::add(const void* data, size_t bytes) {
 
 bool HostRegistration::register_all(std::string* why) {
     std::sort(ranges_.begin(), ranges_.end());
-    std::vector<std::pair<uintptr_t, uintptr_t>> merged;
-    for (const auto& r : ranges_) {
+    std::vector<Range> merged;
+    for (const Range& r : ranges_) {
         if (!merged.empty() && r.first <= merged.back().second) {
             merged.back().second = std::max(merged.back().second, r.second);
         } else {
@@ -74,21 +98,33 @@ bool HostRegistration::register_all(std::string* why) {
         }
     }
     ranges_.clear();
-    for (const auto& [begin, end] : merged) {
-        void* p = reinterpret_cast<void*>(begin);
-        const size_t n = end - begin;
-        // Read-only: a file mapped without write access can be registered too.
-        const cudaError_t e = cudaHostRegister(p, n, cudaHostRegisterPortable | cudaHostRegisterReadOnly);
+    for (const Range& r : merged) {
+        const size_t n = r.second - r.first;
+        cudaError_t e = cudaSuccess;
+        {
+            const std::lock_guard<std::mutex> lock(registry_mutex);
+            auto it = registry().find(r);
+            if (it != registry().end()) {
+                ++it->second;
+            } else {
+                // Read-only: a file mapped without write access can be registered too. Mapped:
+                // kernels may read it in place (the expert slots' copies).
+                e = cudaHostRegister(
+                    reinterpret_cast<void*>(r.first), n,
+                    cudaHostRegisterPortable | cudaHostRegisterMapped | cudaHostRegisterReadOnly);
+                if (e == cudaSuccess) registry()[r] = 1;
+            }
+        }
         if (e != cudaSuccess) {
             cudaGetLastError();
-            if (why != nullptr)
-                *why = fmt::format("cudaHostRegister of {:.2f} GiB: {}", gib(n), cudaGetErrorString(e));
-            for (void* q : registered_) cudaHostUnregister(q);
-            registered_.clear();
-            registered_bytes_ = 0;
+            if (why != nullptr) {
+                *why = fmt::format("cudaHostRegister of {:.2f} GiB: {}", gib(n),
+                                   cudaGetErrorString(e));
+            }
+            release_all();
             return false;
         }
-        registered_.push_back(p);
+        registered_.push_back(r);
         registered_bytes_ += n;
     }
     return true;

@@ -58,9 +58,11 @@ using DeviceBuffer = OwnedMemory<DeviceMemoryKind>;  // cudaMalloc
 using PinnedBuffer = OwnedMemory<PinnedMemoryKind>;  // cudaMallocHost
 
 // Host memory that is not CUDA's own (a mapped file, the model's buffers) registered with the
-// driver so the copy engines read it at the pinned rate, as read-only page-locked ranges;
-// unregistered when this goes. Ranges are widened to whole pages and merged first (a page may
-// be registered once only).
+// driver so the copy engines read it at the pinned rate and kernels may read it in place, as
+// read-only page-locked mapped ranges; unregistered when this goes. Ranges are widened to whole
+// pages and merged first (a page may be registered once only). A range that another
+// HostRegistration of the process holds already (two backends on one model) is shared with it:
+// the driver's registration goes with the last holder.
 class HostRegistration {
   public:
     HostRegistration() = default;
@@ -69,14 +71,17 @@ class HostRegistration {
     HostRegistration& operator=(const HostRegistration&) = delete;
 
     void add(const void* data, size_t bytes);
-    // Registers every range added; returns false (and unregisters what it had) when the driver
+    // Registers every range added; returns false (and releases what it had) when the driver
     // refuses one, with `why` saying so.
     bool register_all(std::string* why);
     size_t bytes() const { return registered_bytes_; }
 
   private:
-    std::vector<std::pair<uintptr_t, uintptr_t>> ranges_;  // [begin, end), pending
-    std::vector<void*> registered_;
+    using Range = std::pair<uintptr_t, uintptr_t>;  // [begin, end)
+    void release_all();
+
+    std::vector<Range> ranges_;      // pending
+    std::vector<Range> registered_;  // held in the process-wide table
     size_t registered_bytes_ = 0;
 };
 

@@ -3,6 +3,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cstdint>
+
 #include "base/error.h"
 
 namespace tandem {
@@ -38,8 +41,8 @@ MoeStrategy parse_moe_strategy(std::string_view name) {
     if (name == "auto") return MoeStrategy::kAuto;
     if (name == "fused") return MoeStrategy::kFused;
     if (name == "cpu") return MoeStrategy::kCpu;
-    fail("--moe-strategy: '{}' is not auto, fused or cpu (offload and hybrid are not built yet)",
-         name);
+    if (name == "offload") return MoeStrategy::kOffload;
+    fail("--moe-strategy: '{}' is not auto, fused, cpu or offload (hybrid is not built yet)", name);
 }
 
 const char* moe_strategy_name(MoeStrategy s) {
@@ -50,6 +53,8 @@ const char* moe_strategy_name(MoeStrategy s) {
             return "fused";
         case MoeStrategy::kCpu:
             return "cpu";
+        case MoeStrategy::kOffload:
+            return "offload";
     }
     return "?";
 }
@@ -68,7 +73,34 @@ ExpertPlacement place_experts(const PlacementNeeds& needs, const GpuOptions& o) 
     }
     const ExpertPlacement all_gpu = first_layers_on_cpu(needs, 0);
     const ExpertPlacement all_cpu = first_layers_on_cpu(needs, n_moe);
+    if (o.moe_slots < 0) fail("--moe-slots {} must be >= 0", o.moe_slots);
+    if (o.moe_slots > 0 && o.moe_strategy != MoeStrategy::kOffload)
+        fail("--moe-slots {}: expert slots are for --moe-strategy offload", o.moe_slots);
     switch (o.moe_strategy) {
+        case MoeStrategy::kOffload: {
+            if (o.moe_cpu_layers >= 0)
+                fail("--moe-cpu-layers with --moe-strategy offload, which keeps every layer's "
+                     "experts in host memory");
+            ExpertPlacement p = all_cpu;
+            if (n_moe == 0) return p;
+            const size_t room = budget - std::min(budget, p.gpu_bytes);
+            const int fit = static_cast<int>(
+                std::min<size_t>(room / std::max<size_t>(1, needs.slot_bytes), INT32_MAX));
+            const int n = o.moe_slots > 0 ? o.moe_slots : std::min(fit, needs.max_slots);
+            if (n > fit) {
+                fail("--moe-slots {}: {:.2f} GiB of slots but {:.2f} GiB are left beside the dense "
+                     "part ({} slots fit)",
+                     n, gib(n * needs.slot_bytes), gib(room), fit);
+            }
+            if (n < needs.min_slots) {
+                fail("--moe-strategy offload: a decode batch needs at least {} expert slots ({:.2f} "
+                     "GiB) but {} fit beside the dense part: use --moe-strategy cpu",
+                     needs.min_slots, gib(needs.min_slots * needs.slot_bytes), n);
+            }
+            p.n_slots = n;
+            p.gpu_bytes += static_cast<size_t>(n) * needs.slot_bytes;
+            return p;
+        }
         case MoeStrategy::kFused:
             if (o.moe_cpu_layers > 0)
                 fail("--moe-cpu-layers {} puts experts on the CPU: not with --moe-strategy fused",
@@ -108,6 +140,9 @@ ExpertPlacement place_experts(const PlacementNeeds& needs, const GpuOptions& o) 
 }
 
 std::string describe(const ExpertPlacement& p) {
+    if (p.n_slots > 0)
+        return fmt::format("offload (every routed expert in host memory, {} expert slots in VRAM)",
+                           p.n_slots);
     if (p.n_cpu_layers == 0) return "fused (every expert in VRAM)";
     if (p.n_cpu_layers == p.n_moe_layers) return "cpu (every routed expert on the CPU executor)";
     return fmt::format("the experts of {} of {} layers on the CPU executor, the others in VRAM",

@@ -12,11 +12,13 @@
 namespace tandem {
 
 // fused: every expert in VRAM. cpu: every routed expert on the CPU executor, everything else on
-// the GPU. auto: fused when the model fits the budget, otherwise the experts of as few layers as
-// needed on the CPU (the first ones, as llama.cpp's --n-cpu-moe).
-enum class MoeStrategy { kAuto, kFused, kCpu };
+// the GPU. offload: every routed expert in host memory, a cache of expert slots in VRAM (least
+// recently used) that decode steps copy missed experts into and compute them in. auto: fused when
+// the model fits the budget, otherwise the experts of as few layers as needed on the CPU (the
+// first ones, as llama.cpp's --n-cpu-moe).
+enum class MoeStrategy { kAuto, kFused, kCpu, kOffload };
 
-// "auto", "fused" or "cpu"; throws Error listing the strategies otherwise.
+// "auto", "fused", "cpu" or "offload"; throws Error listing the strategies otherwise.
 MoeStrategy parse_moe_strategy(std::string_view name);
 const char* moe_strategy_name(MoeStrategy s);
 
@@ -25,6 +27,7 @@ struct GpuOptions {
     double mem_gib = 0;  // what the GPU backend may take; 0: the free memory less a margin
     MoeStrategy moe_strategy = MoeStrategy::kAuto;
     int moe_cpu_layers = -1;  // layers whose experts stay on the CPU; -1: the strategy decides
+    int moe_slots = 0;        // offload: expert slots in VRAM; 0: as many as fit
 };
 
 // The sizes the decision is made from.
@@ -33,6 +36,11 @@ struct PlacementNeeds {
     std::vector<size_t> layer_expert_bytes;  // per layer; 0 for a layer without experts
     // VRAM taken as soon as any layer's experts are on the CPU (the prefill stream's buffers).
     size_t stream_bytes = 0;
+    // offload: the bytes of one expert slot, the fewest slots a decode batch needs, and the most
+    // that can be used (every expert of every layer).
+    size_t slot_bytes = 0;
+    int min_slots = 0;
+    int max_slots = 0;
     size_t budget_bytes = 0;
 };
 
@@ -40,6 +48,7 @@ struct ExpertPlacement {
     std::vector<bool> experts_on_cpu;  // per layer
     int n_cpu_layers = 0;              // MoE layers whose experts are on the CPU
     int n_moe_layers = 0;
+    int n_slots = 0;                   // offload: expert slots in VRAM (0: not offload)
     size_t gpu_bytes = 0;              // what the GPU holds under this placement
 };
 
@@ -47,7 +56,7 @@ struct ExpertPlacement {
 // (the dense part's minimum, the strategy or layer count that fits).
 ExpertPlacement place_experts(const PlacementNeeds& needs, const GpuOptions& options);
 
-// "fused", "cpu", or "N of M layers' experts on the CPU", for logs.
+// "fused", "cpu", "offload with N slots" or "N of M layers' experts on the CPU", for logs.
 std::string describe(const ExpertPlacement& p);
 
 }  // namespace tandem

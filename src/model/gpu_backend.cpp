@@ -163,8 +163,18 @@ GpuBackend::GpuBackend(const Model& model, ThreadPool& pool, const CpuBackendOpt
                 e->bias = image_.device(e->bias);
             }
         }
-        expert_stream_ = std::make_unique<GpuExpertStream>(std::move(host_layers));
+        expert_stream_ = std::make_unique<GpuExpertStream>(host_layers);
         log_info("expert stream: {}", expert_stream_->host_memory());
+        if (placement_.n_slots > 0) {
+            if (!expert_stream_->pinned()) {
+                fail("--moe-strategy offload: the expert slots read host experts in place, which "
+                     "needs them registered with the driver: {}",
+                     expert_stream_->host_memory());
+            }
+            expert_slots_ = std::make_unique<GpuExpertSlots>(host_layers, placement_.n_slots);
+            slot_routes_ = reinterpret_cast<Route*>(
+                device_floats(2 * static_cast<size_t>(cuda::kMaxSlotRoutes), "slot routes"));
+        }
     }
 
     // The KV cache and the scratch.
@@ -241,6 +251,12 @@ GpuBackend::GpuBackend(const Model& model, ThreadPool& pool, const CpuBackendOpt
 
 GpuBackend::~GpuBackend() {
     cudaStreamSynchronize(stream_.get());
+    if (expert_slots_) {
+        const auto [hits, misses] = expert_slots_->counts();
+        log_info("expert slots: {} hits, {} misses ({:.1f}% hits) in {} slots", hits, misses,
+                 100.0 * static_cast<double>(hits) / static_cast<double>(std::max<uint64_t>(1, hits + misses)),
+                 expert_slots_->n_slots());
+    }
     if (batch_copied_ != nullptr) cudaEventDestroy(batch_copied_);
 }
 
@@ -321,6 +337,16 @@ size_t GpuBackend::place_weights(const GpuOptions& gpu, size_t kv_and_activation
         widest = std::max(widest, e.device_bytes() + 3 * cuda::kDeviceAlignment);
     }
     needs.stream_bytes = 2 * widest;
+    std::vector<MoeLayer> expert_layers;
+    for (const LayerWeights& L : host.layers) expert_layers.push_back(L.experts);
+    needs.slot_bytes = static_cast<size_t>(GpuExpertSlots::slot_bytes(expert_layers));
+    // A decode batch's distinct experts per layer must all have slots at once.
+    const int decode_tokens = std::min(options_.max_batch, cuda::kSmallBatch);
+    needs.min_slots = std::min(decode_tokens * std::max(1, c_.n_expert_used), c_.n_expert);
+    needs.max_slots = static_cast<int>(std::count_if(needs.layer_expert_bytes.begin(),
+                                                     needs.layer_expert_bytes.end(),
+                                                     [](size_t b) { return b > 0; })) *
+                      c_.n_expert;
     needs.budget_bytes = budget_;
     placement_ = place_experts(needs, gpu);
     for_each_weight_range(host, c_, [&](const void* p, size_t n, int layer) {
@@ -573,7 +599,13 @@ void GpuBackend::moe(int layer, Act logits, Act in, Act out) {
     cuda::route_topk(rows(scores), routing_, routes_, st);
     if (!placement_.experts_on_cpu[layer]) {
         scope.reset();
-        gpu_experts(m, in, out);
+        gpu_experts(m, routes_, in, out);
+    } else if (expert_slots_ && n <= cuda::kSmallBatch) {
+        scope.emplace(profile_, "moe expert slots", st);
+        const MoeLayer slotted =
+            expert_slots_->prepare(layer, routes_, n * c_.n_expert_used, slot_routes_, st);
+        scope.reset();
+        gpu_experts(slotted, slot_routes_, in, out);
     } else if (n < kStreamMinTokens) {
         scope.emplace(profile_, "moe experts on the cpu", st);
         cpu_experts_->enqueue(layer, in.data, in.stride, routes_, n, out.data, out.stride, st);
@@ -581,26 +613,26 @@ void GpuBackend::moe(int layer, Act logits, Act in, Act out) {
         scope.emplace(profile_, "moe expert stream wait", st);
         const MoeLayer streamed = expert_stream_->acquire(layer, st);
         scope.reset();
-        gpu_experts(streamed, in, out);
+        gpu_experts(streamed, routes_, in, out);
         expert_stream_->release(layer, st);
     }
 }
 
-void GpuBackend::gpu_experts(const MoeLayer& m, Act in, Act out) {
+void GpuBackend::gpu_experts(const MoeLayer& m, const Route* routes, Act in, Act out) {
     const int n = in.rows, k = c_.n_expert_used, n_routes = n * k;
     const cudaStream_t st = stream_.get();
     std::optional<cuda::OpProfile::Scope> scope;
     cuda::ExpertGroups groups;
     const cuda::ExpertGroups* grouped = nullptr;
     if (n > cuda::kSmallBatch) {
-        groups = cuda::group_routes(routes_, n_routes, m.n_expert, groups_, st);
+        groups = cuda::group_routes(routes, n_routes, m.n_expert, groups_, st);
         grouped = &groups;
     }
     const int64_t F = m.n_ff, E = m.n_embd;
     scope.emplace(profile_, "moe experts", st);
-    cuda::matmul_routed(ctx_, m.gate, routes_, n_routes, k, rounded_input(in, m.gate.matrix),
+    cuda::matmul_routed(ctx_, m.gate, routes, n_routes, k, rounded_input(in, m.gate.matrix),
                         in.stride, expert_gate_, F, grouped);
-    cuda::matmul_routed(ctx_, m.up, routes_, n_routes, k, rounded_input(in, m.up.matrix), in.stride,
+    cuda::matmul_routed(ctx_, m.up, routes, n_routes, k, rounded_input(in, m.up.matrix), in.stride,
                         expert_up_, F, grouped);
     const cuda::DeviceRows gate{expert_gate_, n_routes, F, F}, up{expert_up_, n_routes, F, F};
     cuda::glu(m.activation, gate, up, gate, st);
@@ -610,9 +642,9 @@ void GpuBackend::gpu_experts(const MoeLayer& m, Act in, Act out) {
         cuda::round_activations(gate, m.down.matrix.format->dot_type, up, st);
         down_in = expert_up_;
     }
-    cuda::matmul_routed(ctx_, m.down, routes_, n_routes, 1, down_in, F, expert_down_, E, grouped);
+    cuda::matmul_routed(ctx_, m.down, routes, n_routes, 1, down_in, F, expert_down_, E, grouped);
     scope.emplace(profile_, "moe sum", st);
-    cuda::moe_weighted_sum(expert_down_, E, routes_, k, rows(out), st);
+    cuda::moe_weighted_sum(expert_down_, E, routes, k, rows(out), st);
 }
 
 void GpuBackend::matmul_heads(const ExpertMatrix& w, int n_heads, Act in, int64_t in_head_stride, Act out,

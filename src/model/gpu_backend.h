@@ -4,7 +4,8 @@
 // rope, attention, and MoE layers: routing on the device, then the experts either resident in
 // VRAM (grouped expert products and the weighted sum on the device) or, for the layers the
 // expert placement (model/expert_placement.h) leaves in host memory, computed by the CPU executor
-// within the stream (model/gpu_cpu_experts.h). Decode batches (up to cuda::kSmallBatch tokens)
+// within the stream (model/gpu_cpu_experts.h), or, under the offload strategy, copied into a cache
+// of expert slots in VRAM and computed there (model/gpu_expert_slots.h). Decode batches (up to cuda::kSmallBatch tokens)
 // are recorded once per size as CUDA graphs and replayed.
 #pragma once
 
@@ -26,6 +27,7 @@
 #include "model/cpu_backend.h"
 #include "model/expert_placement.h"
 #include "model/gpu_cpu_experts.h"
+#include "model/gpu_expert_slots.h"
 #include "model/gpu_expert_stream.h"
 #include "model/model.h"
 #include "model/ops.h"
@@ -81,8 +83,8 @@ class GpuBackend final : public Ops {
     // returns the bytes the GPU holds.
     size_t place_weights(const GpuOptions& gpu, size_t kv_and_activation_bytes);
     void upload_weights();
-    // The routed experts of m over `in` (routes_ chosen) into out, on the GPU.
-    void gpu_experts(const MoeLayer& m, Act in, Act out);
+    // The routed experts of m over `in` (`routes` naming m's experts) into out, on the GPU.
+    void gpu_experts(const MoeLayer& m, const Route* routes, Act in, Act out);
     // Waits for the stream; throws the first error of a kernel or of the CPU experts.
     void synchronize(const char* what);
     float* device_floats(size_t n, const char* what);
@@ -104,6 +106,7 @@ class GpuBackend final : public Ops {
     ExpertPlacement placement_;
     std::unique_ptr<GpuCpuExperts> cpu_experts_;  // the layers whose experts are on the CPU
     std::unique_ptr<GpuExpertStream> expert_stream_;  // their experts for prefill batches
+    std::unique_ptr<GpuExpertSlots> expert_slots_;    // offload: their experts for decode
     std::vector<cuda::DeviceBuffer> buffers_;
 
     cuda::DeviceKv kv_;
@@ -130,6 +133,7 @@ class GpuBackend final : public Ops {
     RoutingParams routing_;
     Act router_logits_;             // [T × n_expert]
     Route* routes_ = nullptr;       // [T · k]
+    Route* slot_routes_ = nullptr;  // offload: routes_ naming slots [kSmallBatch · k]
     float* expert_gate_ = nullptr;  // [T · k × n_ff_exp]
     float* expert_up_ = nullptr;    // [T · k × n_ff_exp]
     float* expert_down_ = nullptr;  // [T · k × n_embd]

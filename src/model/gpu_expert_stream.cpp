@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdint>
 
 #include "base/error.h"
 #include "base/log.h"
@@ -48,7 +49,16 @@ GpuExpertStream::GpuExpertStream(std::vector<MoeLayer> layers)
         if (m.n_expert == 0) continue;
         ordinal_[il] = static_cast<int>(host_layers_.size());
         host_layers_.push_back(static_cast<int>(il));
-        for (const ExpertMatrix* e : parts(m)) registration_.add(e->matrix.data, tensor_bytes(*e, m.n_expert));
+        // One range per layer, from its first expert byte to its last: every placement then
+        // registers the same ranges, which two backends on one model share (cuda/memory.h).
+        uintptr_t lo = UINTPTR_MAX, hi = 0;
+        for (const ExpertMatrix* e : parts(m)) {
+            if (e->matrix.empty()) continue;
+            const auto begin = reinterpret_cast<uintptr_t>(e->matrix.data);
+            lo = std::min(lo, begin);
+            hi = std::max(hi, begin + tensor_bytes(*e, m.n_expert));
+        }
+        if (hi > lo) registration_.add(reinterpret_cast<const void*>(lo), hi - lo);
         bytes = std::max(bytes, part_offsets(m)[3]);
     }
     for (Buffer& b : buffers_) b.memory = cuda::DeviceBuffer(bytes, "the prefill expert stream");

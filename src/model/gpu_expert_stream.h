@@ -37,6 +37,8 @@ class GpuExpertStream {
 
     // What registering the host ranges gave: pinned GiB, or why the copies run pageable.
     const std::string& host_memory() const { return host_memory_; }
+    // Whether the host experts are registered with the driver (pinned and mapped).
+    bool pinned() const { return registration_.bytes() > 0; }
 
   private:
     struct Buffer {

@@ -241,6 +241,13 @@ GpuOptions strategy(MoeStrategy s, int cpu_layers = -1) {
     return g;
 }
 
+// offload with one layer's worth of slots: every layer's experts evict the last one's.
+GpuOptions offload_evicting(const Model& model) {
+    GpuOptions g = strategy(MoeStrategy::kOffload);
+    g.moe_slots = model.config().n_expert;
+    return g;
+}
+
 const std::vector<SynthCase>& strategy_cases() {
     using T = GgmlType;
     static const std::vector<SynthCase> list = {
@@ -252,7 +259,7 @@ const std::vector<SynthCase>& strategy_cases() {
 }
 
 // Prompts of 70 tokens in one batch stream the host layers' experts to the GPU; in batches of 16
-// the CPU executor computes them.
+// the CPU executor computes them; in batches of 8 under offload the expert slots hold them.
 TEST(GpuExpertStrategies, PrefillLogitsMatchResidentExperts) {
     TANDEM_REQUIRE_GPU();
     testing::TempDir dir;
@@ -272,7 +279,22 @@ TEST(GpuExpertStrategies, PrefillLogitsMatchResidentExperts) {
                                                   (batch == 70 ? " streamed" : " cpu executor") +
                                                   " vs fused");
                 // Streamed experts run the resident ones' kernels on the same bytes.
-                if (batch == 70) EXPECT_EQ(cmp.worst_abs, 0.0) << c.name << " " << name;
+                if (batch == 70) {
+                    EXPECT_EQ(cmp.worst_abs, 0.0) << c.name << " " << name;
+                }
+            }
+        }
+        // Slotted experts too, evicted or not (against fused in the same batches: decode-sized
+        // batches take other attention kernels).
+        const std::vector<float> fused8 = all_logits(*model, tokens, Device::kCuda, KvType::kF32,
+                                                     strategy(MoeStrategy::kFused), 8);
+        for (const GpuOptions& gpu : {strategy(MoeStrategy::kOffload), offload_evicting(*model)}) {
+            for (int batch : {70, 8}) {
+                const LogitComparison cmp = compare_logits(
+                    batch == 8 ? fused8 : fused,
+                    all_logits(*model, tokens, Device::kCuda, KvType::kF32, gpu, batch), V);
+                EXPECT_EQ(cmp.worst_abs, 0.0) << c.name << " offload, " << gpu.moe_slots
+                                              << " slots, batches of " << batch;
             }
         }
     }
@@ -298,16 +320,22 @@ TEST(GpuExpertStrategies, GreedyTokensMatchFused) {
         Session cpu(*model, pool(), o);
         o.gpu = strategy(MoeStrategy::kAuto, 2);
         Session mixed(*model, pool(), o);
-        Session* others[] = {&cpu, &mixed};
+        o.gpu = offload_evicting(*model);
+        Session offload(*model, pool(), o);
+        Session* others[] = {&cpu, &mixed, &offload};
+        constexpr int kOthers = 3, kOffload = 2;
         std::span<const float> f = fused.feed(prompt);
-        std::span<const float> g[] = {cpu.feed(prompt), mixed.feed(prompt)};
+        std::span<const float> g[] = {cpu.feed(prompt), mixed.feed(prompt), offload.feed(prompt)};
+        int offload_differs = 0;
         int same = 0, ties = 0;
         auto argmax = [](std::span<const float> row) {
             return static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
         };
         for (int step = 0; step < 128; ++step) {
             const int32_t token = argmax(f);
-            for (int j = 0; j < 2; ++j) {
+            // The slots compute with the resident experts' kernels on the same bytes.
+            offload_differs += !std::equal(f.begin(), f.end(), g[kOffload].begin());
+            for (int j = 0; j < kOthers; ++j) {
                 const int32_t theirs = argmax(g[j]);
                 if (theirs == token) {
                     ++same;
@@ -321,11 +349,13 @@ TEST(GpuExpertStrategies, GreedyTokensMatchFused) {
                 ++ties;
             }
             f = fused.feed(std::span<const int32_t>(&token, 1));
-            for (int j = 0; j < 2; ++j) g[j] = others[j]->feed(std::span<const int32_t>(&token, 1));
+            for (int j = 0; j < kOthers; ++j)
+                g[j] = others[j]->feed(std::span<const int32_t>(&token, 1));
         }
-        std::printf("[ %s ] 128 greedy steps x 2 strategies: fused's token %d times, a tie %d\n",
+        std::printf("[ %s ] 128 greedy steps x 3 strategies: fused's token %d times, a tie %d\n",
                     c.name.c_str(), same, ties);
-        EXPECT_GE(same, 2 * 120) << c.name;
+        EXPECT_GE(same, kOthers * 120) << c.name;
+        EXPECT_EQ(offload_differs, 0) << c.name << ": offload's logits differ from fused's";
     }
 }
 

@@ -104,7 +104,44 @@ TEST(ExpertPlacement, RefusesWhatDoesNotFitInOneLine) {
     }
 }
 
+// offload: every layer's experts in host memory, the slots that fit beside the dense part (and the
+// stream), never more than there are experts, never fewer than a decode batch needs.
+TEST(ExpertPlacement, OffloadFillsTheRestWithSlots) {
+    PlacementNeeds n = needs(5.25);
+    n.stream_bytes = kGiB;
+    n.slot_bytes = kGiB / 4;
+    n.min_slots = 4;
+    n.max_slots = 300;
+    GpuOptions o = options(MoeStrategy::kOffload);
+    ExpertPlacement p = place_experts(n, o);
+    EXPECT_EQ(p.experts_on_cpu, (std::vector<bool>{false, true, true, true}));
+    EXPECT_EQ(p.n_slots, 5);  // 1.25 GiB beside 3 GiB dense and 1 GiB of stream
+    EXPECT_EQ(p.gpu_bytes, 4 * kGiB + 5 * n.slot_bytes);
+    EXPECT_EQ(describe(p), "offload (every routed expert in host memory, 5 expert slots in VRAM)");
+    n.max_slots = 3 + 1;
+    n.budget_bytes = 100 * kGiB;
+    EXPECT_EQ(place_experts(n, o).n_slots, 4);  // every expert has one
+    o.moe_slots = 4;
+    n.budget_bytes = static_cast<size_t>(5.25 * kGiB);
+    EXPECT_EQ(place_experts(n, o).n_slots, 4);
+    o.moe_slots = 6;
+    EXPECT_NE(error_of(n, o).find("--moe-slots 6: 1.50 GiB of slots but 1.25 GiB are left beside "
+                                  "the dense part (5 slots fit)"),
+              std::string::npos);
+    o.moe_slots = 0;
+    n.budget_bytes = static_cast<size_t>(4.5 * kGiB);  // 2 slots fit, a decode batch needs 4
+    EXPECT_NE(error_of(n, o).find("needs at least 4 expert slots (1.00 GiB) but 2 fit"),
+              std::string::npos);
+    EXPECT_NE(error_of(n, options(MoeStrategy::kOffload, 1)).find("--moe-cpu-layers with"),
+              std::string::npos);
+    GpuOptions fused_with_slots = options(MoeStrategy::kFused);
+    fused_with_slots.moe_slots = 3;
+    EXPECT_NE(error_of(needs(100), fused_with_slots).find("slots are for --moe-strategy offload"),
+              std::string::npos);
+}
+
 TEST(ExpertPlacement, ParsesStrategies) {
+    EXPECT_EQ(parse_moe_strategy("offload"), MoeStrategy::kOffload);
     EXPECT_EQ(parse_moe_strategy("auto"), MoeStrategy::kAuto);
     EXPECT_EQ(parse_moe_strategy("fused"), MoeStrategy::kFused);
     EXPECT_EQ(parse_moe_strategy("cpu"), MoeStrategy::kCpu);
@@ -112,7 +149,7 @@ TEST(ExpertPlacement, ParsesStrategies) {
         parse_moe_strategy("gpu");
         ADD_FAILURE() << "'gpu' accepted";
     } catch (const Error& e) {
-        EXPECT_NE(std::string(e.what()).find("'gpu' is not auto, fused or cpu"), std::string::npos);
+        EXPECT_NE(std::string(e.what()).find("'gpu' is not auto, fused, cpu or offload"), std::string::npos);
     }
 }
 

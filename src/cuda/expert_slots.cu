@@ -1,0 +1,133 @@
+// The expert slot cache's kernels.
+#include "cuda/expert_slots.h"
+
+#include "cuda/check.h"
+
+namespace tandem::cuda {
+namespace {
+
+constexpr int kAssignThreads = 256;
+constexpr int kFillThreads = 256;
+constexpr int kFillBlocksPerExpert = 64;
+
+// One block: the routes' distinct experts in route order (thread 0: a deterministic order), the
+// hits marked used in parallel, then each miss in turn takes the slot of smallest
+// (last_used, index) among those not used now, found by a block-wide minimum.
+__global__ void assign_slots_kernel(const Route* routes, int n_routes, int layer, SlotTable t,
+                                    Route* slot_routes) {
+    __shared__ int32_t distinct[kMaxSlotRoutes];
+    __shared__ int32_t slot_for[kMaxSlotRoutes];
+    __shared__ int n_distinct;
+    __shared__ uint32_t now;
+    __shared__ unsigned long long best;
+    const int tid = threadIdx.x;
+    if (tid == 0) {
+        now = ++*t.clock;
+        int n = 0;
+        for (int j = 0; j < n_routes; ++j) {
+            const int e = routes[j].expert;
+            if (e < 0) continue;
+            bool seen = false;
+            for (int i = 0; i < n && !seen; ++i) seen = distinct[i] == e;
+            if (!seen) distinct[n++] = e;
+        }
+        n_distinct = n;
+        *t.n_fills = 0;
+    }
+    __syncthreads();
+    const int64_t base = static_cast<int64_t>(layer) * t.n_expert;
+    for (int i = tid; i < n_distinct; i += blockDim.x) {
+        const int slot = t.slot_of[base + distinct[i]];
+        slot_for[i] = slot;
+        if (slot >= 0) t.last_used[slot] = now;
+    }
+    __syncthreads();
+    int hits = 0;
+    for (int i = 0; i < n_distinct; ++i) {
+        if (slot_for[i] >= 0) {
+            ++hits;
+            continue;
+        }
+        if (tid == 0) best = ~0ull;
+        __syncthreads();
+        unsigned long long mine = ~0ull;
+        for (int s = tid; s < t.n_slots; s += blockDim.x) {
+            const uint32_t used = t.last_used[s];
+            if (used == now) continue;
+            const unsigned long long key = (static_cast<unsigned long long>(used) << 32) | s;
+            mine = key < mine ? key : mine;
+        }
+        atomicMin(&best, mine);
+        __syncthreads();
+        if (tid == 0) {
+            const int victim = static_cast<int>(best & 0xffffffffu);  // n_slots > distinct: found
+            const int old = t.owner[victim];
+            if (old >= 0) t.slot_of[old] = -1;
+            t.owner[victim] = static_cast<int32_t>(base + distinct[i]);
+            t.slot_of[base + distinct[i]] = victim;
+            t.last_used[victim] = now;
+            slot_for[i] = victim;
+            const int f = (*t.n_fills)++;
+            t.fill_slot[f] = victim;
+            t.fill_expert[f] = distinct[i];
+        }
+        __syncthreads();
+    }
+    if (tid == 0) {
+        t.counts[0] += hits;
+        t.counts[1] += n_distinct - hits;
+    }
+    for (int j = tid; j < n_routes; j += blockDim.x) {
+        const Route r = routes[j];
+        int slot = -1;
+        for (int i = 0; i < n_distinct && r.expert >= 0; ++i) {
+            if (distinct[i] == r.expert) slot = slot_for[i];
+        }
+        slot_routes[j] = {slot, r.weight};
+    }
+}
+
+// Blocks (x, f): fill f's parts, each split over kFillBlocksPerExpert blocks; 16-byte words where
+// both ends allow, bytes otherwise.
+__global__ void fill_slots_kernel(SlotLayer l, SlotTable t, SlotMemory m) {
+    const int f = blockIdx.y;
+    if (f >= *t.n_fills) return;
+    const int slot = t.fill_slot[f], e = t.fill_expert[f];
+    for (int p = 0; p < 3; ++p) {
+        if (l.bytes[p] == 0) continue;
+        const uint8_t* src = l.source[p] + e * l.stride[p];
+        uint8_t* dst = m.base + slot * m.slot_bytes + l.offset[p];
+        const int64_t n = l.bytes[p];
+        const bool wide = ((reinterpret_cast<uintptr_t>(src) | reinterpret_cast<uintptr_t>(dst) |
+                            static_cast<uintptr_t>(n)) & 15) == 0;
+        const int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+        const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+        if (wide) {
+            const uint4* s = reinterpret_cast<const uint4*>(src);
+            uint4* d = reinterpret_cast<uint4*>(dst);
+            for (int64_t i = first; i < n / 16; i += step) d[i] = s[i];
+        } else {
+            for (int64_t i = first; i < n; i += step) dst[i] = src[i];
+        }
+        if (blockIdx.x == 0 && threadIdx.x == 0 && l.scales[p] != nullptr)
+            m.scales[p][slot] = l.scales[p][e];
+    }
+}
+
+}  // namespace
+
+void assign_slots(const Route* routes, int n_routes, int layer, const SlotTable& table,
+                  Route* slot_routes, cudaStream_t stream) {
+    assign_slots_kernel<<<1, kAssignThreads, 0, stream>>>(routes, n_routes, layer, table,
+                                                          slot_routes);
+    check_launch("assign_slots");
+}
+
+void fill_slots(const SlotLayer& layer, const SlotTable& table, const SlotMemory& memory,
+                int max_fills, cudaStream_t stream) {
+    const dim3 grid(kFillBlocksPerExpert, max_fills);
+    fill_slots_kernel<<<grid, kFillThreads, 0, stream>>>(layer, table, memory);
+    check_launch("fill_slots");
+}
+
+}  // namespace tandem::cuda

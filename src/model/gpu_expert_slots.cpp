@@ -1,0 +1,124 @@
+// The offload strategy's expert slots.
+#include "model/gpu_expert_slots.h"
+
+#include <algorithm>
+
+#include "base/error.h"
+#include "cuda/check.h"
+
+namespace tandem {
+namespace {
+
+const ExpertMatrix* part(const MoeLayer& m, int p) {
+    return p == 0 ? &m.gate : p == 1 ? &m.up : &m.down;
+}
+ExpertMatrix* part(MoeLayer& m, int p) {
+    return p == 0 ? &m.gate : p == 1 ? &m.up : &m.down;
+}
+
+int64_t expert_bytes(const ExpertMatrix& e) {
+    return e.matrix.empty() ? 0 : e.matrix.rows * static_cast<int64_t>(e.matrix.row_bytes);
+}
+
+}  // namespace
+
+int64_t GpuExpertSlots::slot_bytes(const std::vector<MoeLayer>& layers) {
+    int64_t widest = 0;
+    for (const MoeLayer& m : layers) {
+        if (m.n_expert == 0) continue;
+        int64_t bytes = 0;
+        for (int p = 0; p < 3; ++p) bytes += cuda::align_up(expert_bytes(*part(m, p)));
+        widest = std::max(widest, bytes);
+    }
+    return widest;
+}
+
+GpuExpertSlots::GpuExpertSlots(const std::vector<MoeLayer>& layers, int n_slots)
+    : layers_(layers), sources_(layers.size()) {
+    int n_expert = 0;
+    for (const MoeLayer& m : layers) n_expert = std::max(n_expert, m.n_expert);
+    for (size_t il = 0; il < layers.size(); ++il) {
+        const MoeLayer& m = layers[il];
+        if (m.n_expert == 0) continue;
+        cuda::SlotLayer& s = sources_[il];
+        int64_t at = 0;
+        for (int p = 0; p < 3; ++p) {
+            const ExpertMatrix& e = *part(m, p);
+            if (e.matrix.empty()) continue;
+            // A bias is indexed by expert, and the slot products index by slot.
+            if (e.bias != nullptr) fail("--moe-strategy offload: expert biases are not supported");
+            void* device = nullptr;
+            cuda::check(cudaHostGetDevicePointer(&device, const_cast<uint8_t*>(e.matrix.data), 0),
+                        "mapping host experts for the slot cache");
+            s.source[p] = static_cast<const uint8_t*>(device);
+            s.stride[p] = e.expert_stride;
+            s.bytes[p] = expert_bytes(e);
+            s.offset[p] = at;
+            s.scales[p] = e.scales;
+            at += cuda::align_up(s.bytes[p]);
+        }
+    }
+    // The table: slot_of, owner, last_used, clock, fills, counts, in one allocation.
+    const size_t n_owned = static_cast<size_t>(layers.size()) * n_expert;
+    const size_t words = n_owned + 2 * static_cast<size_t>(n_slots) + 1 +
+                         2 * cuda::kMaxSlotRoutes + 1;
+    state_ = cuda::DeviceBuffer(cuda::align_up(sizeof(int32_t) * words) + 2 * sizeof(uint64_t),
+                                "the expert slot table");
+    int32_t* w = state_.as<int32_t>();
+    table_.slot_of = w;
+    table_.owner = w + n_owned;
+    table_.last_used = reinterpret_cast<uint32_t*>(table_.owner + n_slots);
+    table_.clock = table_.last_used + n_slots;
+    table_.fill_slot = reinterpret_cast<int32_t*>(table_.clock + 1);
+    table_.fill_expert = table_.fill_slot + cuda::kMaxSlotRoutes;
+    table_.n_fills = table_.fill_expert + cuda::kMaxSlotRoutes;
+    table_.counts = reinterpret_cast<uint64_t*>(state_.as<uint8_t>() +
+                                                cuda::align_up(sizeof(int32_t) * words));
+    table_.n_slots = n_slots;
+    table_.n_expert = n_expert;
+    // -1 everywhere in slot_of and owner; zeros after them.
+    cuda::check(cudaMemset(table_.slot_of, 0xff, sizeof(int32_t) * (n_owned + n_slots)),
+                "clearing the expert slot table");
+    cuda::check(cudaMemset(table_.last_used, 0,
+                           state_.bytes() - sizeof(int32_t) * (n_owned + n_slots)),
+                "clearing the expert slot table");
+
+    slots_.slot_bytes = slot_bytes(layers);
+    const size_t scale_bytes = cuda::align_up(sizeof(float) * n_slots);
+    memory_ = cuda::DeviceBuffer(static_cast<size_t>(n_slots) * slots_.slot_bytes + 3 * scale_bytes,
+                                 "the expert slots");
+    slots_.base = memory_.as<uint8_t>();
+    for (int p = 0; p < 3; ++p) {
+        slots_.scales[p] = reinterpret_cast<float*>(
+            slots_.base + static_cast<size_t>(n_slots) * slots_.slot_bytes + p * scale_bytes);
+    }
+}
+
+MoeLayer GpuExpertSlots::prepare(int layer, const Route* routes, int n_routes, Route* slot_routes,
+                                 cudaStream_t stream) {
+    if (layer < 0 || layer >= static_cast<int>(layers_.size()) || layers_[layer].n_expert == 0)
+        fail("moe: layer {} has no experts in host memory", layer);
+    if (n_routes > cuda::kMaxSlotRoutes)
+        fail("moe: {} routes for the expert slots (at most {})", n_routes, cuda::kMaxSlotRoutes);
+    cuda::assign_slots(routes, n_routes, layer, table_, slot_routes, stream);
+    cuda::fill_slots(sources_[layer], table_, slots_, n_routes, stream);
+    MoeLayer view = layers_[layer];
+    for (int p = 0; p < 3; ++p) {
+        ExpertMatrix& e = *part(view, p);
+        if (e.matrix.empty()) continue;
+        e.matrix.data = slots_.base + sources_[layer].offset[p];
+        e.expert_stride = slots_.slot_bytes;
+        if (e.scales != nullptr) e.scales = slots_.scales[p];
+    }
+    view.n_expert = table_.n_slots;  // the routes now name slots
+    return view;
+}
+
+std::pair<uint64_t, uint64_t> GpuExpertSlots::counts() const {
+    uint64_t c[2] = {0, 0};
+    cuda::check(cudaMemcpy(c, table_.counts, sizeof(c), cudaMemcpyDeviceToHost),
+                "reading the expert slot counts");
+    return {c[0], c[1]};
+}
+
+}  // namespace tandem

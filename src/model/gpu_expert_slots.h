@@ -1,0 +1,47 @@
+// The `offload` strategy's expert slots: a cache of VRAM slots, each holding one expert (gate, up
+// and down) of any host layer, filled from host memory when a decode step routes to an expert
+// that has none and computed by the same kernels as resident experts (cuda/expert_slots.h keeps
+// the table and does the copies on the device, inside the step's CUDA graph).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "cpu/moe_layer.h"
+#include "cuda/expert_slots.h"
+#include "cuda/memory.h"
+
+namespace tandem {
+
+class GpuExpertSlots {
+  public:
+    // The bytes one slot takes to hold an expert of any of `layers` (n_expert 0: not a host layer).
+    static int64_t slot_bytes(const std::vector<MoeLayer>& layers);
+
+    // layers: as GpuExpertStream takes them (host matrices, device scales); the host matrices must
+    // be registered with the driver as mapped memory. n_slots >= the distinct experts of a decode
+    // batch.
+    GpuExpertSlots(const std::vector<MoeLayer>& layers, int n_slots);
+
+    // Queues on `stream`: the slots of the experts `routes` names (n_routes of them), the copies
+    // of the missed ones, and slot_routes (the routes naming slots); returns the layer's experts
+    // as a view over the slots, for the routed products with slot_routes.
+    MoeLayer prepare(int layer, const Route* routes, int n_routes, Route* slot_routes,
+                     cudaStream_t stream);
+
+    int n_slots() const { return table_.n_slots; }
+    // Hits and misses so far (distinct experts per call); waits for the device.
+    std::pair<uint64_t, uint64_t> counts() const;
+
+  private:
+    std::vector<MoeLayer> layers_;
+    std::vector<cuda::SlotLayer> sources_;  // per layer
+    cuda::DeviceBuffer state_;
+    cuda::DeviceBuffer memory_;
+    cuda::SlotTable table_;
+    cuda::SlotMemory slots_;
+};
+
+}  // namespace tandem
