@@ -13,7 +13,7 @@ shards=$(nproc)
 for t in test_base test_kernels; do
   pids=()
   for ((i = 0; i < shards; ++i)); do
-    GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i \
+    TANDEM_UNDER_QEMU=1 GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i \
       qemu-aarch64 -L /usr/aarch64-linux-gnu "$dir/tests/$t" --gtest_brief=1 &
     pids+=($!)
   done
