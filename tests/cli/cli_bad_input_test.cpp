@@ -169,6 +169,10 @@ TEST_F(CliBadInput, DevicesAndGpuMemory) {
     }
     expect_one_line_error("run -m " + model_ + " -p hi --moe-strategy gpu",
                           "--moe-strategy: 'gpu' is not auto, fused, cpu or offload");
+    expect_one_line_error("perplexity -m " + model_ + " -f /nonexistent/text.txt",
+                          "/nonexistent/text.txt: cannot open");
+    expect_one_line_error("perplexity -m " + model_ + " -f /dev/null --ctx 64",
+                          "the text has 0 tokens, fewer than one window of --ctx 64");
     expect_one_line_error("run -m " + model_ + " -p hi --moe-slots -3",
                           "--moe-slots -3 must be >= 0");
     expect_one_line_error("run -m " + model_ + " -p hi --device cpu --moe-slots 4",
