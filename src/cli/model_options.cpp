@@ -23,15 +23,19 @@ void add_model_options(CLI::App* cmd, ModelOptions& o) {
     cmd->add_option("--moe-strategy", o.moe_strategy,
                     "Where the routed experts live beside a GPU: auto (fused when the model fits "
                     "--gpu-mem, else as few layers' experts on the CPU as needed), fused (all in "
-                    "VRAM), cpu (all on the CPU executor) or offload (all in host memory, computed on the "
-                    "GPU in a cache of expert slots in VRAM)")
+                    "VRAM), cpu (all on the CPU executor), offload (all in host memory, computed on the "
+                    "GPU in a cache of expert slots in VRAM) or hybrid (as offload, but the slots' "
+                    "misses run on the CPU executor at the same time)")
         ->capture_default_str();
     cmd->add_option("--moe-cpu-layers", o.moe_cpu_layers,
                     "The experts of the first N MoE layers on the CPU, the rest in VRAM (as "
                     "llama.cpp's --n-cpu-moe), or auto")
         ->capture_default_str();
     cmd->add_option("--moe-slots", o.moe_slots,
-                    "offload: expert slots in VRAM (default: as many as fit --gpu-mem)");
+                    "offload, hybrid: expert slots in VRAM (default: as many as fit --gpu-mem)");
+    cmd->add_option("--moe-hybrid-max-fetch", o.moe_hybrid_max_fetch,
+                    "hybrid: missed experts copied into slots per layer and decode step (default: "
+                    "half the experts a token uses)");
     cmd->add_flag("--no-mmap", o.no_mmap, "Read the weights into memory instead of mapping the file");
     cmd->add_flag("--mlock", o.mlock, "Lock the weights in RAM (needs a large enough RLIMIT_MEMLOCK)");
 }
@@ -69,6 +73,8 @@ LoadedModel load_model(const ModelOptions& o) {
     if (o.ctx < 0) fail("--ctx {} must be >= 0", o.ctx);
     if (o.gpu_mem < 0) fail("--gpu-mem {} must be >= 0", o.gpu_mem);
     if (o.moe_slots < 0) fail("--moe-slots {} must be >= 0", o.moe_slots);
+    if (o.moe_hybrid_max_fetch < -1)
+        fail("--moe-hybrid-max-fetch {} must be >= 0", o.moe_hybrid_max_fetch);
     const KvType kv_type = parse_kv_type(o.kv_type);
     const Device device = parse_device(o.device);
     GpuOptions gpu;
@@ -81,6 +87,7 @@ LoadedModel load_model(const ModelOptions& o) {
             fail("--moe-cpu-layers: '{}' is not auto or a layer count >= 0", o.moe_cpu_layers);
     }
     gpu.moe_slots = o.moe_slots;
+    gpu.moe_hybrid_max_fetch = o.moe_hybrid_max_fetch;
     Stopwatch watch;
     LoadedModel m;
     const KernelVariant& variant = chosen_kernel_variant();

@@ -27,7 +27,8 @@ struct ModelOptions {
     double gpu_mem = 0;            // GiB the GPU backend may take; 0: free memory less a margin
     std::string moe_strategy = "auto";  // auto | fused | cpu
     std::string moe_cpu_layers = "auto";  // auto or a layer count
-    int moe_slots = 0;                     // offload's expert slots; 0: as many as fit
+    int moe_slots = 0;                     // offload's and hybrid's slots; 0: as many as fit
+    int moe_hybrid_max_fetch = -1;         // hybrid: copies into slots a step; -1: the default
     bool no_mmap = false;  // read the weights into memory instead of mapping them
     bool mlock = false;    // lock the weights in RAM
     // Page a mapped model in on a background thread instead of before load_model returns

@@ -11,10 +11,13 @@ constexpr int kFillThreads = 256;
 constexpr int kFillBlocksPerExpert = 64;
 
 // One block: the routes' distinct experts in route order (thread 0: a deterministic order), the
-// hits marked used in parallel, then each miss in turn takes the slot of smallest
-// (last_used, index) among those not used now, found by a block-wide minimum.
+// hits marked used in parallel, then each miss in turn (up to max_fetch of them) takes the slot of
+// smallest (last_used, index) among those not used now, found by a block-wide minimum.
+// cpu_routes == nullptr (offload): every miss takes a slot and the routes name slots. Otherwise
+// (hybrid) the slots taken are for later calls: slot_routes names the hits' slots only and
+// cpu_routes the misses' experts.
 __global__ void assign_slots_kernel(const Route* routes, int n_routes, int layer, SlotTable t,
-                                    Route* slot_routes) {
+                                    int max_fetch, Route* slot_routes, Route* cpu_routes) {
     __shared__ int32_t distinct[kMaxSlotRoutes];
     __shared__ int32_t slot_for[kMaxSlotRoutes];
     __shared__ int n_distinct;
@@ -43,11 +46,11 @@ __global__ void assign_slots_kernel(const Route* routes, int n_routes, int layer
     }
     __syncthreads();
     int hits = 0;
-    for (int i = 0; i < n_distinct; ++i) {
-        if (slot_for[i] >= 0) {
-            ++hits;
-            continue;
-        }
+    for (int i = 0; i < n_distinct; ++i) hits += slot_for[i] >= 0;
+    int fetched = 0;
+    for (int i = 0; i < n_distinct && fetched < max_fetch; ++i) {
+        if (slot_for[i] >= 0) continue;
+        ++fetched;
         if (tid == 0) best = ~0ull;
         __syncthreads();
         unsigned long long mine = ~0ull;
@@ -59,14 +62,16 @@ __global__ void assign_slots_kernel(const Route* routes, int n_routes, int layer
         }
         atomicMin(&best, mine);
         __syncthreads();
+        if (best == ~0ull) break;  // every slot is in use by this call (hybrid's few slots)
         if (tid == 0) {
-            const int victim = static_cast<int>(best & 0xffffffffu);  // n_slots > distinct: found
+            const int victim = static_cast<int>(best & 0xffffffffu);
             const int old = t.owner[victim];
             if (old >= 0) t.slot_of[old] = -1;
             t.owner[victim] = static_cast<int32_t>(base + distinct[i]);
             t.slot_of[base + distinct[i]] = victim;
             t.last_used[victim] = now;
-            slot_for[i] = victim;
+            // offload computes this miss in the slot now; hybrid on the CPU, the slot is for later.
+            slot_for[i] = cpu_routes == nullptr ? victim : -2;
             const int f = (*t.n_fills)++;
             t.fill_slot[f] = victim;
             t.fill_expert[f] = distinct[i];
@@ -83,7 +88,8 @@ __global__ void assign_slots_kernel(const Route* routes, int n_routes, int layer
         for (int i = 0; i < n_distinct && r.expert >= 0; ++i) {
             if (distinct[i] == r.expert) slot = slot_for[i];
         }
-        slot_routes[j] = {slot, r.weight};
+        slot_routes[j] = {slot >= 0 ? slot : -1, r.weight};
+        if (cpu_routes != nullptr) cpu_routes[j] = {slot >= 0 ? -1 : r.expert, r.weight};
     }
 }
 
@@ -119,12 +125,20 @@ __global__ void fill_slots_kernel(SlotLayer l, SlotTable t, SlotMemory m) {
 void assign_slots(const Route* routes, int n_routes, int layer, const SlotTable& table,
                   Route* slot_routes, cudaStream_t stream) {
     assign_slots_kernel<<<1, kAssignThreads, 0, stream>>>(routes, n_routes, layer, table,
-                                                          slot_routes);
+                                                          kMaxSlotRoutes, slot_routes, nullptr);
     check_launch("assign_slots");
+}
+
+void split_slot_routes(const Route* routes, int n_routes, int layer, const SlotTable& table,
+                       int max_fetch, Route* slot_routes, Route* cpu_routes, cudaStream_t stream) {
+    assign_slots_kernel<<<1, kAssignThreads, 0, stream>>>(routes, n_routes, layer, table,
+                                                          max_fetch, slot_routes, cpu_routes);
+    check_launch("split_slot_routes");
 }
 
 void fill_slots(const SlotLayer& layer, const SlotTable& table, const SlotMemory& memory,
                 int max_fills, cudaStream_t stream) {
+    if (max_fills <= 0) return;
     const dim3 grid(kFillBlocksPerExpert, max_fills);
     fill_slots_kernel<<<grid, kFillThreads, 0, stream>>>(layer, table, memory);
     check_launch("fill_slots");

@@ -48,16 +48,23 @@ struct SlotMemory {
     float* scales[3] = {};  // [n_slots] each
 };
 
-// Gives every expert that `routes` (n_routes <= kMaxSlotRoutes, experts of `layer`) names a slot:
-// those already in one keep it (a hit), the others (misses, in route order) take the least
-// recently used slot not used by this call (the lowest index among equals), which needs n_slots >=
-// the distinct experts routed. Writes slot_routes (each route with its slot in place of the
-// expert) and the fills that fill_slots must copy.
+// offload: gives every expert that `routes` (n_routes <= kMaxSlotRoutes, experts of `layer`)
+// names a slot: those already in one keep it (a hit), the others (misses, in route order) take
+// the least recently used slot not used by this call (the lowest index among equals), which needs
+// n_slots >= the distinct experts routed. Writes slot_routes (each route with its slot in place
+// of the expert) and the fills that fill_slots must copy.
 void assign_slots(const Route* routes, int n_routes, int layer, const SlotTable& table,
                   Route* slot_routes, cudaStream_t stream);
 
-// Copies the experts of the last assign_slots call's misses (at most max_fills: its n_routes) from
-// host memory into their slots, with their scales.
+// hybrid: splits `routes` into those whose expert has a slot (slot_routes names the slot, -1 for
+// the others) and the misses (cpu_routes keeps their expert, -1 for the hits), and gives the
+// first max_fetch distinct missed experts the least recently used slots not used by this call
+// for later calls (fill_slots copies them; this call's misses still go to the CPU).
+void split_slot_routes(const Route* routes, int n_routes, int layer, const SlotTable& table,
+                       int max_fetch, Route* slot_routes, Route* cpu_routes, cudaStream_t stream);
+
+// Copies the experts that the last assign_slots or split_slot_routes call gave slots (at most
+// max_fills: its n_routes, or max_fetch) from host memory into their slots, with their scales.
 void fill_slots(const SlotLayer& layer, const SlotTable& table, const SlotMemory& memory,
                 int max_fills, cudaStream_t stream);
 

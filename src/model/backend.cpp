@@ -44,10 +44,10 @@ std::unique_ptr<Ops> make_backend(const Model& model, ThreadPool& pool, const Ba
     Device device = o.device;
     const bool gpu_placement_asked =
         o.gpu.moe_strategy != MoeStrategy::kAuto || o.gpu.moe_cpu_layers >= 0 ||
-        o.gpu.moe_slots != 0;
+        o.gpu.moe_slots != 0 || o.gpu.moe_hybrid_max_fetch >= 0;
     if (device == Device::kCpu && gpu_placement_asked)
-        fail("--moe-strategy / --moe-cpu-layers / --moe-slots place experts beside a GPU: not with "
-             "--device cpu");
+        fail("--moe-strategy / --moe-cpu-layers / --moe-slots / --moe-hybrid-max-fetch place "
+             "experts beside a GPU: not with --device cpu");
     if (device != Device::kCpu) {
         std::string why;
         const bool gpu = gpu_available(&why);

@@ -42,7 +42,8 @@ MoeStrategy parse_moe_strategy(std::string_view name) {
     if (name == "fused") return MoeStrategy::kFused;
     if (name == "cpu") return MoeStrategy::kCpu;
     if (name == "offload") return MoeStrategy::kOffload;
-    fail("--moe-strategy: '{}' is not auto, fused, cpu or offload (hybrid is not built yet)", name);
+    if (name == "hybrid") return MoeStrategy::kHybrid;
+    fail("--moe-strategy: '{}' is not auto, fused, cpu, offload or hybrid", name);
 }
 
 const char* moe_strategy_name(MoeStrategy s) {
@@ -55,6 +56,8 @@ const char* moe_strategy_name(MoeStrategy s) {
             return "cpu";
         case MoeStrategy::kOffload:
             return "offload";
+        case MoeStrategy::kHybrid:
+            return "hybrid";
     }
     return "?";
 }
@@ -74,13 +77,22 @@ ExpertPlacement place_experts(const PlacementNeeds& needs, const GpuOptions& o) 
     const ExpertPlacement all_gpu = first_layers_on_cpu(needs, 0);
     const ExpertPlacement all_cpu = first_layers_on_cpu(needs, n_moe);
     if (o.moe_slots < 0) fail("--moe-slots {} must be >= 0", o.moe_slots);
-    if (o.moe_slots > 0 && o.moe_strategy != MoeStrategy::kOffload)
-        fail("--moe-slots {}: expert slots are for --moe-strategy offload", o.moe_slots);
+    const bool slotted =
+        o.moe_strategy == MoeStrategy::kOffload || o.moe_strategy == MoeStrategy::kHybrid;
+    if (o.moe_slots > 0 && !slotted)
+        fail("--moe-slots {}: expert slots are for --moe-strategy offload or hybrid", o.moe_slots);
+    if (o.moe_hybrid_max_fetch < -1)
+        fail("--moe-hybrid-max-fetch {} must be >= 0", o.moe_hybrid_max_fetch);
+    if (o.moe_hybrid_max_fetch >= 0 && o.moe_strategy != MoeStrategy::kHybrid)
+        fail("--moe-hybrid-max-fetch {}: it is for --moe-strategy hybrid", o.moe_hybrid_max_fetch);
     switch (o.moe_strategy) {
-        case MoeStrategy::kOffload: {
+        case MoeStrategy::kOffload:
+        case MoeStrategy::kHybrid: {
+            const char* name = moe_strategy_name(o.moe_strategy);
             if (o.moe_cpu_layers >= 0)
-                fail("--moe-cpu-layers with --moe-strategy offload, which keeps every layer's "
-                     "experts in host memory");
+                fail("--moe-cpu-layers with --moe-strategy {}, which keeps every layer's experts "
+                     "in host memory",
+                     name);
             ExpertPlacement p = all_cpu;
             if (n_moe == 0) return p;
             const size_t room = budget - std::min(budget, p.gpu_bytes);
@@ -92,12 +104,16 @@ ExpertPlacement place_experts(const PlacementNeeds& needs, const GpuOptions& o) 
                      "part ({} slots fit)",
                      n, gib(n * needs.slot_bytes), gib(room), fit);
             }
-            if (n < needs.min_slots) {
-                fail("--moe-strategy offload: a decode batch needs at least {} expert slots ({:.2f} "
-                     "GiB) but {} fit beside the dense part: use --moe-strategy cpu",
-                     needs.min_slots, gib(needs.min_slots * needs.slot_bytes), n);
+            // offload computes every routed expert in a slot; hybrid's misses go to the CPU.
+            const int least = o.moe_strategy == MoeStrategy::kOffload ? needs.min_slots : 1;
+            if (n < least) {
+                fail("--moe-strategy {}: {} at least {} expert slot{} ({:.2f} GiB) but {} fit "
+                     "beside the dense part: use --moe-strategy cpu",
+                     name, least > 1 ? "a decode batch needs" : "needs", least,
+                     least > 1 ? "s" : "", gib(least * needs.slot_bytes), n);
             }
             p.n_slots = n;
+            p.hybrid = o.moe_strategy == MoeStrategy::kHybrid;
             p.gpu_bytes += static_cast<size_t>(n) * needs.slot_bytes;
             return p;
         }
@@ -140,6 +156,12 @@ ExpertPlacement place_experts(const PlacementNeeds& needs, const GpuOptions& o) 
 }
 
 std::string describe(const ExpertPlacement& p) {
+    if (p.n_slots > 0 && p.hybrid) {
+        return fmt::format(
+            "hybrid (every routed expert in host memory, {} expert slots in VRAM, misses on the "
+            "CPU executor)",
+            p.n_slots);
+    }
     if (p.n_slots > 0)
         return fmt::format("offload (every routed expert in host memory, {} expert slots in VRAM)",
                            p.n_slots);

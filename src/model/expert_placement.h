@@ -13,12 +13,14 @@ namespace tandem {
 
 // fused: every expert in VRAM. cpu: every routed expert on the CPU executor, everything else on
 // the GPU. offload: every routed expert in host memory, a cache of expert slots in VRAM (least
-// recently used) that decode steps copy missed experts into and compute them in. auto: fused when
+// recently used) that decode steps copy missed experts into and compute them in. hybrid: as
+// offload, but a step's misses run on the CPU executor while the GPU computes the hits, and up to
+// a few missed experts a step are copied into slots for later steps. auto: fused when
 // the model fits the budget, otherwise the experts of as few layers as needed on the CPU (the
 // first ones, as llama.cpp's --n-cpu-moe).
-enum class MoeStrategy { kAuto, kFused, kCpu, kOffload };
+enum class MoeStrategy { kAuto, kFused, kCpu, kOffload, kHybrid };
 
-// "auto", "fused", "cpu" or "offload"; throws Error listing the strategies otherwise.
+// "auto", "fused", "cpu", "offload" or "hybrid"; throws Error listing the strategies otherwise.
 MoeStrategy parse_moe_strategy(std::string_view name);
 const char* moe_strategy_name(MoeStrategy s);
 
@@ -27,7 +29,8 @@ struct GpuOptions {
     double mem_gib = 0;  // what the GPU backend may take; 0: the free memory less a margin
     MoeStrategy moe_strategy = MoeStrategy::kAuto;
     int moe_cpu_layers = -1;  // layers whose experts stay on the CPU; -1: the strategy decides
-    int moe_slots = 0;        // offload: expert slots in VRAM; 0: as many as fit
+    int moe_slots = 0;        // offload, hybrid: expert slots in VRAM; 0: as many as fit
+    int moe_hybrid_max_fetch = -1;  // hybrid: missed experts copied into slots a step; -1: auto
 };
 
 // The sizes the decision is made from.
@@ -48,7 +51,8 @@ struct ExpertPlacement {
     std::vector<bool> experts_on_cpu;  // per layer
     int n_cpu_layers = 0;              // MoE layers whose experts are on the CPU
     int n_moe_layers = 0;
-    int n_slots = 0;                   // offload: expert slots in VRAM (0: not offload)
+    int n_slots = 0;                   // offload, hybrid: expert slots in VRAM (0: neither)
+    bool hybrid = false;               // the slots' misses run on the CPU executor
     size_t gpu_bytes = 0;              // what the GPU holds under this placement
 };
 

@@ -174,6 +174,18 @@ GpuBackend::GpuBackend(const Model& model, ThreadPool& pool, const CpuBackendOpt
             expert_slots_ = std::make_unique<GpuExpertSlots>(host_layers, placement_.n_slots);
             slot_routes_ = reinterpret_cast<Route*>(
                 device_floats(2 * static_cast<size_t>(cuda::kMaxSlotRoutes), "slot routes"));
+            if (placement_.hybrid) {
+                cpu_routes_ = reinterpret_cast<Route*>(
+                    device_floats(2 * static_cast<size_t>(cuda::kMaxSlotRoutes), "slot routes"));
+                hybrid_out_ = allocate(cuda::kSmallBatch, c_.n_embd);
+                // A copied expert (PCIe, about 55 GB/s pinned) costs about half what the CPU
+                // executor takes to compute one from host memory (about 90 GB/s, but three
+                // matrices read and the copy's own latency): copying half of a token's experts a
+                // step keeps the copies within the time the CPU spends on the misses.
+                max_fetch_ = gpu_options.moe_hybrid_max_fetch >= 0
+                                 ? gpu_options.moe_hybrid_max_fetch
+                                 : std::max(1, c_.n_expert_used / 2);
+            }
         }
     }
 
@@ -600,12 +612,30 @@ void GpuBackend::moe(int layer, Act logits, Act in, Act out) {
     if (!placement_.experts_on_cpu[layer]) {
         scope.reset();
         gpu_experts(m, routes_, in, out);
-    } else if (expert_slots_ && n <= cuda::kSmallBatch) {
+    } else if (expert_slots_ && n <= cuda::kSmallBatch && !placement_.hybrid) {
         scope.emplace(profile_, "moe expert slots", st);
         const MoeLayer slotted =
             expert_slots_->prepare(layer, routes_, n * c_.n_expert_used, slot_routes_, st);
         scope.reset();
         gpu_experts(slotted, slot_routes_, in, out);
+    } else if (expert_slots_ && n <= cuda::kSmallBatch) {
+        // The misses go to the CPU executor on the side stream while the hits run here; the
+        // executor's sum is added once both are done.
+        scope.emplace(profile_, "moe expert slots", st);
+        const MoeLayer slotted = expert_slots_->split(layer, routes_, n * c_.n_expert_used,
+                                                      max_fetch_, slot_routes_, cpu_routes_, st);
+        const cudaStream_t side = side_stream_.get();
+        hybrid_fork_.record(st);
+        hybrid_fork_.wait_on(side);
+        const Act cpu_out = hybrid_out_.first_rows(n);
+        cpu_experts_->enqueue(layer, in.data, in.stride, cpu_routes_, n, cpu_out.data,
+                              cpu_out.stride, side);
+        scope.reset();
+        gpu_experts(slotted, slot_routes_, in, out);
+        hybrid_join_.record(side);
+        hybrid_join_.wait_on(st);
+        scope.emplace(profile_, "moe hybrid sum", st);
+        cuda::add(rows(out), rows(cpu_out), st);
     } else if (n < kStreamMinTokens) {
         scope.emplace(profile_, "moe experts on the cpu", st);
         cpu_experts_->enqueue(layer, in.data, in.stride, routes_, n, out.data, out.stride, st);

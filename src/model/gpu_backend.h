@@ -5,7 +5,8 @@
 // VRAM (grouped expert products and the weighted sum on the device) or, for the layers the
 // expert placement (model/expert_placement.h) leaves in host memory, computed by the CPU executor
 // within the stream (model/gpu_cpu_experts.h), or, under the offload strategy, copied into a cache
-// of expert slots in VRAM and computed there (model/gpu_expert_slots.h). Decode batches (up to cuda::kSmallBatch tokens)
+// of expert slots in VRAM and computed there (model/gpu_expert_slots.h), or under hybrid split
+// per step between those slots (hits) and the CPU executor (misses) at once. Decode batches (up to cuda::kSmallBatch tokens)
 // are recorded once per size as CUDA graphs and replayed.
 #pragma once
 
@@ -106,7 +107,11 @@ class GpuBackend final : public Ops {
     ExpertPlacement placement_;
     std::unique_ptr<GpuCpuExperts> cpu_experts_;  // the layers whose experts are on the CPU
     std::unique_ptr<GpuExpertStream> expert_stream_;  // their experts for prefill batches
-    std::unique_ptr<GpuExpertSlots> expert_slots_;    // offload: their experts for decode
+    std::unique_ptr<GpuExpertSlots> expert_slots_;    // offload, hybrid: their experts for decode
+    // hybrid: the misses' CPU executor runs on side_stream_ while the GPU computes the hits.
+    cuda::Stream side_stream_;
+    cuda::Event hybrid_fork_, hybrid_join_;
+    int max_fetch_ = 0;  // missed experts copied into slots per layer and step
     std::vector<cuda::DeviceBuffer> buffers_;
 
     cuda::DeviceKv kv_;
@@ -133,7 +138,9 @@ class GpuBackend final : public Ops {
     RoutingParams routing_;
     Act router_logits_;             // [T × n_expert]
     Route* routes_ = nullptr;       // [T · k]
-    Route* slot_routes_ = nullptr;  // offload: routes_ naming slots [kSmallBatch · k]
+    Route* slot_routes_ = nullptr;  // offload, hybrid: routes_ naming slots [kMaxSlotRoutes]
+    Route* cpu_routes_ = nullptr;   // hybrid: the misses of routes_ [kMaxSlotRoutes]
+    Act hybrid_out_;                // hybrid: the CPU executor's sums [kSmallBatch × n_embd]
     float* expert_gate_ = nullptr;  // [T · k × n_ff_exp]
     float* expert_up_ = nullptr;    // [T · k × n_ff_exp]
     float* expert_down_ = nullptr;  // [T · k × n_embd]

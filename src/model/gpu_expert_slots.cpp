@@ -94,24 +94,42 @@ GpuExpertSlots::GpuExpertSlots(const std::vector<MoeLayer>& layers, int n_slots)
     }
 }
 
-MoeLayer GpuExpertSlots::prepare(int layer, const Route* routes, int n_routes, Route* slot_routes,
-                                 cudaStream_t stream) {
+void GpuExpertSlots::check_call(int layer, int n_routes) const {
     if (layer < 0 || layer >= static_cast<int>(layers_.size()) || layers_[layer].n_expert == 0)
         fail("moe: layer {} has no experts in host memory", layer);
     if (n_routes > cuda::kMaxSlotRoutes)
         fail("moe: {} routes for the expert slots (at most {})", n_routes, cuda::kMaxSlotRoutes);
-    cuda::assign_slots(routes, n_routes, layer, table_, slot_routes, stream);
-    cuda::fill_slots(sources_[layer], table_, slots_, n_routes, stream);
-    MoeLayer view = layers_[layer];
+}
+
+MoeLayer GpuExpertSlots::view(int layer) const {
+    MoeLayer v = layers_[layer];
     for (int p = 0; p < 3; ++p) {
-        ExpertMatrix& e = *part(view, p);
+        ExpertMatrix& e = *part(v, p);
         if (e.matrix.empty()) continue;
         e.matrix.data = slots_.base + sources_[layer].offset[p];
         e.expert_stride = slots_.slot_bytes;
         if (e.scales != nullptr) e.scales = slots_.scales[p];
     }
-    view.n_expert = table_.n_slots;  // the routes now name slots
-    return view;
+    v.n_expert = table_.n_slots;  // the routes name slots
+    return v;
+}
+
+MoeLayer GpuExpertSlots::prepare(int layer, const Route* routes, int n_routes, Route* slot_routes,
+                                 cudaStream_t stream) {
+    check_call(layer, n_routes);
+    cuda::assign_slots(routes, n_routes, layer, table_, slot_routes, stream);
+    cuda::fill_slots(sources_[layer], table_, slots_, n_routes, stream);
+    return view(layer);
+}
+
+MoeLayer GpuExpertSlots::split(int layer, const Route* routes, int n_routes, int max_fetch,
+                               Route* slot_routes, Route* cpu_routes, cudaStream_t stream) {
+    check_call(layer, n_routes);
+    max_fetch = std::min(max_fetch, n_routes);
+    cuda::split_slot_routes(routes, n_routes, layer, table_, max_fetch, slot_routes, cpu_routes,
+                            stream);
+    cuda::fill_slots(sources_[layer], table_, slots_, max_fetch, stream);
+    return view(layer);
 }
 
 std::pair<uint64_t, uint64_t> GpuExpertSlots::counts() const {

@@ -1,4 +1,4 @@
-// The `offload` strategy's expert slots: a cache of VRAM slots, each holding one expert (gate, up
+// The `offload` and `hybrid` strategies' expert slots: a cache of VRAM slots, each holding one expert (gate, up
 // and down) of any host layer, filled from host memory when a decode step routes to an expert
 // that has none and computed by the same kernels as resident experts (cuda/expert_slots.h keeps
 // the table and does the copies on the device, inside the step's CUDA graph).
@@ -31,11 +31,20 @@ class GpuExpertSlots {
     MoeLayer prepare(int layer, const Route* routes, int n_routes, Route* slot_routes,
                      cudaStream_t stream);
 
+    // hybrid: queues the split of `routes` into hits (slot_routes, naming slots) and misses
+    // (cpu_routes, for the CPU executor), and the copies of up to max_fetch missed experts into
+    // slots for later steps; returns the view over the slots for slot_routes.
+    MoeLayer split(int layer, const Route* routes, int n_routes, int max_fetch, Route* slot_routes,
+                   Route* cpu_routes, cudaStream_t stream);
+
     int n_slots() const { return table_.n_slots; }
     // Hits and misses so far (distinct experts per call); waits for the device.
     std::pair<uint64_t, uint64_t> counts() const;
 
   private:
+    void check_call(int layer, int n_routes) const;
+    MoeLayer view(int layer) const;
+
     std::vector<MoeLayer> layers_;
     std::vector<cuda::SlotLayer> sources_;  // per layer
     cuda::DeviceBuffer state_;

@@ -168,7 +168,9 @@ TEST_F(CliBadInput, DevicesAndGpuMemory) {
                               "GiB for the model's dense part");
     }
     expect_one_line_error("run -m " + model_ + " -p hi --moe-strategy gpu",
-                          "--moe-strategy: 'gpu' is not auto, fused, cpu or offload");
+                          "--moe-strategy: 'gpu' is not auto, fused, cpu, offload or hybrid");
+    expect_one_line_error("run -m " + model_ + " -p hi --moe-hybrid-max-fetch -4",
+                          "--moe-hybrid-max-fetch -4 must be >= 0");
     expect_one_line_error("perplexity -m " + model_ + " -f /nonexistent/text.txt",
                           "/nonexistent/text.txt: cannot open");
     expect_one_line_error("perplexity -m " + model_ + " -f /dev/null --ctx 64",
@@ -176,7 +178,7 @@ TEST_F(CliBadInput, DevicesAndGpuMemory) {
     expect_one_line_error("run -m " + model_ + " -p hi --moe-slots -3",
                           "--moe-slots -3 must be >= 0");
     expect_one_line_error("run -m " + model_ + " -p hi --device cpu --moe-slots 4",
-                          "--moe-slots place experts beside a GPU: not with --device cpu");
+                          "place experts beside a GPU: not with --device cpu");
     expect_one_line_error("run -m " + model_ + " -p hi --moe-cpu-layers -2",
                           "--moe-cpu-layers: '-2' is not auto or a layer count");
     expect_one_line_error("run -m " + model_ + " -p hi --moe-cpu-layers 2x",

@@ -92,6 +92,55 @@ TEST(GpuExpertSlots, LeastRecentlyUsedSlotGivesWay) {
     EXPECT_EQ(table.counts.download(), (std::vector<uint64_t>{1, 6}));
 }
 
+// hybrid: hits name their slots, misses go to the CPU, and up to max_fetch missed experts take
+// slots for later calls (not this one); with one slot, the fetched expert waits for the next call.
+TEST(GpuExpertSlots, HybridSplitsHitsFromMissesAndFetchesForLater) {
+    TANDEM_REQUIRE_GPU();
+    cuda::Stream stream;
+    const cudaStream_t st = stream.get();
+    TestTable table(1, 8, 3);
+    auto split = [&](const std::vector<int32_t>& experts, int max_fetch) {
+        std::vector<Route> routes;
+        for (int32_t e : experts) routes.push_back({e, 0.25f});
+        DeviceArray<Route> in(routes), slot_routes(routes.size()), cpu_routes(routes.size());
+        cuda::split_slot_routes(in.get(), static_cast<int>(routes.size()), 0, table.t, max_fetch,
+                                slot_routes.get(), cpu_routes.get(), st);
+        std::vector<int32_t> slots, cpu;
+        for (const Route& r : slot_routes.download()) slots.push_back(r.expert);
+        for (const Route& r : cpu_routes.download()) {
+            EXPECT_EQ(r.weight, 0.25f);
+            cpu.push_back(r.expert);
+        }
+        return std::pair{slots, cpu};
+    };
+    using V = std::vector<int32_t>;
+    // Nothing cached: all to the CPU; experts 5 and 1 (the first two misses) fetched.
+    EXPECT_EQ(split({5, 1, 6, 5}, 2), std::pair(V{-1, -1, -1, -1}, V{5, 1, 6, 5}));
+    EXPECT_EQ(table.n_fills.download()[0], 2);
+    EXPECT_EQ(table.fill_expert.download()[1], 1);
+    // 5 and 1 hit now; 6 misses and takes the last free slot.
+    EXPECT_EQ(split({6, 5, 1}, 2), std::pair(V{-1, 0, 1}, V{6, -1, -1}));
+    EXPECT_EQ(table.fill_slot.download()[0], 2);
+    // Every slot is in use by this call: 7 misses and nothing is fetched.
+    EXPECT_EQ(split({7, 6, 5, 1}, 2), std::pair(V{-1, 2, 0, 1}, V{7, -1, -1, -1}));
+    EXPECT_EQ(table.n_fills.download()[0], 0);
+    // max_fetch 0: nothing fetched; then 7 replaces the least recently used (all tied: slot 0).
+    EXPECT_EQ(split({7}, 0), std::pair(V{-1}, V{7}));
+    EXPECT_EQ(split({7}, 1), std::pair(V{-1}, V{7}));
+    EXPECT_EQ(table.fill_slot.download()[0], 0);
+    EXPECT_EQ(split({7, 5}, 1), std::pair(V{0, -1}, V{-1, 5}));
+    // Distinct experts: hits 0 + 2 + 3 + 0 + 0 + 1, misses 3 + 1 + 1 + 1 + 1 + 1.
+    EXPECT_EQ(table.counts.download(), (std::vector<uint64_t>{6, 8}));
+
+    TestTable one(1, 4, 1);  // a budget of one slot
+    std::swap(table.t, one.t);
+    EXPECT_EQ(split({2, 3}, 2), std::pair(V{-1, -1}, V{2, 3}));
+    EXPECT_EQ(one.n_fills.download()[0], 1);  // only 2: the one slot is then in use
+    EXPECT_EQ(split({3, 2}, 2), std::pair(V{-1, 0}, V{3, -1}));
+    EXPECT_EQ(one.n_fills.download()[0], 0);
+    std::swap(table.t, one.t);
+}
+
 TEST(GpuExpertSlots, NegativeRoutesNameNoSlot) {
     TANDEM_REQUIRE_GPU();
     cuda::Stream stream;

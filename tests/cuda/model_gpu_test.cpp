@@ -297,11 +297,24 @@ TEST(GpuExpertStrategies, PrefillLogitsMatchResidentExperts) {
                                               << " slots, batches of " << batch;
             }
         }
+        // hybrid: hits in slots, misses on the CPU executor (one slot: nearly all misses).
+        GpuOptions one_slot = strategy(MoeStrategy::kHybrid);
+        one_slot.moe_slots = 1;
+        for (const GpuOptions& gpu : {strategy(MoeStrategy::kHybrid), one_slot}) {
+            const std::string what = c.name + " hybrid, " + std::to_string(gpu.moe_slots) + " slots";
+            expect_conformant_routed(
+                compare_logits(fused8,
+                               all_logits(*model, tokens, Device::kCuda, KvType::kF32, gpu, 8), V),
+                what + ", batches of 8 vs fused");
+            const LogitComparison streamed = compare_logits(
+                fused, all_logits(*model, tokens, Device::kCuda, KvType::kF32, gpu, 70), V);
+            EXPECT_EQ(streamed.worst_abs, 0.0) << what << ", streamed";
+        }
     }
 }
 
-// Greedy decoding of 128 tokens (CUDA graphs with the CPU executor's host functions inside)
-// under each strategy: the same tokens as fused, except where fused's own top two logits tie
+// Greedy decoding of 128 tokens (CUDA graphs with the CPU executor's host functions inside, on a
+// side stream under hybrid) under each strategy: the same tokens as fused, except where fused's own top two logits tie
 // within the strategies' disagreement.
 TEST(GpuExpertStrategies, GreedyTokensMatchFused) {
     TANDEM_REQUIRE_GPU();
@@ -322,10 +335,14 @@ TEST(GpuExpertStrategies, GreedyTokensMatchFused) {
         Session mixed(*model, pool(), o);
         o.gpu = offload_evicting(*model);
         Session offload(*model, pool(), o);
-        Session* others[] = {&cpu, &mixed, &offload};
-        constexpr int kOthers = 3, kOffload = 2;
+        o.gpu = strategy(MoeStrategy::kHybrid);
+        o.gpu.moe_slots = model->config().n_expert / 2;  // hits and misses
+        Session hybrid(*model, pool(), o);
+        Session* others[] = {&cpu, &mixed, &offload, &hybrid};
+        constexpr int kOthers = 4, kOffload = 2;
         std::span<const float> f = fused.feed(prompt);
-        std::span<const float> g[] = {cpu.feed(prompt), mixed.feed(prompt), offload.feed(prompt)};
+        std::span<const float> g[] = {cpu.feed(prompt), mixed.feed(prompt), offload.feed(prompt),
+                                      hybrid.feed(prompt)};
         int offload_differs = 0;
         int same = 0, ties = 0;
         auto argmax = [](std::span<const float> row) {
@@ -352,7 +369,7 @@ TEST(GpuExpertStrategies, GreedyTokensMatchFused) {
             for (int j = 0; j < kOthers; ++j)
                 g[j] = others[j]->feed(std::span<const int32_t>(&token, 1));
         }
-        std::printf("[ %s ] 128 greedy steps x 3 strategies: fused's token %d times, a tie %d\n",
+        std::printf("[ %s ] 128 greedy steps x 4 strategies: fused's token %d times, a tie %d\n",
                     c.name.c_str(), same, ties);
         EXPECT_GE(same, kOthers * 120) << c.name;
         EXPECT_EQ(offload_differs, 0) << c.name << ": offload's logits differ from fused's";

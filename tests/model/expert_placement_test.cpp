@@ -104,14 +104,20 @@ TEST(ExpertPlacement, RefusesWhatDoesNotFitInOneLine) {
     }
 }
 
-// offload: every layer's experts in host memory, the slots that fit beside the dense part (and the
-// stream), never more than there are experts, never fewer than a decode batch needs.
-TEST(ExpertPlacement, OffloadFillsTheRestWithSlots) {
-    PlacementNeeds n = needs(5.25);
+// needs() with 1 GiB of stream buffers and slots of 0.25 GiB, a decode batch needing 4 of them.
+PlacementNeeds slot_needs(double budget_gib) {
+    PlacementNeeds n = needs(budget_gib);
     n.stream_bytes = kGiB;
     n.slot_bytes = kGiB / 4;
     n.min_slots = 4;
     n.max_slots = 300;
+    return n;
+}
+
+// offload: every layer's experts in host memory, the slots that fit beside the dense part (and the
+// stream), never more than there are experts, never fewer than a decode batch needs.
+TEST(ExpertPlacement, OffloadFillsTheRestWithSlots) {
+    PlacementNeeds n = slot_needs(5.25);
     GpuOptions o = options(MoeStrategy::kOffload);
     ExpertPlacement p = place_experts(n, o);
     EXPECT_EQ(p.experts_on_cpu, (std::vector<bool>{false, true, true, true}));
@@ -136,11 +142,34 @@ TEST(ExpertPlacement, OffloadFillsTheRestWithSlots) {
               std::string::npos);
     GpuOptions fused_with_slots = options(MoeStrategy::kFused);
     fused_with_slots.moe_slots = 3;
-    EXPECT_NE(error_of(needs(100), fused_with_slots).find("slots are for --moe-strategy offload"),
+    EXPECT_NE(error_of(needs(100), fused_with_slots).find("slots are for --moe-strategy offload or hybrid"),
+              std::string::npos);
+}
+
+// hybrid: as offload, but one slot is enough (the misses run on the CPU).
+TEST(ExpertPlacement, HybridNeedsOneSlot) {
+    PlacementNeeds n = slot_needs(4.5);
+    GpuOptions o = options(MoeStrategy::kHybrid);
+    ExpertPlacement p = place_experts(n, o);
+    EXPECT_EQ(p.n_slots, 2);
+    EXPECT_TRUE(p.hybrid);
+    EXPECT_EQ(describe(p), "hybrid (every routed expert in host memory, 2 expert slots in VRAM, "
+                           "misses on the CPU executor)");
+    n.budget_bytes = static_cast<size_t>(4.1 * kGiB);
+    EXPECT_NE(error_of(n, o).find("--moe-strategy hybrid: needs at least 1 expert slot (0.25 "
+                                  "GiB) but 0 fit"),
+              std::string::npos);
+    o.moe_hybrid_max_fetch = -2;
+    EXPECT_NE(error_of(needs(100), o).find("--moe-hybrid-max-fetch -2 must be >= 0"),
+              std::string::npos);
+    GpuOptions offload = options(MoeStrategy::kOffload);
+    offload.moe_hybrid_max_fetch = 2;
+    EXPECT_NE(error_of(needs(100), offload).find("it is for --moe-strategy hybrid"),
               std::string::npos);
 }
 
 TEST(ExpertPlacement, ParsesStrategies) {
+    EXPECT_EQ(parse_moe_strategy("hybrid"), MoeStrategy::kHybrid);
     EXPECT_EQ(parse_moe_strategy("offload"), MoeStrategy::kOffload);
     EXPECT_EQ(parse_moe_strategy("auto"), MoeStrategy::kAuto);
     EXPECT_EQ(parse_moe_strategy("fused"), MoeStrategy::kFused);
@@ -149,7 +178,7 @@ TEST(ExpertPlacement, ParsesStrategies) {
         parse_moe_strategy("gpu");
         ADD_FAILURE() << "'gpu' accepted";
     } catch (const Error& e) {
-        EXPECT_NE(std::string(e.what()).find("'gpu' is not auto, fused, cpu or offload"), std::string::npos);
+        EXPECT_NE(std::string(e.what()).find("'gpu' is not auto, fused, cpu, offload or hybrid"), std::string::npos);
     }
 }
 
