@@ -34,8 +34,8 @@ void run_gpu_kernel_bench(const std::vector<GgmlType>& types, int64_t cols, doub
             " median of %d rounds\ncopy bandwidth (device to device, read + write): %.0f GB/s\n\n",
             gpu.name.c_str(), static_cast<double>(bytes >> 20), gpu.l2_bytes / 1048576.0,
             static_cast<long long>(cols), rounds, copy);
-        std::printf("%-8s %10s %8s %10s %8s %10s %12s\n", "type", "1 row GB/s", "of copy",
-                    "8 rows GB/s", "of copy", "1 row us", "tiles TFLOP/s");
+        std::printf("%-8s %10s %8s %10s %8s %10s %12s  %s\n", "type", "1 row GB/s", "of copy",
+                    "8 rows GB/s", "of copy", "1 row us", "tiles TFLOP/s", "kernels");
     }
     for (GgmlType type : types) {
         const FormatTraits* f = &format_of(type);
@@ -50,11 +50,13 @@ void run_gpu_kernel_bench(const std::vector<GgmlType>& types, int64_t cols, doub
                               {"us_1", s.us_1},
                               {"us_8", s.us_8},
                               {"of_copy_1", s.gbps_1 / copy},
-                              {"tflops_prefill", s.tflops_prefill}};
+                              {"tflops_prefill", s.tflops_prefill},
+                              {"integer_kernels", cuda::gpu_integer_products(type)}};
         if (!json) {
-            std::printf("%-8s %10.0f %7.0f%% %10.0f %7.0f%% %10.1f %12.1f\n", name.c_str(),
+            std::printf("%-8s %10.0f %7.0f%% %10.0f %7.0f%% %10.1f %12.1f  %s\n", name.c_str(),
                         s.gbps_1, 100 * s.gbps_1 / copy, s.gbps_8, 100 * s.gbps_8 / copy, s.us_1,
-                        s.tflops_prefill);
+                        s.tflops_prefill,
+                        cuda::gpu_integer_products(type) ? "integer (q8 codes)" : "float");
             std::fflush(stdout);
         }
     }

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cfloat>
+#include <climits>
 
 #include "cuda/check.h"
 
@@ -167,6 +168,206 @@ __global__ void attention_combine_kernel(const __grid_constant__ AttentionArgs a
     }
 }
 
+// ---------------------------------------------------------------- prefill: query tiles
+
+// Block (tile of kTileQueries queries, head): the tile's queries against key tiles of
+// kTileKeys positions staged in shared memory, with an online softmax (running max and sum per
+// query), so the keys and values are read once per tile instead of once per query. Queries of
+// different sequences in one tile are taken a sequence at a time (the others masked). Thread i
+// owns query i / 8 of the tile: its scores for keys i % 8 + 8 u, and its output dimensions
+// 4 (i % 8) + 32 u .. + 3.
+constexpr int kTileQueries = 16;
+constexpr int kTileKeys = 32;
+constexpr int kLanesPerQuery = kThreads / kTileQueries;  // 8
+static_assert(kTileKeys / kLanesPerQuery == 4);
+
+struct TiledArgs {
+    const void* k;
+    const void* v;
+    int n_seq, n_ctx, n_kv, dk, dv;
+    int layer;
+    int group;  // query heads per kv head
+    float scale;
+    int n_tokens;
+    const float* q;
+    int64_t q_stride;
+    const TokenPlace* places;
+    float* out;
+    int64_t out_stride;
+};
+
+template <bool kF16>
+__device__ __forceinline__ void load_rows(const void* base, int64_t first, int64_t row_stride,
+                                          int n_rows, int dim, float* dst, int ld) {
+    // n_rows rows of dim values (dim a multiple of 8) as floats, 8 values a thread at a time.
+    const int per_row = dim / 8;
+    for (int job = threadIdx.x; job < n_rows * per_row; job += kThreads) {
+        const int r = job / per_row, c = 8 * (job % per_row);
+        const int64_t at = first + r * row_stride + c;
+        float v[8];
+        if constexpr (kF16) {
+            const uint4 raw =
+                *reinterpret_cast<const uint4*>(static_cast<const __half*>(base) + at);
+            const __half2* h = reinterpret_cast<const __half2*>(&raw);
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                const float2 f = __half22float2(h[i]);
+                v[2 * i] = f.x;
+                v[2 * i + 1] = f.y;
+            }
+        } else {
+            const float4* src =
+                reinterpret_cast<const float4*>(static_cast<const float*>(base) + at);
+            const float4 a = src[0], b = src[1];
+            v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w;
+            v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+        }
+        float4* d = reinterpret_cast<float4*>(dst + r * ld + c);
+        d[0] = make_float4(v[0], v[1], v[2], v[3]);
+        d[1] = make_float4(v[4], v[5], v[6], v[7]);
+    }
+}
+
+template <bool kF16>
+__global__ void __launch_bounds__(kThreads)
+    attention_tiled_kernel(const __grid_constant__ TiledArgs a) {
+    extern __shared__ float4 shared4[];
+    float* shared = reinterpret_cast<float*>(shared4);
+    const int qld = a.dk + 4, kvld = (a.dk > a.dv ? a.dk : a.dv) + 4;
+    float* Qs = shared;                    // [kTileQueries][qld], scaled
+    float* KVs = Qs + kTileQueries * qld;  // [kTileKeys][kvld]: keys, then values
+    float* Ps = KVs + kTileKeys * kvld;    // [kTileQueries][kTileKeys]
+    __shared__ int q_pos[kTileQueries], q_seq[kTileQueries];
+    __shared__ int next_seq, seq_end;
+    const int h = blockIdx.y, t0 = blockIdx.x * kTileQueries;
+    const int kvh = h / a.group;
+    const int qi = threadIdx.x / kLanesPerQuery, sub = threadIdx.x % kLanesPerQuery;
+    if (threadIdx.x < kTileQueries) {
+        const int t = t0 + threadIdx.x;
+        const bool real = t < a.n_tokens;
+        q_pos[threadIdx.x] = real ? a.places[t].pos : -1;
+        q_seq[threadIdx.x] = real ? a.places[t].seq : INT_MAX;
+    }
+    for (int job = threadIdx.x; job < kTileQueries * a.dk; job += kThreads) {
+        const int i = job / a.dk, d = job % a.dk;
+        const int t = t0 + i;
+        Qs[i * qld + d] = t < a.n_tokens
+                              ? a.q[t * a.q_stride + static_cast<int64_t>(h) * a.dk + d] * a.scale
+                              : 0.0f;
+    }
+    const int64_t k_row = static_cast<int64_t>(a.n_kv) * a.dk;
+    const int64_t v_row = static_cast<int64_t>(a.n_kv) * a.dv;
+    constexpr int kMaxDimVectors = kMaxHeadDim / 32;  // float4s of output per thread
+    float4 acc[kMaxDimVectors];
+#pragma unroll
+    for (int u = 0; u < kMaxDimVectors; ++u) acc[u] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    float m = -FLT_MAX, l = 0.0f;
+    int done_seq = -1;
+    for (;;) {
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            int s = INT_MAX, end = -1;
+            for (int i = 0; i < kTileQueries; ++i)
+                if (q_seq[i] > done_seq && q_seq[i] < s) s = q_seq[i];
+            for (int i = 0; i < kTileQueries; ++i)
+                if (q_seq[i] == s) end = max(end, q_pos[i] + 1);
+            next_seq = s;
+            seq_end = end;
+        }
+        __syncthreads();
+        const int seq = next_seq, n_keys = seq_end;
+        if (seq == INT_MAX) break;
+        done_seq = seq;
+        const bool mine = q_seq[qi] == seq;
+        const int my_pos = q_pos[qi];
+        const int64_t seq_base = (static_cast<int64_t>(a.layer) * a.n_seq + seq) * a.n_ctx;
+        for (int j0 = 0; j0 < n_keys; j0 += kTileKeys) {
+            const int n = min(kTileKeys, n_keys - j0);
+            __syncthreads();  // the last tile's values are read
+            load_rows<kF16>(a.k, (seq_base + j0) * k_row + static_cast<int64_t>(kvh) * a.dk, k_row,
+                            n, a.dk, KVs, kvld);
+            __syncthreads();
+            // Scores of keys sub + 8 u.
+            float s[4];
+#pragma unroll
+            for (int u = 0; u < 4; ++u) s[u] = 0.0f;
+            for (int d = 0; d < a.dk; d += 4) {
+                const float4 qv = *reinterpret_cast<const float4*>(Qs + qi * qld + d);
+#pragma unroll
+                for (int u = 0; u < 4; ++u) {
+                    const float4 kv =
+                        *reinterpret_cast<const float4*>(KVs + (sub + 8 * u) * kvld + d);
+                    s[u] = fmaf(qv.x, kv.x, s[u]);
+                    s[u] = fmaf(qv.y, kv.y, s[u]);
+                    s[u] = fmaf(qv.z, kv.z, s[u]);
+                    s[u] = fmaf(qv.w, kv.w, s[u]);
+                }
+            }
+            float tile_max = -FLT_MAX;
+#pragma unroll
+            for (int u = 0; u < 4; ++u) {
+                const int j = j0 + sub + 8 * u;
+                const bool visible = mine && sub + 8 * u < n && j <= my_pos;
+                s[u] = visible ? s[u] : -INFINITY;
+                tile_max = fmaxf(tile_max, s[u]);
+            }
+            for (int o = 1; o < kLanesPerQuery; o <<= 1)
+                tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, o));
+            const float m_new = fmaxf(m, tile_max);
+            const float rescale = m == -FLT_MAX ? 0.0f : expf(m - m_new);
+            float sum = 0.0f;
+#pragma unroll
+            for (int u = 0; u < 4; ++u) {
+                const float p = s[u] == -INFINITY ? 0.0f : expf(s[u] - m_new);
+                Ps[qi * kTileKeys + sub + 8 * u] = p;
+                sum += p;
+            }
+            for (int o = 1; o < kLanesPerQuery; o <<= 1)
+                sum += __shfl_xor_sync(0xffffffffu, sum, o);
+            if (tile_max != -FLT_MAX && tile_max != -INFINITY) {
+                l = l * rescale + sum;
+                m = m_new;
+#pragma unroll
+                for (int u = 0; u < kMaxDimVectors; ++u) {
+                    acc[u].x *= rescale, acc[u].y *= rescale, acc[u].z *= rescale,
+                        acc[u].w *= rescale;
+                }
+            }
+            __syncthreads();  // scores done with the keys
+            load_rows<kF16>(a.v, (seq_base + j0) * v_row + static_cast<int64_t>(kvh) * a.dv, v_row,
+                            n, a.dv, KVs, kvld);
+            __syncthreads();
+            if (!mine) continue;
+            for (int j = 0; j < n; ++j) {
+                const float p = Ps[qi * kTileKeys + j];
+                if (p == 0.0f) continue;
+#pragma unroll
+                for (int u = 0; u < kMaxDimVectors; ++u) {
+                    const int d = 4 * sub + 32 * u;
+                    if (d < a.dv) {
+                        const float4 vv = *reinterpret_cast<const float4*>(KVs + j * kvld + d);
+                        acc[u].x = fmaf(p, vv.x, acc[u].x);
+                        acc[u].y = fmaf(p, vv.y, acc[u].y);
+                        acc[u].z = fmaf(p, vv.z, acc[u].z);
+                        acc[u].w = fmaf(p, vv.w, acc[u].w);
+                    }
+                }
+            }
+        }
+    }
+    const int t = t0 + qi;
+    if (t >= a.n_tokens) return;
+    float* dst = a.out + t * a.out_stride + static_cast<int64_t>(h) * a.dv;
+    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+#pragma unroll
+    for (int u = 0; u < kMaxDimVectors; ++u) {
+        const int d = 4 * sub + 32 * u;
+        if (d < a.dv)
+            *reinterpret_cast<float4*>(dst + d) =
+                make_float4(acc[u].x * inv, acc[u].y * inv, acc[u].z * inv, acc[u].w * inv);
+    }
+}
+
 template <bool kF16>
 __global__ void store_kv_kernel(void* cache, int64_t layer_seq_stride, int n_ctx, int64_t row,
                                 int layer, int n_seq, DeviceRows x, const TokenPlace* places) {
@@ -201,6 +402,16 @@ void store_one(void* cache, bool f16, const KvShape& s, int64_t row, int layer, 
             <<<blocks, 256, 0, stream>>>(cache, 0, s.n_ctx, row, layer, s.n_seq, x, places);
     }
     check_launch("store_kv");
+}
+
+// Lets kernel take the shared memory of the largest head sizes (past the default 48 KiB).
+template <typename Kernel>
+bool set_max_shared(Kernel kernel) {
+    check(cudaFuncSetAttribute(
+              kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+              static_cast<int>(tiled_attention_shared_bytes(kMaxHeadDim, kMaxHeadDim))),
+          "cudaFuncSetAttribute");
+    return true;
 }
 
 }  // namespace
@@ -260,6 +471,46 @@ void attention(const DeviceKv& kv, int layer, DeviceRows q, const TokenPlace* pl
         attention_combine_kernel<<<dim3(n_head, n), kThreads, 0, stream>>>(a, out.data, out.stride);
         check_launch("attention_combine_kernel");
     }
+}
+
+size_t tiled_attention_shared_bytes(int dk, int dv) {
+    const int kvld = std::max(dk, dv) + 4;
+    return sizeof(float) * (kTileQueries * (dk + 4) + kTileKeys * kvld + kTileQueries * kTileKeys);
+}
+
+void attention_tiled(const DeviceKv& kv, int layer, DeviceRows q, const TokenPlace* places,
+                     int n_head, float scale, DeviceRows out, cudaStream_t stream) {
+    const KvShape& s = kv.shape;
+    if (q.rows == 0) return;
+    TiledArgs a{};
+    a.k = kv.k;
+    a.v = kv.v;
+    a.n_seq = s.n_seq;
+    a.n_ctx = s.n_ctx;
+    a.n_kv = s.n_kv_head;
+    a.dk = s.head_dim_k;
+    a.dv = s.head_dim_v;
+    a.layer = layer;
+    a.group = n_head / s.n_kv_head;
+    a.scale = scale;
+    a.n_tokens = q.rows;
+    a.q = q.data;
+    a.q_stride = q.stride;
+    a.places = places;
+    a.out = out.data;
+    a.out_stride = out.stride;
+    const size_t shared = tiled_attention_shared_bytes(a.dk, a.dv);
+    const dim3 grid((q.rows + kTileQueries - 1) / kTileQueries, n_head);
+    if (kv.f16) {
+        static const bool ready = set_max_shared(attention_tiled_kernel<true>);
+        (void)ready;
+        attention_tiled_kernel<true><<<grid, kThreads, shared, stream>>>(a);
+    } else {
+        static const bool ready = set_max_shared(attention_tiled_kernel<false>);
+        (void)ready;
+        attention_tiled_kernel<false><<<grid, kThreads, shared, stream>>>(a);
+    }
+    check_launch("attention_tiled_kernel");
 }
 
 }  // namespace tandem::cuda

@@ -1,9 +1,9 @@
 // Attention on the device: the KV cache in device memory (f16 or f32) and causal multi-head
-// attention with grouped-query heads over it. The context of each query is split into chunks of
-// positions computed in parallel (flash-decoding: each chunk keeps its max, sum and weighted
-// values; a second kernel combines them), so one decoded token spreads over the whole GPU however
-// long its sequence: short chunks for decode (parallelism), long ones for prefill (fewer
-// partial results).
+// attention with grouped-query heads over it. Decode splits the context of each query into
+// chunks of positions computed in parallel (flash-decoding: each chunk keeps its max, sum and
+// weighted values; a second kernel combines them), so one decoded token spreads over the whole
+// GPU however long its sequence. Prefill takes tiles of queries that share each tile of keys
+// and values staged in shared memory.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -16,9 +16,8 @@
 
 namespace tandem::cuda {
 
-constexpr int kDecodeChunk = 64;    // positions per chunk when decoding
-constexpr int kPrefillChunk = 256;  // ... for prefill batches
-constexpr int kMaxHeadDim = 256;    // head sizes (keys and values) the kernels take
+constexpr int kDecodeChunk = 64;  // positions per chunk when decoding
+constexpr int kMaxHeadDim = 256;  // head sizes (keys and values) the kernels take
 
 // The cache of every layer and sequence slot: keys and values of position p of sequence s in
 // layer l at ((l · n_seq + s) · n_ctx + p) · n_kv · head_dim (keys head_dim_k, values head_dim_v).
@@ -50,5 +49,12 @@ struct AttentionScratch {
 void attention(const DeviceKv& kv, int layer, DeviceRows q, const TokenPlace* places, int n_head,
                float scale, int chunk, int n_chunks, const AttentionScratch& scratch,
                DeviceRows out, cudaStream_t stream);
+
+// The same for prefill batches, in tiles of queries that share each staged tile of keys and
+// values (online softmax; no scratch, one launch). Any mix of sequences and positions.
+void attention_tiled(const DeviceKv& kv, int layer, DeviceRows q, const TokenPlace* places,
+                     int n_head, float scale, DeviceRows out, cudaStream_t stream);
+// Its shared memory per block.
+size_t tiled_attention_shared_bytes(int dk, int dv);
 
 }  // namespace tandem::cuda

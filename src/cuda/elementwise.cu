@@ -118,7 +118,7 @@ __global__ void argmax_kernel(DeviceRows x, int32_t* ids) {
 // split over the lanes. The largest magnitude (and, for q8_K, the first value that has it, whose
 // sign sets the scale) comes from a warp reduction, which picks what the sequential scan picks.
 template <int kValues>
-__global__ void round_q8_kernel(DeviceRows x, DeviceRows out, int64_t n_blocks) {
+__global__ void round_q8_kernel(DeviceRows x, DeviceRows out, int64_t n_blocks, Q8Rows q8) {
     constexpr int kPerLane = kValues / 32;
     const int64_t g = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
     if (g >= n_blocks) return;
@@ -127,6 +127,9 @@ __global__ void round_q8_kernel(DeviceRows x, DeviceRows out, int64_t n_blocks) 
     const int64_t row = g / per_row, b = g % per_row;
     const float* src = x.data + row * x.stride + b * kValues + lane * kPerLane;
     float* dst = out.data + row * out.stride + b * kValues + lane * kPerLane;
+    int8_t* codes =
+        q8.q != nullptr ? q8.q + row * q8.q_stride + b * kValues + lane * kPerLane : nullptr;
+    float* scales = q8.q != nullptr ? q8.d + row * q8.d_stride + b * (kValues / 32) : nullptr;
     float v[kPerLane];
     float amax = 0.0f;
     int index = 0x7fffffff;
@@ -145,12 +148,20 @@ __global__ void round_q8_kernel(DeviceRows x, DeviceRows out, int64_t n_blocks) 
         const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
         const float dh = __half2float(__float2half_rn(d));
 #pragma unroll
-        for (int i = 0; i < kPerLane; ++i)
-            dst[i] = __fmul_rn(dh, static_cast<float>(__float2int_rn(__fmul_rn(v[i], id))));
+        for (int i = 0; i < kPerLane; ++i) {
+            const int q = __float2int_rn(__fmul_rn(v[i], id));
+            dst[i] = __fmul_rn(dh, static_cast<float>(q));
+            if (codes != nullptr) codes[i] = static_cast<int8_t>(q);
+        }
+        if (scales != nullptr && lane == 0) scales[0] = dh;
     } else {
         if (amax == 0.0f) {
 #pragma unroll
-            for (int i = 0; i < kPerLane; ++i) dst[i] = 0.0f;
+            for (int i = 0; i < kPerLane; ++i) {
+                dst[i] = 0.0f;
+                if (codes != nullptr) codes[i] = 0;
+            }
+            if (scales != nullptr && lane < kValues / 32) scales[lane] = 0.0f;
             return;
         }
         const float max =
@@ -161,7 +172,9 @@ __global__ void round_q8_kernel(DeviceRows x, DeviceRows out, int64_t n_blocks) 
         for (int i = 0; i < kPerLane; ++i) {
             const int q = min(127, __float2int_rn(__fmul_rn(iscale, v[i])));
             dst[i] = __fmul_rn(d, static_cast<float>(q));
+            if (codes != nullptr) codes[i] = static_cast<int8_t>(q);
         }
+        if (scales != nullptr && lane < kValues / 32) scales[lane] = d;
     }
 }
 
@@ -176,16 +189,22 @@ __global__ void round_value_kernel(DeviceRows x, gpu::ActivationRounding r, Devi
 
 }  // namespace
 
-void round_activations(DeviceRows x, GgmlType dot_type, DeviceRows out, cudaStream_t stream) {
+bool has_q8_codes(GgmlType dot_type) {
+    return gpu::rounding_block(gpu::rounding_for(dot_type)) >= 32;
+}
+
+void round_activations(DeviceRows x, GgmlType dot_type, DeviceRows out, cudaStream_t stream,
+                       const Q8Rows* q8) {
     const gpu::ActivationRounding r = gpu::rounding_for(dot_type);
+    const Q8Rows codes = q8 != nullptr ? *q8 : Q8Rows{};
     const int block = gpu::rounding_block(r);
     const int64_t n_blocks = static_cast<int64_t>(x.rows) * (x.cols / block);
     if (n_blocks == 0) return;
     const unsigned grid = static_cast<unsigned>(std::min<int64_t>((n_blocks + 7) / 8, 1 << 30));
     if (block == 32) {
-        round_q8_kernel<32><<<grid, 256, 0, stream>>>(x, out, n_blocks);
+        round_q8_kernel<32><<<grid, 256, 0, stream>>>(x, out, n_blocks, codes);
     } else if (block == 256) {
-        round_q8_kernel<256><<<grid, 256, 0, stream>>>(x, out, n_blocks);
+        round_q8_kernel<256><<<grid, 256, 0, stream>>>(x, out, n_blocks, codes);
     } else {
         round_value_kernel<<<static_cast<unsigned>(
                                  std::min<int64_t>((n_blocks + 255) / 256, 65535)),

@@ -33,9 +33,24 @@ void add(DeviceRows y, DeviceRows x, cudaStream_t stream);
 void glu(GluKind kind, DeviceRows gate, DeviceRows up, DeviceRows out, cudaStream_t stream);
 // out[i] = x[rows[i]] for i < out.rows (rows: a device array).
 void gather_rows(DeviceRows x, const int32_t* rows, DeviceRows out, cudaStream_t stream);
+// Activations as the q8 codes behind their rounding (q8_0, q8_1, q8_K): row r's codes at
+// q + r · q_stride, the scale of its values [32 g, 32 g + 32) at d[r · d_stride + g] (q8_K's one
+// scale per 256 repeated), so that the rounded value is d · q. The integer matrix kernels take
+// these where the weights have an integer view (cuda/block_int.h).
+struct Q8Rows {
+    int8_t* q = nullptr;
+    float* d = nullptr;
+    int64_t q_stride = 0;  // bytes
+    int64_t d_stride = 0;  // floats
+};
+
 // out = x rounded through the activation type `dot_type` (cuda/activation_rounding.h); a plain
-// copy for f32. Rows must be multiples of the type's block.
-void round_activations(DeviceRows x, GgmlType dot_type, DeviceRows out, cudaStream_t stream);
+// copy for f32. Rows must be multiples of the type's block. With q8 (and a q8 type) the codes
+// and scales go there too.
+void round_activations(DeviceRows x, GgmlType dot_type, DeviceRows out, cudaStream_t stream,
+                       const Q8Rows* q8 = nullptr);
+// Whether round_activations gives q8 codes for `dot_type`.
+bool has_q8_codes(GgmlType dot_type);
 // ids[t] = the index of the largest value of row t (the lowest index among equals).
 void argmax_rows(DeviceRows x, int32_t* ids, cudaStream_t stream);
 

@@ -2,6 +2,8 @@
 #include "cuda/matmul.h"
 
 #include <array>
+#include <cstdlib>
+#include <cstring>
 
 #include "base/error.h"
 #include "cuda/matmul_params.h"
@@ -62,41 +64,70 @@ ProductOperands expert_operands(const MatmulContext& ctx, const ExpertMatrix& w,
     return p;
 }
 
+bool float_products_only() {
+    static const bool only = [] {
+        const char* v = std::getenv("TANDEM_GPU_FLOAT_PRODUCTS");
+        return v != nullptr && std::strcmp(v, "1") == 0;
+    }();
+    return only;
+}
+
+// Whether k's integer kernels take this product: x given as q8 codes, and kernels for them.
+bool use_int_kernels(const FormatKernels& k, const Q8Rows* xq) {
+    return xq != nullptr && xq->q != nullptr && k.int_tile != nullptr && !float_products_only();
+}
+
+void set_codes(ProductOperands& p, const Q8Rows& xq) {
+    p.xq = xq.q;
+    p.xq_stride = xq.q_stride;
+    p.xd = xq.d;
+    p.xd_stride = xq.d_stride;
+}
+
 }  // namespace
 
 bool gpu_supports(GgmlType type) {
     return type_id(type) < kGgmlTypeIdLimit && kernel_table()[type_id(type)] != nullptr;
 }
 
+bool gpu_integer_products(GgmlType type) {
+    return gpu_supports(type) && kernel_table()[type_id(type)]->int_tile != nullptr &&
+           !float_products_only();
+}
+
 void matmul(const MatmulContext& ctx, const WeightMatrix& w, const float* x, int64_t x_stride,
-            int n, float* y, int64_t y_stride) {
+            int n, float* y, int64_t y_stride, const Q8Rows* xq) {
     if (n <= 0) return;
     const FormatKernels& k = kernels_for(*w.format);
-    const ProductOperands operands = dense_operands(ctx, w, x, x_stride, y, y_stride);
+    ProductOperands operands = dense_operands(ctx, w, x, x_stride, y, y_stride);
+    const bool ints = use_int_kernels(k, xq);
+    if (ints) set_codes(operands, *xq);
     if (n <= kSmallBatch) {
         MatvecParams p;
         static_cast<ProductOperands&>(p) = operands;
         p.n_cols = n;
-        k.matvec[matvec_slot(n)](p, 1, ctx.stream);
+        (ints ? k.int_matvec : k.matvec)[matvec_slot(n)](p, 1, ctx.stream, 1);
         return;
     }
     TileParams p;
     static_cast<ProductOperands&>(p) = operands;
     p.n_tokens = n;
-    k.tile(p, (n + kTileTokens - 1) / kTileTokens, ctx.stream);
+    (ints ? k.int_tile : k.tile)(p, (n + kTileTokens - 1) / kTileTokens, ctx.stream);
 }
 
 void matmul_routed(const MatmulContext& ctx, const ExpertMatrix& w, const Route* routes,
                    int n_routes, int x_div, const float* x, int64_t x_stride, float* y,
-                   int64_t y_stride, const ExpertGroups* groups) {
+                   int64_t y_stride, const ExpertGroups* groups, const Q8Rows* xq) {
     if (n_routes <= 0) return;
     const FormatKernels& k = kernels_for(*w.matrix.format);
-    const ProductOperands operands = expert_operands(ctx, w, x_div, x, x_stride, y, y_stride);
+    ProductOperands operands = expert_operands(ctx, w, x_div, x, x_stride, y, y_stride);
+    const bool ints = use_int_kernels(k, xq);
+    if (ints) set_codes(operands, *xq);
     if (groups == nullptr) {
         MatvecParams p;
         static_cast<ProductOperands&>(p) = operands;
         p.routes = routes;
-        k.matvec[0](p, n_routes, ctx.stream);
+        (ints ? k.int_matvec : k.matvec)[0](p, n_routes, ctx.stream, 1);
         return;
     }
     TileParams p;
@@ -106,7 +137,54 @@ void matmul_routed(const MatmulContext& ctx, const ExpertMatrix& w, const Route*
     p.tile_begin = groups->tile_begin;
     p.tile_end = groups->tile_end;
     p.n_tiles = groups->n_tiles;
-    k.tile(p, groups->max_tiles, ctx.stream);
+    (ints ? k.int_tile : k.tile)(p, groups->max_tiles, ctx.stream);
+}
+
+void matmul_group(const MatmulContext& ctx, std::span<const ProductTarget> targets, const float* x,
+                  int64_t x_stride, int n, const Q8Rows* xq) {
+    if (n <= 0 || targets.empty()) return;
+    const WeightMatrix& w0 = *targets[0].w;
+    const FormatKernels& k = kernels_for(*w0.format);
+    bool shared = n <= kSmallBatch && targets.size() <= 1 + kMaxSiblings && use_int_kernels(k, xq);
+    for (const ProductTarget& t : targets)
+        shared = shared && t.w->format == w0.format && t.w->cols == w0.cols;
+    if (!shared) {
+        for (const ProductTarget& t : targets)
+            matmul(ctx, *t.w, x, x_stride, n, t.y, t.y_stride, xq);
+        return;
+    }
+    MatvecParams p;
+    static_cast<ProductOperands&>(p) =
+        dense_operands(ctx, w0, x, x_stride, targets[0].y, targets[0].y_stride);
+    set_codes(p, *xq);
+    p.n_cols = n;
+    for (size_t i = 1; i < targets.size(); ++i) {
+        const ProductTarget& t = targets[i];
+        p.siblings[i - 1] = {t.w->data, t.w->rows, t.w->scale, t.y, t.y_stride, nullptr, nullptr};
+    }
+    k.int_matvec[matvec_slot(n)](p, 1, ctx.stream, static_cast<int>(targets.size()));
+}
+
+void matmul_routed_pair(const MatmulContext& ctx, const ExpertMatrix& a, const ExpertMatrix& b,
+                        const Route* routes, int n_routes, int x_div, const float* x,
+                        int64_t x_stride, float* y_a, float* y_b, int64_t y_stride,
+                        const ExpertGroups* groups, const Q8Rows* xq) {
+    if (n_routes <= 0) return;
+    const FormatKernels& k = kernels_for(*a.matrix.format);
+    const bool shared = groups == nullptr && use_int_kernels(k, xq) &&
+                        a.matrix.format == b.matrix.format && a.matrix.cols == b.matrix.cols &&
+                        a.expert_stride == b.expert_stride && a.bias_stride == b.bias_stride;
+    if (!shared) {
+        matmul_routed(ctx, a, routes, n_routes, x_div, x, x_stride, y_a, y_stride, groups, xq);
+        matmul_routed(ctx, b, routes, n_routes, x_div, x, x_stride, y_b, y_stride, groups, xq);
+        return;
+    }
+    MatvecParams p;
+    static_cast<ProductOperands&>(p) = expert_operands(ctx, a, x_div, x, x_stride, y_a, y_stride);
+    set_codes(p, *xq);
+    p.routes = routes;
+    p.siblings[0] = {b.matrix.data, b.matrix.rows, 1.0f, y_b, y_stride, b.scales, b.bias};
+    k.int_matvec[0](p, n_routes, ctx.stream, 2);
 }
 
 void embed_rows(const MatmulContext& ctx, const WeightMatrix& table, const int32_t* tokens, int n,

@@ -8,10 +8,12 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <span>
 
 #include "cpu/moe_layer.h"
 #include "cpu/weight_matrix.h"
 #include "cuda/block_dequant.h"
+#include "cuda/elementwise.h"
 
 namespace tandem::cuda {
 
@@ -27,10 +29,27 @@ struct MatmulContext {
 
 // True when there are GPU kernels for weights of this type.
 bool gpu_supports(GgmlType type);
+// True when products of weights of this type run on integer kernels (given activations as q8
+// codes): the format has them and TANDEM_GPU_FLOAT_PRODUCTS=1 is not set.
+bool gpu_integer_products(GgmlType type);
 
 // y[t] = (W · x[t]) · w.scale for t < n; w's data is a device pointer, x and y device rows.
+// With xq (x's q8 codes, from round_activations) formats with an integer view multiply the
+// codes in integer arithmetic (cuda/matmul_int_kernels.cuh); the others, and every format when
+// TANDEM_GPU_FLOAT_PRODUCTS=1 is set, read x.
 void matmul(const MatmulContext& ctx, const WeightMatrix& w, const float* x, int64_t x_stride,
-            int n, float* y, int64_t y_stride);
+            int n, float* y, int64_t y_stride, const Q8Rows* xq = nullptr);
+
+// Several matrices over one input (q, k and v): y_i = (W_i · x) · W_i.scale. Decode batches of
+// matrices of one format and width that take the integer kernels share one launch; the others
+// run one by one, as matmul.
+struct ProductTarget {
+    const WeightMatrix* w;
+    float* y;
+    int64_t y_stride;
+};
+void matmul_group(const MatmulContext& ctx, std::span<const ProductTarget> targets, const float* x,
+                  int64_t x_stride, int n, const Q8Rows* xq);
 
 // The routes of an MoE layer grouped by expert (made on the device by group_routes): for the
 // tensor-core path, tile j covers sorted[begin[j] .. end[j]) (at most kTileTokens routes of
@@ -48,9 +67,17 @@ struct ExpertGroups {
 // y[j] = (W_e · x[j / x_div]) · s_e + b_e (s_e, b_e: the expert's scale and bias, if any).
 // Routes with e < 0 leave y[j] unwritten. With groups == nullptr every route is its own
 // matrix-vector product (decode); with groups, each expert's routes share tiles (prefill).
+// xq as for matmul.
 void matmul_routed(const MatmulContext& ctx, const ExpertMatrix& w, const Route* routes,
                    int n_routes, int x_div, const float* x, int64_t x_stride, float* y,
-                   int64_t y_stride, const ExpertGroups* groups);
+                   int64_t y_stride, const ExpertGroups* groups, const Q8Rows* xq = nullptr);
+
+// Two expert stacks over the same routes and input (gate and up), into y_a and y_b: one launch
+// for decode where the integer kernels take them, else matmul_routed twice.
+void matmul_routed_pair(const MatmulContext& ctx, const ExpertMatrix& a, const ExpertMatrix& b,
+                        const Route* routes, int n_routes, int x_div, const float* x,
+                        int64_t x_stride, float* y_a, float* y_b, int64_t y_stride,
+                        const ExpertGroups* groups, const Q8Rows* xq);
 
 // out[t] = row tokens[t] of the table, as f32 (the embedding).
 void embed_rows(const MatmulContext& ctx, const WeightMatrix& table, const int32_t* tokens, int n,

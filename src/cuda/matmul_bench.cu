@@ -80,6 +80,16 @@ MatvecSpeed measure_matvec(GgmlType type, int64_t cols, size_t bytes, int rounds
     DeviceBuffer y(sizeof(float) * prefill * rows, "bench outputs");
     fill_floats<<<1024, 256>>>(x.as<float>(), prefill * cols);
     check_launch("fill_floats");
+    // The q8 codes the model's products take where the format has integer kernels.
+    const int64_t groups = (cols + 31) / 32;
+    DeviceBuffer codes(align_up(static_cast<size_t>(prefill * groups * 32)), "bench codes");
+    DeviceBuffer scales(sizeof(float) * prefill * groups, "bench codes");
+    fill_kernel<<<1024, 256>>>(codes.as<uint32_t>(), codes.bytes() / 4, 777u);
+    check_launch("fill_kernel");
+    fill_floats<<<1024, 256>>>(scales.as<float>(), prefill * groups);
+    check_launch("fill_floats");
+    const Q8Rows q8{codes.as<int8_t>(), scales.as<float>(), groups * 32, groups};
+    const Q8Rows* xq = gpu_integer_products(type) ? &q8 : nullptr;
     check(cudaDeviceSynchronize(), "bench setup");
     DeviceDequantTables tables;
     cudaStream_t stream = nullptr;
@@ -89,14 +99,14 @@ MatvecSpeed measure_matvec(GgmlType type, int64_t cols, size_t bytes, int rounds
     MatvecSpeed s;
     const double weight_bytes = static_cast<double>(rb) * rows;
     const double ms1 = median_ms(
-        rounds, 10, stream, [&] { matmul(ctx, m, x.as<float>(), cols, 1, y.as<float>(), rows); });
+        rounds, 10, stream, [&] { matmul(ctx, m, x.as<float>(), cols, 1, y.as<float>(), rows, xq); });
     const double ms8 = median_ms(
-        rounds, 10, stream, [&] { matmul(ctx, m, x.as<float>(), cols, 8, y.as<float>(), rows); });
+        rounds, 10, stream, [&] { matmul(ctx, m, x.as<float>(), cols, 8, y.as<float>(), rows, xq); });
     // The tile path on a slice of the matrix (the full one would take long at 512 rows).
     const WeightMatrix slice = m.slice_rows(0, std::min<int64_t>(rows, 8192));
     const double msp = median_ms(std::max(1, rounds / 2), 2, stream, [&] {
         matmul(ctx, slice, x.as<float>(), cols, static_cast<int>(prefill), y.as<float>(),
-               slice.rows);
+               slice.rows, xq);
     });
     cudaStreamDestroy(stream);
     s.us_1 = ms1 * 1e3;

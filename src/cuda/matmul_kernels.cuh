@@ -121,7 +121,7 @@ __global__ void __launch_bounds__(kMatvecThreads)
 }
 
 template <GgmlType F, int C>
-void launch_matvec(const MatvecParams& p, int n_jobs, cudaStream_t stream) {
+void launch_matvec(const MatvecParams& p, int n_jobs, cudaStream_t stream, int /*n_targets: 1*/) {
     constexpr int R = C <= 2 ? 2 : 1;  // rows per block: x registers reused R times
     const dim3 grid(static_cast<unsigned>((p.rows + R - 1) / R), static_cast<unsigned>(n_jobs));
     matvec_kernel<F, C, R><<<grid, kMatvecThreads, 0, stream>>>(p);

@@ -21,6 +21,11 @@ struct ProductOperands {
     float scale = 1.0f;  // dense: the matrix's second-level scale
     const float* x = nullptr;
     int64_t x_stride = 0;
+    // The integer kernels read the activations as q8 codes and scales instead (Q8Rows).
+    const int8_t* xq = nullptr;
+    int64_t xq_stride = 0;
+    const float* xd = nullptr;
+    int64_t xd_stride = 0;
     float* y = nullptr;
     int64_t y_stride = 0;
     // Stacked experts: route r reads row r / x_div of x, expert e's rows start
@@ -33,10 +38,25 @@ struct ProductOperands {
     gpu::DequantTables tables;
 };
 
+// Another matrix of the same format and width over the same activations, in the same launch
+// (blockIdx.z = 1, 2): q, k and v; an expert's gate and up.
+struct SiblingTarget {
+    const uint8_t* w = nullptr;
+    int64_t rows = 0;
+    float scale = 1.0f;
+    float* y = nullptr;
+    int64_t y_stride = 0;
+    const float* expert_scales = nullptr;
+    const float* expert_bias = nullptr;
+};
+constexpr int kMaxSiblings = 2;
+
 struct MatvecParams : ProductOperands {
     int n_cols = 1;  // dense: rows of x (columns of the product)
     // Routed (routes != nullptr): job blockIdx.y is route j.
     const Route* routes = nullptr;
+    // The integer kernels: targets 1.. of the launch (target 0 is ProductOperands').
+    SiblingTarget siblings[kMaxSiblings];
 };
 
 struct TileParams : ProductOperands {
@@ -59,16 +79,21 @@ struct EmbedParams {
     gpu::DequantTables tables;
 };
 
-using MatvecLauncher = void (*)(const MatvecParams&, int n_jobs, cudaStream_t);
+// n_targets: 1 + the siblings the integer kernels take.
+using MatvecLauncher = void (*)(const MatvecParams&, int n_jobs, cudaStream_t, int n_targets);
 using TileLauncher = void (*)(const TileParams&, int token_tiles, cudaStream_t);
 using EmbedLauncher = void (*)(const EmbedParams&, int n_tokens, cudaStream_t);
 
-// The kernels of one weight format: matvec for 1, 2, 4 and 8 columns, tiles, embedding rows.
+// The kernels of one weight format: matvec for 1, 2, 4 and 8 columns, tiles, embedding rows;
+// for the formats with an integer view (cuda/block_int.h) the same on q8 activations, else
+// nullptr.
 struct FormatKernels {
     GgmlType type;
     MatvecLauncher matvec[4];
     TileLauncher tile;
     EmbedLauncher embed;
+    MatvecLauncher int_matvec[4];
+    TileLauncher int_tile;
 };
 
 // Each family file's formats (nullptr-terminated lists are avoided: spans of entries).

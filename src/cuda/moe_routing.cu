@@ -12,17 +12,19 @@ constexpr int kRouteWarps = 4;  // tokens per block of route_topk
 
 // Warp per token: softmax of the router logits (max-subtracted), then top_k rounds of a warp
 // argmax (the larger probability first, the lower id among equals).
-__global__ void route_topk_kernel(DeviceRows logits, RoutingParams p, Route* routes) {
+__global__ void route_topk_kernel(DeviceRows logits, DeviceRows probs, RoutingParams p,
+                                  Route* routes) {
     const int t = blockIdx.x * kRouteWarps + threadIdx.x / 32;
     const int lane = threadIdx.x % 32;
     if (t >= logits.rows) return;
-    float* x = logits.data + t * logits.stride;
+    const float* in = logits.data + t * logits.stride;
+    float* x = probs.data + t * probs.stride;
     float m = -FLT_MAX;
-    for (int e = lane; e < p.n_expert; e += 32) m = fmaxf(m, x[e]);
+    for (int e = lane; e < p.n_expert; e += 32) m = fmaxf(m, in[e]);
     for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
     double sum = 0.0;  // in f64, as the CPU's softmax
     for (int e = lane; e < p.n_expert; e += 32) {
-        const float v = expf(x[e] - m);
+        const float v = expf(in[e] - m);
         x[e] = v;
         sum += v;
     }
@@ -113,11 +115,11 @@ __global__ void weighted_sum_kernel(const float* y, int64_t y_stride, const Rout
 
 }  // namespace
 
-void route_topk(DeviceRows logits, const RoutingParams& params, Route* routes,
+void route_topk(DeviceRows logits, DeviceRows probs, const RoutingParams& params, Route* routes,
                 cudaStream_t stream) {
     if (logits.rows == 0) return;
     route_topk_kernel<<<(logits.rows + kRouteWarps - 1) / kRouteWarps, 32 * kRouteWarps, 0,
-                        stream>>>(logits, params, routes);
+                        stream>>>(logits, probs, params, routes);
     check_launch("route_topk");
 }
 

@@ -14,9 +14,10 @@
 
 namespace tandem::cuda {
 
-// routes[t · top_k + i] = the i-th best expert of token t with its weight. logits are
-// overwritten with the probabilities.
-void route_topk(DeviceRows logits, const RoutingParams& params, Route* routes, cudaStream_t stream);
+// routes[t · top_k + i] = the i-th best expert of token t with its weight; probs (scratch of
+// logits' shape, may be logits itself) receives the probabilities.
+void route_topk(DeviceRows logits, DeviceRows probs, const RoutingParams& params, Route* routes,
+                cudaStream_t stream);
 
 // Device arrays for grouping up to max_routes routes of n_expert experts.
 struct GroupBuffers {

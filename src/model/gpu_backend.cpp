@@ -44,20 +44,45 @@ size_t experts_bytes(const ExpertMatrix& e, int n_expert) {
 // The vectors and matrices of a layer (empty ones included), for the upload and its translation.
 template <typename Layer>
 auto layer_vectors(Layer& L) {
-    return std::array{&L.attn_norm,       &L.bq,           &L.bk,           &L.bv,
-                      &L.bo,              &L.q_norm,       &L.k_norm,       &L.attn_sinks,
-                      &L.attn_post_norm,  &L.ffn_norm,     &L.ffn_post_norm, &L.router_bias,
-                      &L.router_scale,    &L.ffn_pre_norm_2, &L.ffn_post_norm_1, &L.ffn_post_norm_2,
-                      &L.pl_post_norm,    &L.out_scale,    &L.q_a_norm,     &L.kv_a_norm,
-                      &L.expert_bias,     &L.ssm_conv,     &L.ssm_dt,       &L.ssm_a,
+    return std::array{&L.attn_norm,
+                      &L.bq,
+                      &L.bk,
+                      &L.bv,
+                      &L.bo,
+                      &L.q_norm,
+                      &L.k_norm,
+                      &L.attn_sinks,
+                      &L.attn_post_norm,
+                      &L.ffn_norm,
+                      &L.ffn_post_norm,
+                      &L.router_bias,
+                      &L.router_scale,
+                      &L.ffn_pre_norm_2,
+                      &L.ffn_post_norm_1,
+                      &L.ffn_post_norm_2,
+                      &L.pl_post_norm,
+                      &L.out_scale,
+                      &L.q_a_norm,
+                      &L.kv_a_norm,
+                      &L.expert_bias,
+                      &L.ssm_conv,
+                      &L.ssm_dt,
+                      &L.ssm_a,
                       &L.ssm_norm};
 }
 template <typename Layer>
 auto layer_matrices(Layer& L) {
-    return std::array{&L.wq,       &L.wk,      &L.wv,         &L.wo,         &L.ffn_gate,  &L.ffn_up,    &L.ffn_down,
-                      &L.router,   &L.pl_gate, &L.pl_proj,    &L.wq_a,       &L.wq_b,      &L.wkv_a,     &L.shexp_gate,
-                      &L.shexp_up, &L.shexp_down, &L.wqkv,    &L.wqkv_gate,  &L.ssm_beta,   &L.ssm_alpha, &L.ssm_out,
-                      &L.shexp_gate_inp};
+    return std::array{&L.wq,       &L.wk,
+                      &L.wv,       &L.wo,
+                      &L.ffn_gate, &L.ffn_up,
+                      &L.ffn_down, &L.router,
+                      &L.pl_gate,  &L.pl_proj,
+                      &L.wq_a,     &L.wq_b,
+                      &L.wkv_a,    &L.shexp_gate,
+                      &L.shexp_up, &L.shexp_down,
+                      &L.wqkv,     &L.wqkv_gate,
+                      &L.ssm_beta, &L.ssm_alpha,
+                      &L.ssm_out,  &L.shexp_gate_inp};
 }
 
 constexpr int kNotExperts = -1;
@@ -126,12 +151,14 @@ GpuBackend::GpuBackend(const Model& model, ThreadPool& pool, const CpuBackendOpt
         std::max<int64_t>({c_.n_embd, int64_t{c_.n_head} * c_.head_dim_v, c_.n_ff});
     const size_t decoder_floats =
         static_cast<size_t>(T) *
-        (4 * int64_t{c_.n_embd} + widest_input + int64_t{c_.n_head} * c_.head_dim_k * 2 +
-         int64_t{c_.n_head_kv} * (c_.head_dim_k + c_.head_dim_v) +
-         (c_.is_moe() ? 0 : 2 * int64_t{c_.n_ff}) + c_.n_vocab);
+            (4 * int64_t{c_.n_embd} + widest_input + int64_t{c_.n_head} * c_.head_dim_k * 2 +
+             int64_t{c_.n_head_kv} * (c_.head_dim_k + c_.head_dim_v) +
+             (c_.is_moe() ? 0 : 2 * int64_t{c_.n_ff}) + c_.n_vocab) +
+        q8_floats(T, widest_input);
     const size_t moe_floats =
         c_.is_moe() ? static_cast<size_t>(T) *
-                          (c_.n_expert + int64_t{k} * (2 * c_.n_ff_exp + c_.n_embd + 2 + 1))
+                              (c_.n_expert + int64_t{k} * (2 * c_.n_ff_exp + c_.n_embd + 2 + 1)) +
+                          q8_floats(int64_t{T} * k, c_.n_ff_exp)
                     : 0;
     const size_t activation_bytes =
         sizeof(float) *
@@ -145,8 +172,7 @@ GpuBackend::GpuBackend(const Model& model, ThreadPool& pool, const CpuBackendOpt
              gpu_mem_gib > 0 ? "--gpu-mem" : "its free memory", e.what());
     }
     if (placement_.n_cpu_layers > 0) {
-        cpu_experts_ =
-            std::make_unique<GpuCpuExperts>(model, placement_.experts_on_cpu, T, pool);
+        cpu_experts_ = std::make_unique<GpuCpuExperts>(model, placement_.experts_on_cpu, T, pool);
     }
 
     upload_weights();
@@ -167,9 +193,10 @@ GpuBackend::GpuBackend(const Model& model, ThreadPool& pool, const CpuBackendOpt
         log_info("expert stream: {}", expert_stream_->host_memory());
         if (placement_.n_slots > 0) {
             if (!expert_stream_->pinned()) {
-                fail("--moe-strategy offload: the expert slots read host experts in place, which "
-                     "needs them registered with the driver: {}",
-                     expert_stream_->host_memory());
+                fail(
+                    "--moe-strategy offload: the expert slots read host experts in place, which "
+                    "needs them registered with the driver: {}",
+                    expert_stream_->host_memory());
             }
             expert_slots_ = std::make_unique<GpuExpertSlots>(host_layers, placement_.n_slots);
             slot_routes_ = reinterpret_cast<Route*>(
@@ -221,6 +248,7 @@ GpuBackend::GpuBackend(const Model& model, ThreadPool& pool, const CpuBackendOpt
         cuda::PinnedBuffer(sizeof(int32_t) * 4 * static_cast<size_t>(T), "batch staging");
     read_staging_ = cuda::PinnedBuffer(kReadStagingBytes, "logit staging");
     rounded_ = device_floats(static_cast<size_t>(T) * widest_input, "rounded activations");
+    rounded_q8_ = q8_rows(T, widest_input);
     cuda::check(cudaEventCreateWithFlags(&batch_copied_, cudaEventDisableTiming),
                 "cudaEventCreate");
 
@@ -229,12 +257,13 @@ GpuBackend::GpuBackend(const Model& model, ThreadPool& pool, const CpuBackendOpt
         routing_.top_k = c_.n_expert_used;
         routing_.normalize = c_.expert_weights_norm;
         routing_.scale = c_.expert_weights_scale;
-        router_logits_ = allocate(T, c_.n_expert);
+        router_probs_ = allocate(T, c_.n_expert);
         routes_ = reinterpret_cast<Route*>(device_floats(2 * static_cast<size_t>(T) * k, "routes"));
         expert_gate_ =
             device_floats(static_cast<size_t>(T) * k * c_.n_ff_exp, "expert activations");
         expert_up_ = device_floats(static_cast<size_t>(T) * k * c_.n_ff_exp, "expert activations");
         expert_down_ = device_floats(static_cast<size_t>(T) * k * c_.n_embd, "expert outputs");
+        expert_q8_ = q8_rows(int64_t{T} * k, c_.n_ff_exp);
         groups_.max_routes = T * k;
         groups_.max_tiles = cuda::max_group_tiles(T * k, c_.n_expert);
         groups_.sorted =
@@ -255,9 +284,10 @@ GpuBackend::GpuBackend(const Model& model, ThreadPool& pool, const CpuBackendOpt
         gpu.name, gib(gpu.total_bytes), gpu.cc_major, gpu.cc_minor,
         cuda::cuda_version_text(gpu.driver_version), gib(weight_bytes), gib(kv_.bytes()),
         kv_.f16 ? "f16" : "f32",
-        c_.is_moe() ? describe(placement_) + fmt::format(" (--moe-strategy {})",
-                                                         moe_strategy_name(gpu_options.moe_strategy))
-                    : "none",
+        c_.is_moe()
+            ? describe(placement_) +
+                  fmt::format(" (--moe-strategy {})", moe_strategy_name(gpu_options.moe_strategy))
+            : "none",
         watch.seconds());
 }
 
@@ -266,7 +296,8 @@ GpuBackend::~GpuBackend() {
     if (expert_slots_) {
         const auto [hits, misses] = expert_slots_->counts();
         log_info("expert slots: {} hits, {} misses ({:.1f}% hits) in {} slots", hits, misses,
-                 100.0 * static_cast<double>(hits) / static_cast<double>(std::max<uint64_t>(1, hits + misses)),
+                 100.0 * static_cast<double>(hits) /
+                     static_cast<double>(std::max<uint64_t>(1, hits + misses)),
                  expert_slots_->n_slots());
     }
     if (batch_copied_ != nullptr) cudaEventDestroy(batch_copied_);
@@ -299,7 +330,9 @@ void GpuBackend::check_supported() const {
              std::max(c_.head_dim_k, c_.head_dim_v), cuda::kMaxHeadDim);
     }
     // What the GPU's operations do not implement yet (they would compute something else).
-    auto missing = [&](const char* what) { fail("--device cuda: {} ({}) is not implemented on the GPU yet", what, c_.arch); };
+    auto missing = [&](const char* what) {
+        fail("--device cuda: {} ({}) is not implemented on the GPU yet", what, c_.arch);
+    };
     for (const LayerConfig& L : c_.layers) {
         if (L.attention == AttentionKind::kSliding) missing("sliding-window attention");
         if (L.attention == AttentionKind::kRecurrent) missing("gated delta-net layers");
@@ -317,7 +350,8 @@ void GpuBackend::check_supported() const {
     }
     if (c_.attn_sinks) missing("attention sinks");
     if (c_.v_norm) missing("the value norm (rms_norm_heads without a weight)");
-    if (c_.activation != GluKind::kSilu || c_.expert_activation != GluKind::kSilu) missing("GELU (ggml's fp16 table) and gpt-oss's SwiGLU");
+    if (c_.activation != GluKind::kSilu || c_.expert_activation != GluKind::kSilu)
+        missing("GELU (ggml's fp16 table) and gpt-oss's SwiGLU");
     if (c_.gating != ExpertGating::kSoftmax) missing("this expert gating");
     if (c_.n_expert_groups > 1) missing("group-limited routing");
     if (c_.mla.kv_lora_rank > 0) missing("multi-head latent attention");
@@ -533,30 +567,58 @@ void GpuBackend::rms_norm_heads(Act x, int head_dim, const WeightVector& w, floa
     cuda::rms_norm(rows(x), w.data, head_dim, eps, rows(x), stream_.get());
 }
 
-const float* GpuBackend::rounded_input(Act in, const WeightMatrix& w) {
+GpuBackend::RoundedInput GpuBackend::rounded_input(Act in, const WeightMatrix& w) {
     const GgmlType type = w.format->dot_type;
-    if (type == GgmlType::kF32) return in.data;
+    if (type == GgmlType::kF32) return {in.data, nullptr};
+    const bool codes = cuda::has_q8_codes(type);
     if (rounded_from_ != in.data || rounded_as_ != type) {
         cuda::round_activations(rows(in), type, {rounded_, in.rows, in.cols, in.stride},
-                                stream_.get());
+                                stream_.get(), codes ? &rounded_q8_ : nullptr);
         rounded_from_ = in.data;
         rounded_as_ = type;
     }
-    return rounded_;
+    return {rounded_, codes ? &rounded_q8_ : nullptr};
+}
+
+size_t GpuBackend::q8_floats(int64_t rows, int64_t cols) {
+    const int64_t blocks = (cols + 31) / 32;
+    return static_cast<size_t>(rows) * blocks * (32 / sizeof(float) + 1);
+}
+
+cuda::Q8Rows GpuBackend::q8_rows(int64_t rows, int64_t cols) {
+    const int64_t blocks = (cols + 31) / 32;
+    cuda::Q8Rows q8;
+    q8.q = reinterpret_cast<int8_t*>(
+        device_floats(static_cast<size_t>(rows) * blocks * 32 / sizeof(float), "q8 activations"));
+    q8.d = device_floats(static_cast<size_t>(rows) * blocks, "q8 activations");
+    q8.q_stride = blocks * 32;
+    q8.d_stride = blocks;
+    return q8;
 }
 
 void GpuBackend::matmul(Act in, std::initializer_list<MatmulTarget> targets) {
     rounded_from_ = nullptr;  // a new input
+    // Targets of one format share their rounded input, and a launch where the kernels allow.
+    std::vector<cuda::ProductTarget> group;
+    const auto flush = [&] {
+        if (group.empty()) return;
+        std::string name;
+        if (profile_.enabled()) {
+            name = "matmul";
+            for (const cuda::ProductTarget& t : group)
+                name += fmt::format("{}{}x{}", name.size() > 6 ? "+" : " ", t.w->rows, t.w->cols);
+            name += fmt::format(" {}", group[0].w->format->name);
+        }
+        const cuda::OpProfile::Scope scope(profile_, name, stream_.get());
+        const RoundedInput x = rounded_input(in, *group[0].w);
+        cuda::matmul_group(ctx_, group, x.data, in.stride, in.rows, x.q8);
+        group.clear();
+    };
     for (const MatmulTarget& t : targets) {
-        const cuda::OpProfile::Scope scope(profile_,
-                                           profile_.enabled()
-                                               ? fmt::format("matmul {}x{} {}", t.weight->rows,
-                                                             t.weight->cols, t.weight->format->name)
-                                               : "",
-                                           stream_.get());
-        cuda::matmul(ctx_, *t.weight, rounded_input(in, *t.weight), in.stride, in.rows, t.out.data,
-                     t.out.stride);
+        if (!group.empty() && group[0].w->format != t.weight->format) flush();
+        group.push_back({t.weight, t.out.data, t.out.stride});
     }
+    flush();
 }
 
 void GpuBackend::add_bias(Act x, const WeightVector& bias) {
@@ -578,13 +640,17 @@ void GpuBackend::store_kv(int layer, Act k, Act v) {
 
 void GpuBackend::attention(int layer, Act q, Act out) {
     const cuda::OpProfile::Scope scope(profile_, "attention", stream_.get());
-    // Decode passes are replayed as graphs, so they cover the whole context in short chunks;
-    // prefill covers what the batch reaches, in long ones.
-    const bool decode = q.rows <= cuda::kSmallBatch;
-    const int chunk = decode ? cuda::kDecodeChunk : cuda::kPrefillChunk;
-    const int positions = decode ? options_.n_ctx : max_pos_ + 1;
+    // Decode passes are replayed as graphs, so they cover the whole context in short chunks
+    // spread over the GPU; prefill batches share each staged tile of keys among many queries.
+    if (q.rows > cuda::kSmallBatch) {
+        cuda::attention_tiled(kv_, layer, rows(q), places_, c_.n_head, c_.attn_scale, rows(out),
+                              stream_.get());
+        return;
+    }
+    const int chunk = cuda::kDecodeChunk;
     cuda::attention(kv_, layer, rows(q), places_, c_.n_head, c_.attn_scale, chunk,
-                    (positions + chunk - 1) / chunk, attention_scratch_, rows(out), stream_.get());
+                    (options_.n_ctx + chunk - 1) / chunk, attention_scratch_, rows(out),
+                    stream_.get());
 }
 
 void GpuBackend::glu(GluKind kind, Act gate, Act up, Act out) {
@@ -603,12 +669,8 @@ void GpuBackend::moe(int layer, Act logits, Act in, Act out) {
     const cudaStream_t st = stream_.get();
     std::optional<cuda::OpProfile::Scope> scope(std::in_place, profile_, "moe router", st);
     rounded_from_ = nullptr;  // a new input
-    // route_topk turns the logits into probabilities in place: work on a copy.
-    Act scores = router_logits_.first_rows(n);
-    cuda::check(cudaMemcpy2DAsync(scores.data, sizeof(float) * scores.stride, logits.data, sizeof(float) * logits.stride,
-                                  sizeof(float) * logits.cols, n, cudaMemcpyDeviceToDevice, st),
-                "router logits");
-    cuda::route_topk(rows(scores), routing_, routes_, st);
+    // The probabilities go to scratch: the logits stay as the decoder left them.
+    cuda::route_topk(rows(logits), rows(router_probs_.first_rows(n)), routing_, routes_, st);
     if (!placement_.experts_on_cpu[layer]) {
         scope.reset();
         gpu_experts(m, routes_, in, out);
@@ -660,25 +722,30 @@ void GpuBackend::gpu_experts(const MoeLayer& m, const Route* routes, Act in, Act
     }
     const int64_t F = m.n_ff, E = m.n_embd;
     scope.emplace(profile_, "moe experts", st);
-    cuda::matmul_routed(ctx_, m.gate, routes, n_routes, k, rounded_input(in, m.gate.matrix),
-                        in.stride, expert_gate_, F, grouped);
-    cuda::matmul_routed(ctx_, m.up, routes, n_routes, k, rounded_input(in, m.up.matrix), in.stride,
-                        expert_up_, F, grouped);
+    const RoundedInput gate_in = rounded_input(in, m.gate.matrix);
+    cuda::matmul_routed(ctx_, m.gate, routes, n_routes, k, gate_in.data, in.stride, expert_gate_, F,
+                        grouped, gate_in.q8);
+    const RoundedInput up_in = rounded_input(in, m.up.matrix);
+    cuda::matmul_routed(ctx_, m.up, routes, n_routes, k, up_in.data, in.stride, expert_up_, F,
+                        grouped, up_in.q8);
     const cuda::DeviceRows gate{expert_gate_, n_routes, F, F}, up{expert_up_, n_routes, F, F};
     cuda::glu(m.activation, gate, up, gate, st);
     // The down projection's input through its activation type, into the free up buffer.
     const float* down_in = expert_gate_;
-    if (m.down.matrix.format->dot_type != GgmlType::kF32) {
-        cuda::round_activations(gate, m.down.matrix.format->dot_type, up, st);
+    const GgmlType down_type = m.down.matrix.format->dot_type;
+    const cuda::Q8Rows* down_q8 = cuda::has_q8_codes(down_type) ? &expert_q8_ : nullptr;
+    if (down_type != GgmlType::kF32) {
+        cuda::round_activations(gate, down_type, up, st, down_q8);
         down_in = expert_up_;
     }
-    cuda::matmul_routed(ctx_, m.down, routes, n_routes, 1, down_in, F, expert_down_, E, grouped);
+    cuda::matmul_routed(ctx_, m.down, routes, n_routes, 1, down_in, F, expert_down_, E, grouped,
+                        down_q8);
     scope.emplace(profile_, "moe sum", st);
     cuda::moe_weighted_sum(expert_down_, E, routes, k, rows(out), st);
 }
 
-void GpuBackend::matmul_heads(const ExpertMatrix& w, int n_heads, Act in, int64_t in_head_stride, Act out,
-                              int64_t out_head_stride) {
+void GpuBackend::matmul_heads(const ExpertMatrix& w, int n_heads, Act in, int64_t in_head_stride,
+                              Act out, int64_t out_head_stride) {
     (void)w, (void)n_heads, (void)in, (void)in_head_stride, (void)out, (void)out_head_stride;
     fail("--device cuda: matmul_heads is not implemented on the GPU yet");
 }

@@ -6,8 +6,8 @@
 // expert placement (model/expert_placement.h) leaves in host memory, computed by the CPU executor
 // within the stream (model/gpu_cpu_experts.h), or, under the offload strategy, copied into a cache
 // of expert slots in VRAM and computed there (model/gpu_expert_slots.h), or under hybrid split
-// per step between those slots (hits) and the CPU executor (misses) at once. Decode batches (up to cuda::kSmallBatch tokens)
-// are recorded once per size as CUDA graphs and replayed.
+// per step between those slots (hits) and the CPU executor (misses) at once. Decode batches (up to
+// cuda::kSmallBatch tokens) are recorded once per size as CUDA graphs and replayed.
 #pragma once
 
 #include <memory>
@@ -90,8 +90,16 @@ class GpuBackend final : public Ops {
     void synchronize(const char* what);
     float* device_floats(size_t n, const char* what);
     // `in` rounded through w's activation type into rounded_ (cuda/activation_rounding.h), or
-    // in itself for f32 weights; rounded_ is reused while the same input and type follow.
-    const float* rounded_input(Act in, const WeightMatrix& w);
+    // in itself for f32 weights; rounded_ is reused while the same input and type follow. For
+    // the q8 types the codes too (rounded_q8_), for the integer kernels.
+    struct RoundedInput {
+        const float* data;
+        const cuda::Q8Rows* q8;  // nullptr: no q8 codes
+    };
+    RoundedInput rounded_input(Act in, const WeightMatrix& w);
+    // Device memory for the q8 codes of rows × cols activations, and its size in floats.
+    cuda::Q8Rows q8_rows(int64_t rows, int64_t cols);
+    static size_t q8_floats(int64_t rows, int64_t cols);
 
     const Model& model_;
     const ModelConfig& c_;
@@ -105,7 +113,7 @@ class GpuBackend final : public Ops {
     cuda::HostImage image_;
     ModelWeights weights_;  // views into image_ (experts on the CPU: host views)
     ExpertPlacement placement_;
-    std::unique_ptr<GpuCpuExperts> cpu_experts_;  // the layers whose experts are on the CPU
+    std::unique_ptr<GpuCpuExperts> cpu_experts_;      // the layers whose experts are on the CPU
     std::unique_ptr<GpuExpertStream> expert_stream_;  // their experts for prefill batches
     std::unique_ptr<GpuExpertSlots> expert_slots_;    // offload, hybrid: their experts for decode
     // hybrid: the misses' CPU executor runs on side_stream_ while the GPU computes the hits.
@@ -133,14 +141,16 @@ class GpuBackend final : public Ops {
     float* rounded_ = nullptr;  // [T × the widest matrix input]
     const float* rounded_from_ = nullptr;
     GgmlType rounded_as_ = GgmlType::kF32;
+    cuda::Q8Rows rounded_q8_;  // the codes of rounded_
 
     // MoE scratch (T = max_batch, k = experts per token).
     RoutingParams routing_;
-    Act router_logits_;             // [T × n_expert]
+    Act router_probs_;              // [T × n_expert]: route_topk's probabilities
     Route* routes_ = nullptr;       // [T · k]
     Route* slot_routes_ = nullptr;  // offload, hybrid: routes_ naming slots [kMaxSlotRoutes]
     Route* cpu_routes_ = nullptr;   // hybrid: the misses of routes_ [kMaxSlotRoutes]
     Act hybrid_out_;                // hybrid: the CPU executor's sums [kSmallBatch × n_embd]
+    cuda::Q8Rows expert_q8_;        // the codes of the down projections' input [T · k × n_ff_exp]
     float* expert_gate_ = nullptr;  // [T · k × n_ff_exp]
     float* expert_up_ = nullptr;    // [T · k × n_ff_exp]
     float* expert_down_ = nullptr;  // [T · k × n_embd]

@@ -2,7 +2,9 @@
 // the host, in double: decode shapes (1..8 rows of activations, the matrix-vector path) within
 // float rounding, prefill shapes (tensor-core tiles, 3xTF32) about as close; the
 // routed products of MoE layers per route and grouped by expert; and the embedding rows bit for
-// bit.
+// bit. The formats with an integer view run each product twice: on f32 activations (the float
+// kernels) and on activations rounded through their q8 type with the codes (the integer kernels),
+// whose reference multiplies the rounded values.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,6 +12,7 @@
 
 #include "cuda/block_dequant.h"
 #include "cuda/dequant_tables.h"
+#include "cuda/elementwise.h"
 #include "cuda/gpu_test_util.h"
 #include "cuda/matmul.h"
 #include "cuda/moe_routing.h"
@@ -46,6 +49,44 @@ double worst_relative(const std::vector<float>& y, int64_t y_stride, const std::
     return worst;
 }
 
+// The activations of a test product: x on the device, or with `codes` x rounded on the device
+// through the format's activation type, with the q8 codes the integer kernels read. `host` is
+// what the reference multiplies.
+class TestInput {
+  public:
+    TestInput(const FormatTraits& f, const std::vector<float>& x, int n, int64_t cols, bool codes)
+        : x_(x), rounded_(x.size()), q_(x.size()), d_(x.size() / 32 + 1), host_(x) {
+        if (!codes) return;
+        q8_ = {q_.get(), d_.get(), cols, cols / 32};
+        cuda::round_activations({x_.get(), n, cols, cols}, f.dot_type,
+                                {rounded_.get(), n, cols, cols}, nullptr, &q8_);
+        host_ = rounded_.download();
+    }
+    const float* x() const { return q8_.q != nullptr ? rounded_.get() : x_.get(); }
+    const cuda::Q8Rows* codes() const { return q8_.q != nullptr ? &q8_ : nullptr; }
+    const std::vector<float>& host() const { return host_; }
+
+  private:
+    DeviceArray<float> x_, rounded_;
+    DeviceArray<int8_t> q_;
+    DeviceArray<float> d_;
+    cuda::Q8Rows q8_;
+    std::vector<float> host_;
+};
+
+// The activation modes a format is tested in: f32, and q8 codes where it has integer kernels.
+std::vector<bool> code_modes(const FormatTraits& f) {
+    if (!cuda::gpu_integer_products(f.type)) return {false};
+    return {false, true};
+}
+
+TEST(GpuMatmulList, IntegerKernelsForTheIntegerFormats) {
+    for (GgmlType t : {GgmlType::kQ4_0, GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ6_K,
+                       GgmlType::kMXFP4, GgmlType::kNVFP4, GgmlType::kIQ4_XS, GgmlType::kIQ2_XXS})
+        EXPECT_TRUE(cuda::gpu_integer_products(t)) << format_of(t).name;
+    EXPECT_FALSE(cuda::gpu_integer_products(GgmlType::kBF16));
+}
+
 class GpuMatmul : public ::testing::TestWithParam<GgmlType> {};
 
 TEST_P(GpuMatmul, DenseProductsMatchTheReference) {
@@ -60,16 +101,20 @@ TEST_P(GpuMatmul, DenseProductsMatchTheReference) {
     const cuda::MatmulContext ctx{stream.get(), tables.tables()};
     DeviceArray<uint8_t> dw(wbytes);
     WeightMatrix m{&f, dw.get(), cols, rows, row_bytes(f, cols), 0.37f};
-    for (int n : {1, 2, 3, 5, 8, 9, 64, 100}) {
-        const std::vector<float> x = testing::random_floats(static_cast<size_t>(n) * cols, 100 + n);
-        DeviceArray<float> dx(x);
-        const int64_t y_stride = rows + 5;
-        DeviceArray<float> dy(std::vector<float>(static_cast<size_t>(n) * y_stride, NAN));
-        cuda::matmul(ctx, m, dx.get(), cols, n, dy.get(), y_stride);
-        const double worst = worst_relative(dy.download(), y_stride, w, x, rows, cols, n, m.scale);
-        // f32 accumulation (matrix-vector) or TF32 operands (tiles: 2^-11 relative each).
-        const double bound = n <= cuda::kSmallBatch ? 2e-6 : 1e-5;
-        EXPECT_LE(worst, bound) << f.name << ", " << n << " rows";
+    for (bool codes : code_modes(f)) {
+        for (int n : {1, 2, 3, 5, 8, 9, 64, 100}) {
+            const TestInput in(f, testing::random_floats(static_cast<size_t>(n) * cols, 100 + n), n,
+                               cols, codes);
+            const int64_t y_stride = rows + 5;
+            DeviceArray<float> dy(std::vector<float>(static_cast<size_t>(n) * y_stride, NAN));
+            cuda::matmul(ctx, m, in.x(), cols, n, dy.get(), y_stride, in.codes());
+            const double worst =
+                worst_relative(dy.download(), y_stride, w, in.host(), rows, cols, n, m.scale);
+            // f32 accumulation (matrix-vector) or TF32 operands (tiles: 2^-11 relative each).
+            const double bound = n <= cuda::kSmallBatch ? 2e-6 : 1e-5;
+            EXPECT_LE(worst, bound)
+                << f.name << ", " << n << " rows" << (codes ? ", q8 codes" : "");
+        }
     }
 }
 
@@ -100,55 +145,124 @@ TEST_P(GpuMatmul, RoutedProductsMatchTheReference) {
     em.scales = dscales.get();
     em.bias = dbias.get();
     em.bias_stride = rows;
-    for (int n_tokens : {3, 8, 40, 150}) {
-        const int n_routes = n_tokens * k;
-        std::vector<Route> routes(n_routes);
-        std::mt19937 rng(n_tokens);
-        for (int j = 0; j < n_routes; ++j) {
-            routes[j].expert = j % 7 == 3 ? -1 : static_cast<int>(rng() % n_expert);
-            routes[j].weight = 1.0f;
-        }
-        const std::vector<float> x =
-            testing::random_floats(static_cast<size_t>(n_tokens) * cols, 7 + n_tokens);
-        DeviceArray<float> dx(x);
-        DeviceArray<Route> droutes(routes);
-        DeviceArray<float> dy(std::vector<float>(static_cast<size_t>(n_routes) * rows, NAN));
-        const bool grouped = n_tokens > cuda::kSmallBatch;
-        DeviceArray<int32_t> sorted(n_routes),
-            tile_expert(cuda::max_group_tiles(n_routes, n_expert)), tile_begin(tile_expert.size()),
-            tile_end(tile_expert.size()), n_tiles(1);
-        cuda::GroupBuffers g{sorted.get(),
-                             tile_expert.get(),
-                             tile_begin.get(),
-                             tile_end.get(),
-                             n_tiles.get(),
-                             n_routes,
-                             static_cast<int>(tile_expert.size())};
-        cuda::ExpertGroups groups;
-        if (grouped)
-            groups = cuda::group_routes(droutes.get(), n_routes, n_expert, g, stream.get());
-        cuda::matmul_routed(ctx, em, droutes.get(), n_routes, k, dx.get(), cols, dy.get(), rows,
-                            grouped ? &groups : nullptr);
-        const std::vector<float> y = dy.download();
-        double worst = 0.0;
-        for (int j = 0; j < n_routes; ++j) {
-            const int e = routes[j].expert;
-            if (e < 0) continue;
-            const int t = j / k;
-            for (int64_t r = 0; r < rows; ++r) {
-                double ref = 0.0, mag = 0.0;
-                for (int64_t c = 0; c < cols; ++c) {
-                    const double term = static_cast<double>(w[e][r * cols + c]) * x[t * cols + c];
-                    ref += term;
-                    mag += std::fabs(term);
+    // A second stack over the same weights with other scales and biases: the pair of stacks
+    // (gate and up) one launch computes, the first the sibling.
+    std::vector<float> scales_b(n_expert), bias_b = testing::random_floats(bias.size(), 19);
+    for (int e = 0; e < n_expert; ++e) scales_b[e] = 1.5f - 0.125f * e;
+    DeviceArray<float> dscales_b(scales_b), dbias_b(bias_b);
+    ExpertMatrix em_b = em;
+    em_b.scales = dscales_b.get();
+    em_b.bias = dbias_b.get();
+    for (const bool codes : code_modes(f)) {
+        for (int n_tokens : {3, 8, 40, 150}) {
+            const int n_routes = n_tokens * k;
+            std::vector<Route> routes(n_routes);
+            std::mt19937 rng(n_tokens);
+            for (int j = 0; j < n_routes; ++j) {
+                routes[j].expert = j % 7 == 3 ? -1 : static_cast<int>(rng() % n_expert);
+                routes[j].weight = 1.0f;
+            }
+            const TestInput in(
+                f, testing::random_floats(static_cast<size_t>(n_tokens) * cols, 7 + n_tokens),
+                n_tokens, cols, codes);
+            const std::vector<float>& x = in.host();
+            DeviceArray<Route> droutes(routes);
+            const bool grouped = n_tokens > cuda::kSmallBatch;
+            DeviceArray<int32_t> sorted(n_routes),
+                tile_expert(cuda::max_group_tiles(n_routes, n_expert)),
+                tile_begin(tile_expert.size()), tile_end(tile_expert.size()), n_tiles(1);
+            cuda::GroupBuffers g{sorted.get(),
+                                 tile_expert.get(),
+                                 tile_begin.get(),
+                                 tile_end.get(),
+                                 n_tiles.get(),
+                                 n_routes,
+                                 static_cast<int>(tile_expert.size())};
+            cuda::ExpertGroups groups;
+            if (grouped)
+                groups = cuda::group_routes(droutes.get(), n_routes, n_expert, g, stream.get());
+            // The worst error of y (stack with `sc` and `bi`) against the reference.
+            const auto worst_of = [&](const std::vector<float>& y, const std::vector<float>& sc,
+                                      const std::vector<float>& bi) {
+                double worst = 0.0;
+                for (int j = 0; j < n_routes; ++j) {
+                    const int e = routes[j].expert;
+                    if (e < 0) continue;
+                    const int t = j / k;
+                    for (int64_t r = 0; r < rows; ++r) {
+                        double ref = 0.0, mag = 0.0;
+                        for (int64_t c = 0; c < cols; ++c) {
+                            const double term =
+                                static_cast<double>(w[e][r * cols + c]) * x[t * cols + c];
+                            ref += term;
+                            mag += std::fabs(term);
+                        }
+                        ref = ref * sc[e] + bi[e * rows + r];
+                        const double err = std::fabs(y[j * rows + r] - ref) /
+                                           (mag * sc[e] + std::fabs(bi[e * rows + r]) + 1e-30);
+                        if (!(err <= worst)) worst = std::isnan(err) ? INFINITY : err;
+                    }
                 }
-                ref = ref * scales[e] + bias[e * rows + r];
-                const double err = std::fabs(y[j * rows + r] - ref) /
-                                   (mag * scales[e] + std::fabs(bias[e * rows + r]) + 1e-30);
-                if (!(err <= worst)) worst = std::isnan(err) ? INFINITY : err;
+                return worst;
+            };
+            const std::string what = std::string(f.name) + ", " + std::to_string(n_tokens) +
+                                     " tokens" + (codes ? ", q8 codes" : "");
+            const double bound = grouped ? 1e-5 : 2e-6;
+            DeviceArray<float> dy(std::vector<float>(static_cast<size_t>(n_routes) * rows, NAN));
+            cuda::matmul_routed(ctx, em, droutes.get(), n_routes, k, in.x(), cols, dy.get(), rows,
+                                grouped ? &groups : nullptr, in.codes());
+            EXPECT_LE(worst_of(dy.download(), scales, bias), bound) << what;
+            DeviceArray<float> dy_a(std::vector<float>(static_cast<size_t>(n_routes) * rows, NAN));
+            DeviceArray<float> dy_b(dy_a.size());
+            dy_b.upload(std::vector<float>(dy_a.size(), NAN));
+            cuda::matmul_routed_pair(ctx, em_b, em, droutes.get(), n_routes, k, in.x(), cols,
+                                     dy_a.get(), dy_b.get(), rows, grouped ? &groups : nullptr,
+                                     in.codes());
+            EXPECT_LE(worst_of(dy_a.download(), scales_b, bias_b), bound) << what << ", pair a";
+            EXPECT_LE(worst_of(dy_b.download(), scales, bias), bound) << what << ", pair b";
+        }
+    }
+}
+
+// q, k and v as one group (one launch where the integer kernels take it): each target as alone.
+TEST_P(GpuMatmul, GroupedProductsMatchTheReference) {
+    TANDEM_REQUIRE_GPU();
+    const FormatTraits& f = format_of(GetParam());
+    const int64_t cols = 256;
+    const int64_t target_rows[3] = {70, 9, 33};
+    cuda::DeviceDequantTables tables;
+    cuda::Stream stream;
+    const cuda::MatmulContext ctx{stream.get(), tables.tables()};
+    std::vector<std::vector<float>> w(3);
+    std::vector<DeviceArray<uint8_t>> dw;
+    std::vector<WeightMatrix> m;
+    for (int i = 0; i < 3; ++i) {
+        const std::vector<uint8_t> bytes = testing::random_weights(f, target_rows[i], cols, 70 + i);
+        w[i] = testing::dequantize(f, bytes, target_rows[i], cols);
+        dw.emplace_back(bytes);
+    }
+    for (int i = 0; i < 3; ++i)
+        m.push_back({&f, dw[i].get(), cols, target_rows[i], row_bytes(f, cols), 0.5f + i});
+    for (bool codes : code_modes(f)) {
+        for (int n : {1, 3, 8, 20}) {
+            const TestInput in(f, testing::random_floats(static_cast<size_t>(n) * cols, 300 + n), n,
+                               cols, codes);
+            std::vector<DeviceArray<float>> dy;
+            std::vector<cuda::ProductTarget> targets;
+            for (int i = 0; i < 3; ++i) {
+                const int64_t stride = target_rows[i] + 3 * i;
+                dy.emplace_back(std::vector<float>(static_cast<size_t>(n) * stride, NAN));
+                targets.push_back({&m[i], dy[i].get(), stride});
+            }
+            cuda::matmul_group(ctx, targets, in.x(), cols, n, in.codes());
+            for (int i = 0; i < 3; ++i) {
+                const double worst = worst_relative(dy[i].download(), targets[i].y_stride, w[i],
+                                                    in.host(), target_rows[i], cols, n, m[i].scale);
+                EXPECT_LE(worst, n <= cuda::kSmallBatch ? 2e-6 : 1e-5)
+                    << f.name << ", target " << i << ", " << n << " rows"
+                    << (codes ? ", q8 codes" : "");
             }
         }
-        EXPECT_LE(worst, grouped ? 1e-5 : 2e-6) << f.name << ", " << n_tokens << " tokens";
     }
 }
 

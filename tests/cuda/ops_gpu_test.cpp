@@ -86,7 +86,7 @@ TEST_P(GpuAttention, MatchesTheCpu) {
     params.scale = scale;
     attention.run(cpu, layer, q.data(), qp.data(), nq, params, ref.data(), pool);
 
-    for (int chunk : {cuda::kDecodeChunk, cuda::kPrefillChunk}) {
+    for (int chunk : {cuda::kDecodeChunk, 256}) {
         const int n_chunks = (c.n_ctx + chunk - 1) / chunk;
         for (int64_t capacity : {int64_t{c.n_head} * n_chunks, int64_t{c.n_head} * n_chunks * nq}) {
             DeviceArray<float> values(capacity * c.head_dim), stats(capacity * 2);
@@ -101,6 +101,14 @@ TEST_P(GpuAttention, MatchesTheCpu) {
             EXPECT_LE(max_abs_diff(dout.download(), ref), c.f16 ? 3e-3 : 2e-5)
                 << "scratch " << capacity << ", chunk " << chunk;
         }
+    }
+    {
+        // The prefill kernel: tiles of queries, the first mixing both sequences.
+        DeviceArray<float> dq(q), dout(std::vector<float>(nq * q_cols, NAN));
+        DeviceArray<TokenPlace> dqp(qp);
+        cuda::attention_tiled(kv, layer, {dq.get(), nq, q_cols, q_cols}, dqp.get(), c.n_head, scale,
+                              {dout.get(), nq, q_cols, q_cols}, stream.get());
+        EXPECT_LE(max_abs_diff(dout.download(), ref), c.f16 ? 3e-3 : 2e-5) << "query tiles";
     }
 }
 
@@ -184,11 +192,23 @@ TEST(GpuActivationRounding, MatchesTheSequentialQuantizers) {
         for (size_t b = 0; b < x.size(); b += block)
             gpu::round_block(r, x.data() + b, ref.data() + b);
         DeviceArray<float> dx(x), out(x.size());
+        DeviceArray<int8_t> q(x.size());
+        DeviceArray<float> d(x.size() / 32);
+        cuda::Q8Rows q8{q.get(), d.get(), cols, cols / 32};
         cuda::Stream stream;
+        const bool codes = cuda::has_q8_codes(dot);
+        EXPECT_EQ(codes, block >= 32) << format_of(dot).name;
         cuda::round_activations({dx.get(), rows, cols, cols}, dot, {out.get(), rows, cols, cols},
-                                stream.get());
+                                stream.get(), codes ? &q8 : nullptr);
         const std::vector<float> got = out.download();
         ASSERT_EQ(std::memcmp(got.data(), ref.data(), 4 * ref.size()), 0) << format_of(dot).name;
+        if (!codes) continue;
+        // The codes and scales give the rounded values: d · q.
+        const std::vector<int8_t> qs = q.download();
+        const std::vector<float> ds = d.download();
+        for (size_t i = 0; i < ref.size(); ++i)
+            ASSERT_EQ(ds[i / 32] * static_cast<float>(qs[i]), ref[i])
+                << format_of(dot).name << " value " << i;
     }
 }
 
@@ -211,7 +231,10 @@ TEST(GpuRouting, TopKMatchesTheCpu) {
             DeviceArray<float> dl(logits);
             DeviceArray<Route> routes(rows * k);
             cuda::Stream stream;
-            cuda::route_topk({dl.get(), rows, n_expert, n_expert}, p, routes.get(), stream.get());
+            DeviceArray<float> probs(logits.size());
+            cuda::route_topk({dl.get(), rows, n_expert, n_expert},
+                             {probs.get(), rows, n_expert, n_expert}, p, routes.get(),
+                             stream.get());
             const std::vector<Route> got = routes.download();
             for (int i = 0; i < rows * k; ++i) {
                 ASSERT_EQ(got[i].expert, ref[i].expert)

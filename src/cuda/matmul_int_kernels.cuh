@@ -1,0 +1,354 @@
+// The integer matrix kernels: weights of a format with an integer view (cuda/block_int.h) times
+// activations given as q8 codes and scales (Q8Rows), as the CPU's dot products take them. The
+// codes multiply in integer arithmetic — dp4a for matrix-vector products, int8 tensor-core MMAs
+// for tiles — which is exact, so a row's sum is as close to the CPU's as the float kernels' f64
+// sums made it, at a fraction of the instructions and of the activation bytes; the weights' and
+// activations' scales apply once per group of 8 (dp4a) or 16 (MMA) values.
+#pragma once
+
+#include <algorithm>
+
+#include "cuda/block_int.h"
+#include "cuda/matmul_kernels.cuh"
+
+namespace tandem::cuda {
+
+__device__ __forceinline__ int dot8(const gpu::IntChunk& w, uint2 a) {
+    return __dp4a(static_cast<int>(w.lo), static_cast<int>(a.x),
+                  __dp4a(static_cast<int>(w.hi), static_cast<int>(a.y), 0));
+}
+
+__device__ __forceinline__ int sum8(uint2 a) {
+    return __dp4a(static_cast<int>(a.x), 0x01010101, __dp4a(static_cast<int>(a.y), 0x01010101, 0));
+}
+
+// ---------------------------------------------------------------- matrix-vector (decode)
+
+// Block: 128 threads on R rows (of target blockIdx.z: the operands' matrix or a sibling) for up
+// to C columns; thread i takes chunks i, i + 128, ... of
+// every row (a warp covers 256 consecutive values). A chunk is one dp4a pair per row and column,
+// scaled by the chunk's weight scale and the activation block's scale; a thread's chunks add in
+// f32, the threads' sums in f64 (shuffles within a warp, shared memory across warps).
+template <GgmlType F, int C, int R>
+__global__ void __launch_bounds__(kMatvecThreads)
+    matvec_int_kernel(const __grid_constant__ MatvecParams p) {
+    using B = gpu::BlockFormat<F>;
+    using I = gpu::BlockInt<F>;
+    constexpr int kChunks = B::kValues / 8;
+    constexpr int kWarps = kMatvecThreads / 32;
+    __shared__ double partial[kWarps][R][C];
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int64_t row0 = static_cast<int64_t>(blockIdx.x) * R;
+    const uint8_t* w = p.w;
+    const int8_t* xq = p.xq;
+    const float* xd = p.xd;
+    float* y = p.y;
+    float scale = p.scale;
+    int64_t rows = p.rows, y_stride = p.y_stride;
+    const float* expert_scales = p.expert_scales;
+    const float* expert_bias = p.expert_bias;
+    if (blockIdx.z > 0) {
+        const SiblingTarget& s = p.siblings[blockIdx.z - 1];
+        w = s.w;
+        y = s.y;
+        y_stride = s.y_stride;
+        scale = s.scale;
+        rows = s.rows;
+        expert_scales = s.expert_scales;
+        expert_bias = s.expert_bias;
+    }
+    if (row0 >= rows) return;
+    const float* bias = nullptr;
+    int n_cols = p.n_cols;
+    if (p.routes != nullptr) {
+        const int j = blockIdx.y;
+        const int e = p.routes[j].expert;
+        if (e < 0) return;
+        w += static_cast<size_t>(e) * p.expert_stride;
+        if (expert_scales != nullptr) scale = expert_scales[e];
+        if (expert_bias != nullptr) bias = expert_bias + e * p.bias_stride;
+        xq += static_cast<int64_t>(j / p.x_div) * p.xq_stride;
+        xd += static_cast<int64_t>(j / p.x_div) * p.xd_stride;
+        y += static_cast<int64_t>(j) * y_stride;
+        n_cols = 1;
+    }
+    float acc[R][C];
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+        for (int c = 0; c < C; ++c) acc[r][c] = 0.0f;
+
+    const int64_t n_chunks = p.cols / 8;
+    for (int64_t ch = threadIdx.x; ch < n_chunks; ch += kMatvecThreads) {
+        const int64_t blk = ch / kChunks;
+        const int sub = static_cast<int>(ch % kChunks);
+        gpu::IntChunk wc[R];
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+            if (row0 + r < rows)
+                wc[r] = I::chunk(w + (row0 + r) * p.row_bytes + blk * B::kBytes, sub, p.tables);
+        }
+#pragma unroll
+        for (int c = 0; c < C; ++c) {
+            if (c >= n_cols) break;
+            const uint2 a = *reinterpret_cast<const uint2*>(xq + c * p.xq_stride + ch * 8);
+            const float da = xd[c * p.xd_stride + ch / 4];
+            int sa = 0;
+            if constexpr (I::kHasMin) sa = sum8(a);
+#pragma unroll
+            for (int r = 0; r < R; ++r) {
+                float v = wc[r].scale * static_cast<float>(dot8(wc[r], a));
+                if constexpr (I::kHasMin) v = fmaf(wc[r].min, static_cast<float>(sa), v);
+                acc[r][c] = fmaf(da, v, acc[r][c]);
+            }
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+        for (int c = 0; c < C; ++c) {
+            const double v = warp_sum(static_cast<double>(acc[r][c]));
+            if (lane == 0) partial[warp][r][c] = v;
+        }
+    __syncthreads();
+    if (threadIdx.x < R * C) {
+        const int r = threadIdx.x / C, c = threadIdx.x % C;
+        const int64_t row = row0 + r;
+        if (row < rows && c < n_cols) {
+            double v = 0.0;
+#pragma unroll
+            for (int k = 0; k < kWarps; ++k) v += partial[k][r][c];
+            y[c * y_stride + row] =
+                static_cast<float>(v) * scale + (bias != nullptr ? bias[row] : 0.0f);
+        }
+    }
+}
+
+template <GgmlType F, int C>
+void launch_matvec_int(const MatvecParams& p, int n_jobs, cudaStream_t stream, int n_targets) {
+    constexpr int R = C <= 2 ? 4 : 2;
+    int64_t rows = p.rows;
+    for (int i = 0; i + 1 < n_targets; ++i) rows = std::max(rows, p.siblings[i].rows);
+    const dim3 grid(static_cast<unsigned>((rows + R - 1) / R), static_cast<unsigned>(n_jobs),
+                    static_cast<unsigned>(n_targets));
+    matvec_int_kernel<F, C, R><<<grid, kMatvecThreads, 0, stream>>>(p);
+    check_launch("matvec_int_kernel");
+}
+
+// ---------------------------------------------------------------- int8 tensor-core tiles
+
+// mma.sync m16n8k16, s8 × s8 → s32 (sm_80 and later). Fragments (PTX ISA, "mma.m16n8k16"):
+// a0 = A[g][4t .. 4t+3], a1 = A[g+8][4t ..]; b0 = B[4t .. 4t+3][g]; c0, c1 = C[g][2t, 2t+1],
+// c2, c3 = C[g+8][2t, 2t+1], with g = lane / 4 and t = lane % 4.
+__device__ __forceinline__ void mma_s8_16x8x16(int (&c)[4], uint32_t a0, uint32_t a1, uint32_t b0) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5}, {%6}, "
+        "{%0, %1, %2, %3};"
+        : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+        : "r"(a0), "r"(a1), "r"(b0));
+}
+
+// Block: 4 warps over 64 weight rows × 64 token rows, k in steps of 32. Each step writes the
+// weights' codes (with each row's scale and min per group of 16) and the activations' codes
+// (with each token's scale and the sums of its codes per group of 16) to shared memory; warp w
+// multiplies its 32 × 32 quarter as 2 × 4 MMAs per group of 16, scales each group's integer sums
+// and adds them up in f64 (as the float tiles do). The result goes through shared memory so that
+// rows and columns past the edges are never written.
+constexpr int kIntLd = kTileK / 4 + 4;  // words per shared row of 32 codes (padded: no conflicts)
+
+template <GgmlType F>
+__global__ void __launch_bounds__(128) tile_int_kernel(const __grid_constant__ TileParams p) {
+    using B = gpu::BlockFormat<F>;
+    using I = gpu::BlockInt<F>;
+    constexpr int kChunks = B::kValues / 8;
+    constexpr int kCLd = kTileTokens + kTilePad;
+    __shared__ uint32_t Wq[kTileRows * kIntLd];
+    __shared__ uint32_t Aq[kTileTokens * kIntLd];
+    __shared__ float Ws[kTileRows][2], Wm[kTileRows][2];
+    __shared__ float Ad[kTileTokens], Asum[kTileTokens][2];
+    __shared__ __align__(16) float Cs[kTileRows * kCLd];
+    __shared__ int32_t token_row[kTileTokens];
+    __shared__ int32_t out_row[kTileTokens];
+
+    const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kTileRows;
+    const uint8_t* w = p.w;
+    float scale = p.scale;
+    const float* bias = nullptr;
+    if (p.sorted != nullptr) {
+        const int j = blockIdx.y;
+        if (j >= *p.n_tiles) return;
+        const int e = p.tile_expert[j];
+        const int begin = p.tile_begin[j], end = p.tile_end[j];
+        w += static_cast<size_t>(e) * p.expert_stride;
+        if (p.expert_scales != nullptr) scale = p.expert_scales[e];
+        if (p.expert_bias != nullptr) bias = p.expert_bias + e * p.bias_stride;
+        for (int i = threadIdx.x; i < kTileTokens; i += blockDim.x) {
+            const int r = begin + i < end ? p.sorted[begin + i] : -1;
+            token_row[i] = r < 0 ? -1 : r / p.x_div;
+            out_row[i] = r;
+        }
+    } else {
+        const int t0 = blockIdx.y * kTileTokens;
+        for (int i = threadIdx.x; i < kTileTokens; i += blockDim.x) {
+            const int t = t0 + i < p.n_tokens ? t0 + i : -1;
+            token_row[i] = t;
+            out_row[i] = t;
+        }
+    }
+    __syncthreads();
+
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int g = lane / 4, t = lane % 4;
+    const int wr = warp / 2, wc = warp % 2;
+    double total[2][4][4];
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) total[i][j][e] = 0.0;
+
+    for (int64_t k0 = 0; k0 < p.cols; k0 += kTileK) {
+        // Weights: 64 rows × 4 chunks, two a thread.
+        for (int job = threadIdx.x; job < kTileRows * 4; job += blockDim.x) {
+            const int i = job / 4, c = job % 4;
+            const int64_t row = row0 + i;
+            const int64_t ch = k0 / 8 + c;
+            gpu::IntChunk v;
+            if (row < p.rows)
+                v = I::chunk(w + row * p.row_bytes + (ch / kChunks) * B::kBytes,
+                             static_cast<int>(ch % kChunks), p.tables);
+            Wq[i * kIntLd + 2 * c] = v.lo;
+            Wq[i * kIntLd + 2 * c + 1] = v.hi;
+            if (c % 2 == 0) {
+                Ws[i][c / 2] = v.scale;
+                Wm[i][c / 2] = v.min;
+            }
+        }
+        // Activations: 64 token rows × 2 halves of 16 codes, one a thread.
+        {
+            const int i = threadIdx.x / 2, h = threadIdx.x % 2;
+            const int tok = token_row[i];
+            uint4 a = make_uint4(0, 0, 0, 0);
+            float d = 0.0f;
+            if (tok >= 0) {
+                a = *reinterpret_cast<const uint4*>(p.xq + tok * p.xq_stride + k0 + 16 * h);
+                d = p.xd[tok * p.xd_stride + k0 / 32];
+            }
+            uint32_t* dst = Aq + i * kIntLd + 4 * h;
+            dst[0] = a.x;
+            dst[1] = a.y;
+            dst[2] = a.z;
+            dst[3] = a.w;
+            if constexpr (I::kHasMin) {
+                Asum[i][h] =
+                    static_cast<float>(sum8(make_uint2(a.x, a.y)) + sum8(make_uint2(a.z, a.w)));
+            }
+            if (h == 0) Ad[i] = d;
+        }
+        __syncthreads();
+        float step[2][4][4];
+#pragma unroll
+        for (int i = 0; i < 2; ++i)
+#pragma unroll
+            for (int j = 0; j < 4; ++j)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) step[i][j][e] = 0.0f;
+        int sums[2][4][4];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            if (I::kGroup == 16 || h == 0) {
+#pragma unroll
+                for (int i = 0; i < 2; ++i)
+#pragma unroll
+                    for (int j = 0; j < 4; ++j)
+#pragma unroll
+                        for (int e = 0; e < 4; ++e) sums[i][j][e] = 0;
+            }
+            uint32_t a[2][2], b[4];
+#pragma unroll
+            for (int i = 0; i < 2; ++i) {
+                const int r = 32 * wr + 16 * i + g;
+                a[i][0] = Wq[r * kIntLd + 4 * h + t];
+                a[i][1] = Wq[(r + 8) * kIntLd + 4 * h + t];
+            }
+#pragma unroll
+            for (int j = 0; j < 4; ++j) b[j] = Aq[(32 * wc + 8 * j + g) * kIntLd + 4 * h + t];
+#pragma unroll
+            for (int i = 0; i < 2; ++i)
+#pragma unroll
+                for (int j = 0; j < 4; ++j) mma_s8_16x8x16(sums[i][j], a[i][0], a[i][1], b[j]);
+            if (I::kGroup == 32 && h == 0) continue;
+            // The group's integer sums, scaled: d_token · (scale_row · sum + min_row · Σ codes).
+            const int grp = I::kGroup == 16 ? h : 0;
+#pragma unroll
+            for (int i = 0; i < 2; ++i)
+#pragma unroll
+                for (int j = 0; j < 4; ++j)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) {
+                        const int r = 32 * wr + 16 * i + g + 8 * (e >> 1);
+                        const int tk = 32 * wc + 8 * j + 2 * t + (e & 1);
+                        float v = Ws[r][grp] * static_cast<float>(sums[i][j][e]);
+                        if constexpr (I::kHasMin) {
+                            const float s =
+                                I::kGroup == 16 ? Asum[tk][h] : Asum[tk][0] + Asum[tk][1];
+                            v = fmaf(Wm[r][grp], s, v);
+                        }
+                        step[i][j][e] = fmaf(Ad[tk], v, step[i][j][e]);
+                    }
+        }
+#pragma unroll
+        for (int i = 0; i < 2; ++i)
+#pragma unroll
+            for (int j = 0; j < 4; ++j)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) total[i][j][e] += step[i][j][e];
+        __syncthreads();
+    }
+    // The tile [row][token] through shared memory, then to y[token][row] within bounds.
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const int r = 32 * wr + 16 * i + g + 8 * (e >> 1);
+                const int tk = 32 * wc + 8 * j + 2 * t + (e & 1);
+                Cs[r * kCLd + tk] = static_cast<float>(total[i][j][e]);
+            }
+    __syncthreads();
+    for (int idx = threadIdx.x; idx < kTileRows * kTileTokens; idx += blockDim.x) {
+        const int tk = idx / kTileRows, i = idx % kTileRows;
+        const int64_t row = row0 + i;
+        const int o = out_row[tk];
+        if (o < 0 || row >= p.rows) continue;
+        p.y[o * p.y_stride + row] =
+            Cs[i * kCLd + tk] * scale + (bias != nullptr ? bias[row] : 0.0f);
+    }
+}
+
+template <GgmlType F>
+void launch_tile_int(const TileParams& p, int token_tiles, cudaStream_t stream) {
+    const dim3 grid(static_cast<unsigned>((p.rows + kTileRows - 1) / kTileRows),
+                    static_cast<unsigned>(token_tiles));
+    tile_int_kernel<F><<<grid, 128, 0, stream>>>(p);
+    check_launch("tile_int_kernel");
+}
+
+// The kernels of one format, for the dispatch table, with the integer ones where it has an
+// integer view.
+template <GgmlType F>
+constexpr FormatKernels all_format_kernels_of() {
+    FormatKernels k = format_kernels_of<F>();
+    if constexpr (gpu::BlockInt<F>::kDefined) {
+        k.int_matvec[0] = launch_matvec_int<F, 1>;
+        k.int_matvec[1] = launch_matvec_int<F, 2>;
+        k.int_matvec[2] = launch_matvec_int<F, 4>;
+        k.int_matvec[3] = launch_matvec_int<F, 8>;
+        k.int_tile = launch_tile_int<F>;
+    }
+    return k;
+}
+
+}  // namespace tandem::cuda
