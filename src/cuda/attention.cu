@@ -23,8 +23,9 @@ struct AttentionArgs {
     int group;  // query heads per kv head
     float scale;
     int n_chunks;
-    int chunk;   // positions per chunk
-    int token0;  // first query of this slice
+    int chunk;      // positions per chunk (0: (pos + 1) / n_chunks, rounded up, per query)
+    int max_chunk;  // the most a chunk may hold
+    int token0;     // first query of this slice
     const float* q;
     int64_t q_stride;
     const TokenPlace* places;
@@ -57,17 +58,19 @@ template <bool kF16>
 __global__ void __launch_bounds__(kThreads)
     attention_chunk_kernel(const __grid_constant__ AttentionArgs a) {
     extern __shared__ float shared[];
-    float* q = shared;          // [dk]
-    float* p = shared + a.dk;   // [chunk]
-    float* part = p + a.chunk;  // [kWarps][dv]
+    float* q = shared;              // [dk]
+    float* p = shared + a.dk;       // [max_chunk]
+    float* part = p + a.max_chunk;  // [kWarps][dv]
     __shared__ float red[kWarps];
     const int c = blockIdx.x, h = blockIdx.y, tq = blockIdx.z;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int t = a.token0 + tq;
     const TokenPlace place = a.places[t];
     const int64_t slot = (static_cast<int64_t>(tq) * a.n_head + h) * a.n_chunks + c;
-    const int j0 = c * a.chunk;
-    const int j1 = min(j0 + a.chunk, place.pos + 1);
+    // chunk 0: the query's positions split evenly over the n_chunks blocks.
+    const int chunk = a.chunk > 0 ? a.chunk : (place.pos + a.n_chunks) / a.n_chunks;
+    const int j0 = c * chunk;
+    const int j1 = min(j0 + chunk, place.pos + 1);
     if (j0 >= j1) {
         if (threadIdx.x == 0) {
             a.stats[2 * slot] = -FLT_MAX;
@@ -450,6 +453,7 @@ void attention(const DeviceKv& kv, int layer, DeviceRows q, const TokenPlace* pl
     a.scale = scale;
     a.n_chunks = n_chunks;
     a.chunk = chunk;
+    a.max_chunk = chunk > 0 ? chunk : (s.n_ctx + n_chunks - 1) / n_chunks;
     a.q = q.data;
     a.q_stride = q.stride;
     a.places = places;
@@ -457,7 +461,7 @@ void attention(const DeviceKv& kv, int layer, DeviceRows q, const TokenPlace* pl
     a.stats = scratch.stats;
     const int64_t per_query = static_cast<int64_t>(n_head) * n_chunks;
     const int slice = static_cast<int>(std::max<int64_t>(1, scratch.capacity / per_query));
-    const size_t shared = sizeof(float) * (a.dk + chunk + kWarps * a.dv);
+    const size_t shared = sizeof(float) * (a.dk + a.max_chunk + kWarps * a.dv);
     for (int t0 = 0; t0 < q.rows; t0 += slice) {
         const int n = std::min(slice, q.rows - t0);
         a.token0 = t0;

@@ -16,7 +16,14 @@
 
 namespace tandem::cuda {
 
-constexpr int kDecodeChunk = 64;  // positions per chunk when decoding
+// Decode splits each query's positions evenly over a fixed number of blocks per head (what a
+// replayed CUDA graph needs), all of which work at any length: 32, or more where a context of
+// n_ctx would make chunks longer than 2048 positions (their scores live in shared memory).
+inline int decode_chunks(int n_ctx) {
+    constexpr int kChunks = 32, kMaxChunk = 2048;
+    const int needed = (n_ctx + kMaxChunk - 1) / kMaxChunk;
+    return needed > kChunks ? needed : kChunks;
+}
 constexpr int kMaxHeadDim = 256;  // head sizes (keys and values) the kernels take
 
 // The cache of every layer and sequence slot: keys and values of position p of sequence s in
@@ -44,7 +51,8 @@ struct AttentionScratch {
 // out[t][h] = softmax(q[t][h] · K · scale) · V over positions 0..places[t].pos of the token's
 // sequence, K and V from kv head h / (n_head / n_kv). n_chunks chunks of `chunk` positions of
 // every query are computed (those past the query's position cost a block that returns at once),
-// so the launch is the same for every position: what a replayed CUDA graph needs. Queries are
+// or with chunk 0 each query's positions split evenly over its n_chunks blocks; either way the
+// launch is the same for every position: what a replayed CUDA graph needs. Queries are
 // processed in slices that fit the scratch, which must hold n_head · n_chunks pairs at least.
 void attention(const DeviceKv& kv, int layer, DeviceRows q, const TokenPlace* places, int n_head,
                float scale, int chunk, int n_chunks, const AttentionScratch& scratch,

@@ -114,34 +114,56 @@ __global__ void argmax_kernel(DeviceRows x, int32_t* ids) {
     if (threadIdx.x == 0) ids[blockIdx.x] = static_cast<int32_t>(index[0]);
 }
 
+// act(gate) · up, as glu() computes it.
+__device__ __forceinline__ float glu_value(GluKind kind, float g, float u) {
+    if (kind == GluKind::kSilu) return g / (1.0f + expf(-g)) * u;
+    constexpr float kSqrt2OverPi = 0.79788456080286535587989211986876f;
+    constexpr float kCoef = 0.044715f;
+    return 0.5f * g * (1.0f + tanhf(kSqrt2OverPi * g * (1.0f + kCoef * g * g))) * u;
+}
+
+// Where the rounding kernel reads its values: rows of x, or act(gate) · up computed on the fly.
+struct RowsSource {
+    DeviceRows x;
+    __device__ float at(int64_t row, int64_t col) const { return x.data[row * x.stride + col]; }
+};
+struct GluSource {
+    GluKind kind;
+    DeviceRows gate, up;
+    __device__ float at(int64_t row, int64_t col) const {
+        return glu_value(kind, gate.data[row * gate.stride + col], up.data[row * up.stride + col]);
+    }
+};
+
 // Warp per block of 32 (q8_0, q8_1) or 256 (q8_K) values: the formats' quantizer with its scans
 // split over the lanes. The largest magnitude (and, for q8_K, the first value that has it, whose
 // sign sets the scale) comes from a warp reduction, which picks what the sequential scan picks.
-template <int kValues>
-__global__ void round_q8_kernel(DeviceRows x, DeviceRows out, int64_t n_blocks, Q8Rows q8) {
+template <int kValues, typename Source>
+__global__ void round_q8_kernel(Source src, int64_t cols, DeviceRows out, int64_t n_blocks,
+                                Q8Rows q8) {
     constexpr int kPerLane = kValues / 32;
     const int64_t g = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
     if (g >= n_blocks) return;
     const int lane = threadIdx.x % 32;
-    const int64_t per_row = x.cols / kValues;
+    const int64_t per_row = cols / kValues;
     const int64_t row = g / per_row, b = g % per_row;
-    const float* src = x.data + row * x.stride + b * kValues + lane * kPerLane;
-    float* dst = out.data + row * out.stride + b * kValues + lane * kPerLane;
-    int8_t* codes =
-        q8.q != nullptr ? q8.q + row * q8.q_stride + b * kValues + lane * kPerLane : nullptr;
+    const int64_t col0 = b * kValues + lane * kPerLane;
+    float* dst = out.data + row * out.stride + col0;
+    int8_t* codes = q8.q != nullptr ? q8.q + row * q8.q_stride + col0 : nullptr;
     float* scales = q8.q != nullptr ? q8.d + row * q8.d_stride + b * (kValues / 32) : nullptr;
     float v[kPerLane];
-    float amax = 0.0f;
+    float amax = 0.0f, max = 0.0f;  // max: the value of largest magnitude (the first of equals)
     int index = 0x7fffffff;
 #pragma unroll
     for (int i = 0; i < kPerLane; ++i) {
-        v[i] = src[i];
-        if (fabsf(v[i]) > amax) amax = fabsf(v[i]), index = lane * kPerLane + i;
+        v[i] = src.at(row, col0 + i);
+        if (fabsf(v[i]) > amax) amax = fabsf(v[i]), max = v[i], index = lane * kPerLane + i;
     }
     for (int o = 16; o > 0; o >>= 1) {
         const float oa = __shfl_xor_sync(0xffffffffu, amax, o);
+        const float om = __shfl_xor_sync(0xffffffffu, max, o);
         const int oi = __shfl_xor_sync(0xffffffffu, index, o);
-        if (oa > amax || (oa == amax && oi < index)) amax = oa, index = oi;
+        if (oa > amax || (oa == amax && oi < index)) amax = oa, max = om, index = oi;
     }
     if constexpr (kValues == 32) {
         const float d = amax / 127.0f;
@@ -164,8 +186,6 @@ __global__ void round_q8_kernel(DeviceRows x, DeviceRows out, int64_t n_blocks, 
             if (scales != nullptr && lane < kValues / 32) scales[lane] = 0.0f;
             return;
         }
-        const float max =
-            x.data[row * x.stride + b * kValues + index];  // the first of largest magnitude
         const float iscale = -127.0f / max;
         const float d = 1.0f / iscale;
 #pragma unroll
@@ -176,6 +196,21 @@ __global__ void round_q8_kernel(DeviceRows x, DeviceRows out, int64_t n_blocks, 
         }
         if (scales != nullptr && lane < kValues / 32) scales[lane] = d;
     }
+}
+
+// Rounds (and codes) the values of src, rows × cols, through a q8 type's blocks of kValues.
+template <typename Source>
+void launch_round_q8(int block, Source src, int rows, int64_t cols, DeviceRows out, Q8Rows codes,
+                     cudaStream_t stream) {
+    const int64_t n_blocks = static_cast<int64_t>(rows) * (cols / block);
+    if (n_blocks == 0) return;
+    const unsigned grid = static_cast<unsigned>(std::min<int64_t>((n_blocks + 7) / 8, 1 << 30));
+    if (block == 32) {
+        round_q8_kernel<32><<<grid, 256, 0, stream>>>(src, cols, out, n_blocks, codes);
+    } else {
+        round_q8_kernel<256><<<grid, 256, 0, stream>>>(src, cols, out, n_blocks, codes);
+    }
+    check_launch("round_activations");
 }
 
 __global__ void round_value_kernel(DeviceRows x, gpu::ActivationRounding r, DeviceRows out) {
@@ -196,21 +231,23 @@ bool has_q8_codes(GgmlType dot_type) {
 void round_activations(DeviceRows x, GgmlType dot_type, DeviceRows out, cudaStream_t stream,
                        const Q8Rows* q8) {
     const gpu::ActivationRounding r = gpu::rounding_for(dot_type);
-    const Q8Rows codes = q8 != nullptr ? *q8 : Q8Rows{};
     const int block = gpu::rounding_block(r);
-    const int64_t n_blocks = static_cast<int64_t>(x.rows) * (x.cols / block);
-    if (n_blocks == 0) return;
-    const unsigned grid = static_cast<unsigned>(std::min<int64_t>((n_blocks + 7) / 8, 1 << 30));
-    if (block == 32) {
-        round_q8_kernel<32><<<grid, 256, 0, stream>>>(x, out, n_blocks, codes);
-    } else if (block == 256) {
-        round_q8_kernel<256><<<grid, 256, 0, stream>>>(x, out, n_blocks, codes);
-    } else {
-        round_value_kernel<<<static_cast<unsigned>(
-                                 std::min<int64_t>((n_blocks + 255) / 256, 65535)),
-                             256, 0, stream>>>(x, r, out);
+    if (block >= 32) {
+        launch_round_q8(block, RowsSource{x}, x.rows, x.cols, out, q8 != nullptr ? *q8 : Q8Rows{},
+                        stream);
+        return;
     }
+    const int64_t n = static_cast<int64_t>(x.rows) * x.cols;
+    if (n == 0) return;
+    round_value_kernel<<<static_cast<unsigned>(std::min<int64_t>((n + 255) / 256, 65535)), 256, 0,
+                         stream>>>(x, r, out);
     check_launch("round_activations");
+}
+
+void glu_round_activations(GluKind kind, DeviceRows gate, DeviceRows up, GgmlType dot_type,
+                           DeviceRows out, const Q8Rows& q8, cudaStream_t stream) {
+    launch_round_q8(gpu::rounding_block(gpu::rounding_for(dot_type)), GluSource{kind, gate, up},
+                    gate.rows, gate.cols, out, q8, stream);
 }
 
 void rms_norm(DeviceRows x, const float* w, int64_t group, float eps, DeviceRows out,
@@ -241,27 +278,13 @@ void add(DeviceRows y, DeviceRows x, cudaStream_t stream) {
 }
 
 void glu(GluKind kind, DeviceRows gate, DeviceRows up, DeviceRows out, cudaStream_t stream) {
-    if (kind == GluKind::kSilu) {
-        for_each_element(
-            gate.rows, gate.cols,
-            [=] __device__(int r, int64_t c) {
-                const float g = gate.data[r * gate.stride + c];
-                out.data[r * out.stride + c] = g / (1.0f + expf(-g)) * up.data[r * up.stride + c];
-            },
-            stream, "glu_silu");
-    } else {
-        for_each_element(
-            gate.rows, gate.cols,
-            [=] __device__(int r, int64_t c) {
-                constexpr float kSqrt2OverPi = 0.79788456080286535587989211986876f;
-                constexpr float kCoef = 0.044715f;
-                const float g = gate.data[r * gate.stride + c];
-                const float gelu =
-                    0.5f * g * (1.0f + tanhf(kSqrt2OverPi * g * (1.0f + kCoef * g * g)));
-                out.data[r * out.stride + c] = gelu * up.data[r * up.stride + c];
-            },
-            stream, "glu_gelu");
-    }
+    for_each_element(
+        gate.rows, gate.cols,
+        [=] __device__(int r, int64_t c) {
+            out.data[r * out.stride + c] =
+                glu_value(kind, gate.data[r * gate.stride + c], up.data[r * up.stride + c]);
+        },
+        stream, "glu");
 }
 
 void gather_rows(DeviceRows x, const int32_t* rows, DeviceRows out, cudaStream_t stream) {

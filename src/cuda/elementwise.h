@@ -49,6 +49,10 @@ struct Q8Rows {
 // and scales go there too.
 void round_activations(DeviceRows x, GgmlType dot_type, DeviceRows out, cudaStream_t stream,
                        const Q8Rows* q8 = nullptr);
+// out (and q8) = act(gate) · up rounded through `dot_type`, a type with q8 codes: glu() and
+// round_activations() in one pass.
+void glu_round_activations(GluKind kind, DeviceRows gate, DeviceRows up, GgmlType dot_type,
+                           DeviceRows out, const Q8Rows& q8, cudaStream_t stream);
 // Whether round_activations gives q8 codes for `dot_type`.
 bool has_q8_codes(GgmlType dot_type);
 // ids[t] = the index of the largest value of row t (the lowest index among equals).

@@ -144,9 +144,9 @@ GpuBackend::GpuBackend(const Model& model, ThreadPool& pool, const CpuBackendOpt
     const int T = o.max_batch, k = std::max(1, c_.n_expert_used);
     kv_.shape = {c_.n_layer, o.n_seq, o.n_ctx, c_.n_head_kv, c_.head_dim_k, c_.head_dim_v};
     kv_.f16 = o.kv_type == KvType::kF16;
-    // Decode needs every chunk of kSmallBatch queries at once; prefill slices fit what is left.
-    const int decode_chunks = (o.n_ctx + cuda::kDecodeChunk - 1) / cuda::kDecodeChunk;
-    attention_scratch_.capacity = int64_t{c_.n_head} * decode_chunks * cuda::kSmallBatch;
+    // Decode needs every chunk of kSmallBatch queries at once (prefill takes no scratch).
+    attention_scratch_.capacity =
+        int64_t{c_.n_head} * cuda::decode_chunks(o.n_ctx) * cuda::kSmallBatch;
     const int64_t widest_input =
         std::max<int64_t>({c_.n_embd, int64_t{c_.n_head} * c_.head_dim_v, c_.n_ff});
     const size_t decoder_floats =
@@ -647,9 +647,8 @@ void GpuBackend::attention(int layer, Act q, Act out) {
                               stream_.get());
         return;
     }
-    const int chunk = cuda::kDecodeChunk;
-    cuda::attention(kv_, layer, rows(q), places_, c_.n_head, c_.attn_scale, chunk,
-                    (options_.n_ctx + chunk - 1) / chunk, attention_scratch_, rows(out),
+    cuda::attention(kv_, layer, rows(q), places_, c_.n_head, c_.attn_scale, 0,
+                    cuda::decode_chunks(options_.n_ctx), attention_scratch_, rows(out),
                     stream_.get());
 }
 
@@ -729,17 +728,19 @@ void GpuBackend::gpu_experts(const MoeLayer& m, const Route* routes, Act in, Act
     cuda::matmul_routed(ctx_, m.up, routes, n_routes, k, up_in.data, in.stride, expert_up_, F,
                         grouped, up_in.q8);
     const cuda::DeviceRows gate{expert_gate_, n_routes, F, F}, up{expert_up_, n_routes, F, F};
-    cuda::glu(m.activation, gate, up, gate, st);
-    // The down projection's input through its activation type, into the free up buffer.
-    const float* down_in = expert_gate_;
+    // act(gate) · up through the down projection's activation type (with its q8 codes where it
+    // has them, in the same pass), into the gate buffer: each value is read and then written by
+    // one thread.
     const GgmlType down_type = m.down.matrix.format->dot_type;
     const cuda::Q8Rows* down_q8 = cuda::has_q8_codes(down_type) ? &expert_q8_ : nullptr;
-    if (down_type != GgmlType::kF32) {
-        cuda::round_activations(gate, down_type, up, st, down_q8);
-        down_in = expert_up_;
+    if (down_q8 != nullptr) {
+        cuda::glu_round_activations(m.activation, gate, up, down_type, gate, *down_q8, st);
+    } else {
+        cuda::glu(m.activation, gate, up, gate, st);
+        if (down_type != GgmlType::kF32) cuda::round_activations(gate, down_type, gate, st);
     }
-    cuda::matmul_routed(ctx_, m.down, routes, n_routes, 1, down_in, F, expert_down_, E, grouped,
-                        down_q8);
+    cuda::matmul_routed(ctx_, m.down, routes, n_routes, 1, expert_gate_, F, expert_down_, E,
+                        grouped, down_q8);
     scope.emplace(profile_, "moe sum", st);
     cuda::moe_weighted_sum(expert_down_, E, routes, k, rows(out), st);
 }

@@ -86,8 +86,10 @@ TEST_P(GpuAttention, MatchesTheCpu) {
     params.scale = scale;
     attention.run(cpu, layer, q.data(), qp.data(), nq, params, ref.data(), pool);
 
-    for (int chunk : {cuda::kDecodeChunk, 256}) {
-        const int n_chunks = (c.n_ctx + chunk - 1) / chunk;
+    // Fixed chunks of 64 and 256 positions; the decode split (chunk 0) of each query's positions.
+    for (int chunk : {64, 256, 0}) {
+        const int n_chunks =
+            chunk > 0 ? (c.n_ctx + chunk - 1) / chunk : cuda::decode_chunks(c.n_ctx);
         for (int64_t capacity : {int64_t{c.n_head} * n_chunks, int64_t{c.n_head} * n_chunks * nq}) {
             DeviceArray<float> values(capacity * c.head_dim), stats(capacity * 2);
             const cuda::AttentionScratch scratch{values.get(), stats.get(), capacity};
@@ -209,6 +211,34 @@ TEST(GpuActivationRounding, MatchesTheSequentialQuantizers) {
         for (size_t i = 0; i < ref.size(); ++i)
             ASSERT_EQ(ds[i / 32] * static_cast<float>(qs[i]), ref[i])
                 << format_of(dot).name << " value " << i;
+    }
+}
+
+// The fused GLU and rounding gives what glu() then round_activations() give, bit for bit.
+TEST(GpuActivationRounding, FusedGluMatchesGluThenRounding) {
+    TANDEM_REQUIRE_GPU();
+    const int rows = 3, cols = 512;
+    const std::vector<float> g = testing::random_floats(rows * cols, 21, 3.0f),
+                             u = testing::random_floats(rows * cols, 22);
+    for (GluKind kind : {GluKind::kSilu, GluKind::kGelu}) {
+        for (GgmlType dot : {GgmlType::kQ8_0, GgmlType::kQ8_K}) {
+            DeviceArray<float> dg(g), du(u), act(g.size()), ref(g.size()), got(g.size());
+            DeviceArray<int8_t> q_ref(g.size()), q_got(g.size());
+            DeviceArray<float> d_ref(g.size() / 32), d_got(g.size() / 32);
+            const cuda::Q8Rows c_ref{q_ref.get(), d_ref.get(), cols, cols / 32},
+                c_got{q_got.get(), d_got.get(), cols, cols / 32};
+            cuda::Stream stream;
+            const cuda::DeviceRows gate{dg.get(), rows, cols, cols}, up{du.get(), rows, cols, cols};
+            cuda::glu(kind, gate, up, {act.get(), rows, cols, cols}, stream.get());
+            cuda::round_activations({act.get(), rows, cols, cols}, dot,
+                                    {ref.get(), rows, cols, cols}, stream.get(), &c_ref);
+            cuda::glu_round_activations(kind, gate, up, dot, {got.get(), rows, cols, cols}, c_got,
+                                        stream.get());
+            const std::vector<float> a = ref.download(), b = got.download();
+            EXPECT_EQ(std::memcmp(a.data(), b.data(), 4 * a.size()), 0) << format_of(dot).name;
+            EXPECT_EQ(q_ref.download(), q_got.download()) << format_of(dot).name;
+            EXPECT_EQ(d_ref.download(), d_got.download()) << format_of(dot).name;
+        }
     }
 }
 
