@@ -171,30 +171,11 @@ __global__ void __launch_bounds__(128) tile_int_kernel(const __grid_constant__ T
     __shared__ int32_t out_row[kTileTokens];
 
     const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kTileRows;
-    const uint8_t* w = p.w;
-    float scale = p.scale;
-    const float* bias = nullptr;
-    if (p.sorted != nullptr) {
-        const int j = blockIdx.y;
-        if (j >= *p.n_tiles) return;
-        const int e = p.tile_expert[j];
-        const int begin = p.tile_begin[j], end = p.tile_end[j];
-        w += static_cast<size_t>(e) * p.expert_stride;
-        if (p.expert_scales != nullptr) scale = p.expert_scales[e];
-        if (p.expert_bias != nullptr) bias = p.expert_bias + e * p.bias_stride;
-        for (int i = threadIdx.x; i < kTileTokens; i += blockDim.x) {
-            const int r = begin + i < end ? p.sorted[begin + i] : -1;
-            token_row[i] = r < 0 ? -1 : r / p.x_div;
-            out_row[i] = r;
-        }
-    } else {
-        const int t0 = blockIdx.y * kTileTokens;
-        for (int i = threadIdx.x; i < kTileTokens; i += blockDim.x) {
-            const int t = t0 + i < p.n_tokens ? t0 + i : -1;
-            token_row[i] = t;
-            out_row[i] = t;
-        }
-    }
+    TileSource src;
+    if (!tile_source(p, token_row, out_row, src)) return;
+    const uint8_t* w = src.w;
+    const float scale = src.scale;
+    const float* bias = src.bias;
     __syncthreads();
 
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;

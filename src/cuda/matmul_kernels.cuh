@@ -141,6 +141,41 @@ constexpr int kTileRows = 64;
 constexpr int kTileK = 32;
 constexpr int kTilePad = 4;  // floats of padding per shared row (bank conflicts)
 
+// The weights, scale, bias and token rows of tile (blockIdx.x, blockIdx.y): an expert group's
+// tile (false past the groups' tiles: the block has nothing to do) or a dense tile of tokens.
+// token_row[i]: the row of x of tile row i (-1: none); out_row[i]: its row of y.
+struct TileSource {
+    const uint8_t* w;
+    float scale;
+    const float* bias;
+};
+__device__ __forceinline__ bool tile_source(const TileParams& p, int32_t* token_row,
+                                            int32_t* out_row, TileSource& src) {
+    src = {p.w, p.scale, nullptr};
+    if (p.sorted != nullptr) {
+        const int j = blockIdx.y;
+        if (j >= *p.n_tiles) return false;
+        const int e = p.tile_expert[j];
+        const int begin = p.tile_begin[j], end = p.tile_end[j];
+        src.w += static_cast<size_t>(e) * p.expert_stride;
+        if (p.expert_scales != nullptr) src.scale = p.expert_scales[e];
+        if (p.expert_bias != nullptr) src.bias = p.expert_bias + e * p.bias_stride;
+        for (int i = threadIdx.x; i < kTileTokens; i += blockDim.x) {
+            const int r = begin + i < end ? p.sorted[begin + i] : -1;
+            token_row[i] = r < 0 ? -1 : r / p.x_div;
+            out_row[i] = r;
+        }
+    } else {
+        const int t0 = blockIdx.y * kTileTokens;
+        for (int i = threadIdx.x; i < kTileTokens; i += blockDim.x) {
+            const int t = t0 + i < p.n_tokens ? t0 + i : -1;
+            token_row[i] = t;
+            out_row[i] = t;
+        }
+    }
+    return true;
+}
+
 template <GgmlType F>
 __global__ void __launch_bounds__(128) tile_kernel(const __grid_constant__ TileParams p) {
     namespace wmma = nvcuda::wmma;
@@ -159,30 +194,11 @@ __global__ void __launch_bounds__(128) tile_kernel(const __grid_constant__ TileP
     float* Bs_lo = As_lo + kTileRows * kLd;
 
     const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kTileRows;
-    const uint8_t* w = p.w;
-    float scale = p.scale;
-    const float* bias = nullptr;
-    if (p.sorted != nullptr) {
-        const int j = blockIdx.y;
-        if (j >= *p.n_tiles) return;
-        const int e = p.tile_expert[j];
-        const int begin = p.tile_begin[j], end = p.tile_end[j];
-        w += static_cast<size_t>(e) * p.expert_stride;
-        if (p.expert_scales != nullptr) scale = p.expert_scales[e];
-        if (p.expert_bias != nullptr) bias = p.expert_bias + e * p.bias_stride;
-        for (int i = threadIdx.x; i < kTileTokens; i += blockDim.x) {
-            const int r = begin + i < end ? p.sorted[begin + i] : -1;
-            token_row[i] = r < 0 ? -1 : r / p.x_div;
-            out_row[i] = r;
-        }
-    } else {
-        const int t0 = blockIdx.y * kTileTokens;
-        for (int i = threadIdx.x; i < kTileTokens; i += blockDim.x) {
-            const int t = t0 + i < p.n_tokens ? t0 + i : -1;
-            token_row[i] = t;
-            out_row[i] = t;
-        }
-    }
+    TileSource src;
+    if (!tile_source(p, token_row, out_row, src)) return;
+    const uint8_t* w = src.w;
+    const float scale = src.scale;
+    const float* bias = src.bias;
     __syncthreads();
 
     const int warp = threadIdx.x / 32;
