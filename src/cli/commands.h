@@ -11,6 +11,7 @@ void add_run_command(CLI::App& app);
 void add_logits_command(CLI::App& app);
 void add_tokenize_command(CLI::App& app);
 void add_perplexity_command(CLI::App& app);
+void add_quantize_command(CLI::App& app);
 void add_serve_command(CLI::App& app);
 void add_chat_command(CLI::App& app);
 void add_bench_command(CLI::App& app);

@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
     tandem::cli::add_logits_command(app);
     tandem::cli::add_tokenize_command(app);
     tandem::cli::add_perplexity_command(app);
+    tandem::cli::add_quantize_command(app);
     tandem::cli::add_serve_command(app);
     tandem::cli::add_chat_command(app);
     tandem::cli::add_bench_command(app);
