@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The main job: installs what is missing, builds build/tandem, makes a small synthetic MoE
-# model when none is given (MODEL=path.gguf to use yours), shows it and generates text.
+# The main job: installs what is missing, builds build/tandem, shows the small MoE model the
+# project trained (models/kjv-moe.gguf, see models/README.md; MODEL=path.gguf to use yours) and
+# generates text with it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/install-deps.sh
@@ -13,16 +14,9 @@ fi
 cmake --preset release "${cuda[@]}" >/dev/null
 cmake --build build --target tandem -- -j"$(nproc)"
 
-model="${MODEL:-}"
-if [[ -z "$model" ]]; then
-  model=build/demo-qwen3moe.gguf
-  if [[ ! -f "$model" ]]; then
-    build/tandem synth --arch qwen3moe --layers 4 --embd 512 --heads 8 --kv-heads 4 --head-dim 64 \
-      --experts 16 --experts-used 4 --expert-ffn 256 --vocab 1024 \
-      --wtype q8_0 --exp-type q4_K --out "$model"
-  fi
-fi
+model="${MODEL:-models/kjv-moe.gguf}"
 # (sed reads to the end: with head, inspect could die of SIGPIPE and fail the script)
 build/tandem inspect "$model" | sed -n 1,40p
 echo
-build/tandem run -m "$model" -p "${PROMPT:-Hello, world. The model says:}" -n "${N_PREDICT:-64}"
+build/tandem run -m "$model" -p "${PROMPT:-And God said unto Moses,}" -n "${N_PREDICT:-96}" \
+  --temp "${TEMP:-0.7}" --top-k 40 --seed "${SEED:-7}"
