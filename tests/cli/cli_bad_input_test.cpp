@@ -145,6 +145,19 @@ TEST_F(CliBadInput, RunRefusesBadRequests) {
     expect_one_line_error("no-such-command", "no-such-command");
 }
 
+TEST_F(CliBadInput, QuantizeRefusesBadInput) {
+    expect_one_line_error("quantize " + shell_quote(dir_.file("missing.gguf")) + " " + shell_quote(dir_.file("o.gguf")),
+                          "missing.gguf");
+    expect_one_line_error("quantize " + model_ + " " + model_, "is the input");
+    expect_one_line_error("quantize " + model_ + " " + shell_quote(dir_.file("o.gguf")) + " --exp-type q9_9",
+                          "--exp-type");
+    expect_one_line_error("quantize " + model_ + " " + shell_quote(dir_.file("o.gguf")) + " --attn-type iq2_xxs",
+                          "attention type iq2_xxs cannot be written");
+    write_bytes(dir_.file("cut.gguf"), std::vector<uint8_t>{'G', 'G', 'U', 'F', 3, 0});
+    expect_one_line_error("quantize " + shell_quote(dir_.file("cut.gguf")) + " " + shell_quote(dir_.file("o.gguf")),
+                          "cut.gguf");
+}
+
 TEST_F(CliBadInput, ServeRefusesBadOptions) {
     expect_one_line_error("serve -m " + model_ + " --port 0 --cache-reuse maybe", "--cache-reuse 'maybe'");
     expect_one_line_error("serve -m " + model_ + " --port 0 --parallel 0", "--parallel 0");
