@@ -34,7 +34,7 @@ ctest --test-dir build --output-on-failure -j"$jobs" --timeout 900
 # Under the sanitizers, skip what only repeats the release run's numerics at 5x the cost: the
 # llama.cpp whole-model comparisons and the every-type executor sweep (the same code paths run
 # under ASan in the smaller tests).
-asan_skip='LlamaConformance|LlamaGreedy|ArchConformance|ArchGreedy|EveryTypeInEveryRole|TokenizerConformance|PreTokenizerFamilies'
+asan_skip='DemoModel.MatchesLlamaCpp|DemoModel.TokenizesAsLlamaCpp|LlamaConformance|LlamaGreedy|ArchConformance|ArchGreedy|EveryTypeInEveryRole|TokenizerConformance|PreTokenizerFamilies'
 if [[ "${SKIP_SANITIZE:-0}" != 1 ]]; then
   stage "ASan + UBSan build"
   # Only the kernel variants this CPU runs (scored above 0 by the release build): the release

@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "base/thread_pool.h"
 #include "engine/perplexity.h"
 #include "engine/session.h"
@@ -188,6 +190,28 @@ TEST(DemoModel, MatchesLlamaCppLogits) {
     EXPECT_LT(c.worst_kl, 1e-3);
     EXPECT_EQ(c.flips_beyond_noise, 0);
     EXPECT_NEAR(ppl_ours / ppl_theirs, 1.0, 5e-3);
+}
+
+// The held-out text's first 20 KB tokenized as llama.cpp tokenizes it (its pre-tokenizer "qwen2"
+// and the model's merges), through node-llama-cpp.
+TEST(DemoModel, TokenizesAsLlamaCpp) {
+    TANDEM_REQUIRE_ORACLE();
+    testing::TempDir dir;
+    const std::string text = read_file(kHeldOut).substr(0, 20000);
+    const std::string path = dir.file("text.txt");
+    std::ofstream(path, std::ios::binary) << text;
+    std::string out;
+    ASSERT_EQ(testing::run_command("node " + testing::shell_quote(testing::oracle_kit_dir() + "/greedy.mjs") + " " +
+                                       testing::shell_quote(kModel) + " --tokenize-file " +
+                                       testing::shell_quote(path) + " 2>/dev/null",
+                                   &out),
+              0)
+        << out;
+    const std::vector<int32_t> theirs = nlohmann::json::parse(out).get<std::vector<int32_t>>();
+    auto file = GgufFile::open(kModel);
+    const std::vector<int32_t> ours = Tokenizer::from_gguf(*file).encode(text);
+    EXPECT_GT(ours.size(), 4000u);
+    EXPECT_EQ(ours, theirs);
 }
 
 }  // namespace
