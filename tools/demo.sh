@@ -18,5 +18,8 @@ model="${MODEL:-models/kjv-moe.gguf}"
 # (sed reads to the end: with head, inspect could die of SIGPIPE and fail the script)
 build/tandem inspect "$model" | sed -n 1,40p
 echo
-build/tandem run -m "$model" -p "${PROMPT:-And God said unto Moses,}" -n "${N_PREDICT:-96}" \
-  --temp "${TEMP:-0.7}" --top-k 40 --seed "${SEED:-7}"
+prompt="${PROMPT:-And God said unto Moses,}"
+echo
+printf '%s' "$prompt"  # run prints only what follows it
+build/tandem run -m "$model" -p "$prompt" -n "${N_PREDICT:-96}" --temp "${TEMP:-0.7}" --top-k 40 \
+  --seed "${SEED:-7}"
