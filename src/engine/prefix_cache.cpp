@@ -19,8 +19,9 @@ int reusable_prefix(std::span<const int32_t> kept, std::span<const int32_t> prom
 PrefixCache::PrefixCache(size_t budget, int max_rewind, int n_ctx)
     : budget_(budget), max_rewind_(max_rewind), keeps_all_positions_(max_rewind >= n_ctx) {}
 
-size_t PrefixCache::bytes_of(size_t n_tokens, size_t state_bytes) {
-    return state_bytes + n_tokens * sizeof(int32_t) + sizeof(Entry);
+size_t PrefixCache::entry_bytes(size_t n_tokens, size_t state_bytes) {
+    constexpr size_t kPage = 4096;
+    return (state_bytes + kPage - 1) / kPage * kPage + n_tokens * sizeof(int32_t) + sizeof(Entry);
 }
 
 bool PrefixCache::dominates(std::span<const int32_t> a, std::span<const int32_t> b) const {
@@ -56,13 +57,13 @@ bool PrefixCache::covers(std::span<const int32_t> tokens) const {
 }
 
 PrefixCache::Entry* PrefixCache::add(std::vector<int32_t> tokens, size_t state_bytes, const Entry* keep) {
-    const size_t need = bytes_of(tokens.size(), state_bytes);
-    const size_t keep_bytes = keep ? bytes_of(keep->tokens.size(), keep->state.size()) : 0;
+    const size_t need = entry_bytes(tokens.size(), state_bytes);
+    const size_t keep_bytes = keep ? entry_bytes(keep->tokens.size(), keep->state.size()) : 0;
     if (need + keep_bytes > budget_) return nullptr;
     // The entries the new one makes useless go first, then the least recently used.
     for (auto it = entries_.begin(); it != entries_.end();) {
         if (&*it != keep && dominates(tokens, it->tokens)) {
-            bytes_ -= bytes_of(it->tokens.size(), it->state.size());
+            bytes_ -= entry_bytes(it->tokens.size(), it->state.size());
             it = entries_.erase(it);
         } else {
             ++it;
@@ -73,7 +74,7 @@ PrefixCache::Entry* PrefixCache::add(std::vector<int32_t> tokens, size_t state_b
         for (auto it = entries_.begin(); it != entries_.end(); ++it) {
             if (&*it != keep && (lru == entries_.end() || it->used < lru->used)) lru = it;
         }
-        bytes_ -= bytes_of(lru->tokens.size(), lru->state.size());
+        bytes_ -= entry_bytes(lru->tokens.size(), lru->state.size());
         entries_.erase(lru);
         ++evictions_;
     }
@@ -89,7 +90,7 @@ PrefixCache::Entry* PrefixCache::add(std::vector<int32_t> tokens, size_t state_b
 void PrefixCache::remove(const Entry* entry) {
     for (auto it = entries_.begin(); it != entries_.end(); ++it) {
         if (&*it != entry) continue;
-        bytes_ -= bytes_of(it->tokens.size(), it->state.size());
+        bytes_ -= entry_bytes(it->tokens.size(), it->state.size());
         entries_.erase(it);
         return;
     }

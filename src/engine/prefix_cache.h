@@ -58,8 +58,11 @@ class PrefixCache {
     size_t entries() const { return entries_.size(); }
     uint64_t evictions() const { return evictions_; }
 
+    // What an entry counts against the budget: its state in whole pages (the host allocator
+    // maps pages, so that is what it holds), its tokens and its bookkeeping.
+    static size_t entry_bytes(size_t n_tokens, size_t state_bytes);
+
   private:
-    static size_t bytes_of(size_t n_tokens, size_t state_bytes);
     // True when a state of `a` serves every prompt at least as well as one of `b`.
     bool dominates(std::span<const int32_t> a, std::span<const int32_t> b) const;
 

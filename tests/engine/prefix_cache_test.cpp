@@ -76,7 +76,7 @@ TEST(PrefixCache, ALongerEntryReplacesItsPrefixOnlyWhenEveryPositionIsKept) {
 TEST(PrefixCache, EvictsTheLeastRecentlyUsedWithinTheBudget) {
     const size_t state = 1000;
     // Room for three entries of 10 tokens, not four.
-    const size_t budget = 3 * (state + 10 * sizeof(int32_t) + sizeof(PrefixCache::Entry)) + 100;
+    const size_t budget = 3 * PrefixCache::entry_bytes(10, state) + 100;
     PrefixCache c(budget, 100, 100);
     const PrefixCache::Entry* a = put(c, seq(10, 0), state, 1);
     put(c, seq(10, 100), state, 2);
@@ -98,9 +98,9 @@ TEST(PrefixCache, EvictsTheLeastRecentlyUsedWithinTheBudget) {
 
 TEST(PrefixCache, NeverEvictsTheEntryBeingCopiedNorTakesWhatCannotFit) {
     const size_t state = 1000;
-    const size_t one = state + 10 * sizeof(int32_t) + sizeof(PrefixCache::Entry);
+    const size_t one = PrefixCache::entry_bytes(10, state);
     PrefixCache c(one + one / 2, 100, 100);
-    EXPECT_EQ(put(c, seq(10, 0), 2 * state), nullptr);  // larger than the budget
+    EXPECT_EQ(put(c, seq(10, 0), 8 * state), nullptr);  // larger than the budget
     EXPECT_EQ(c.entries(), 0u);
     const PrefixCache::Entry* a = put(c, seq(10, 0), state);
     EXPECT_EQ(put(c, seq(10, 100), state, 7, a), nullptr);  // would need a's room
