@@ -252,7 +252,10 @@ Scheduler::Slot& Scheduler::place(const std::vector<int32_t>& prompt) {
     }
     const auto [entry, entry_prefix] =
         cache_ ? cache_->find(prompt) : std::pair<const PrefixCache::Entry*, int>{nullptr, 0};
-    if (entry_prefix <= best_prefix) {
+    // Copying a whole state in (and the slot's out) to spare a few positions' compute (prompts
+    // that share a chat template's first tokens) costs more than it saves.
+    constexpr int kMinLoadGain = 16;
+    if (entry_prefix < best_prefix + kMinLoadGain) {
         save_kept(*best, best_prefix, nullptr);
         best->kept.clear();
         best->n_reused = best_prefix;

@@ -127,7 +127,7 @@ class Scheduler {
     int reusable(const Slot& slot, const std::vector<int32_t>& prompt) const;
     // A free slot for a prompt (one is free): the one that serves most of it, or the least
     // recently freed one with the prompt's prefix copied in from the prefix cache when that
-    // serves more; sets its n_reused and whether it was loaded.
+    // serves at least 16 positions more; sets its n_reused and whether it was loaded.
     Slot& place(const std::vector<int32_t>& prompt);
     // Before a request that reuses `reused` of a free slot's kept tokens overwrites the rest:
     // copies the slot's state into the prefix cache unless the request continues it or the
