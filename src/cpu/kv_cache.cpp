@@ -57,8 +57,9 @@ void KvCache::store_v(int layer, int seq, int pos, const float* values) {
 }
 
 size_t KvCache::sequence_bytes(int n_slots) const {
-    const size_t v_position =
-        shape_.values_in_keys ? 0 : static_cast<size_t>(shape_.n_kv_head) * shape_.head_dim_v * value_bytes();
+    const size_t v_position = shape_.values_in_keys ? 0
+                                                    : static_cast<size_t>(shape_.n_kv_head) *
+                                                          shape_.head_dim_v * value_bytes();
     return static_cast<size_t>(shape_.n_layer) * n_slots * (k_position_bytes() + v_position);
 }
 
@@ -73,7 +74,8 @@ void KvCache::save_sequence(int seq, int n_slots, uint8_t* out) const {
         if (shape_.values_in_keys) continue;
         for (int h = 0; h < shape_.n_kv_head; ++h) {
             const uint8_t* rows = v_head(layer, seq, h);
-            for (int d = 0; d < shape_.head_dim_v; ++d, out += v_run) std::memcpy(out, rows + d * v_row_bytes(), v_run);
+            for (int d = 0; d < shape_.head_dim_v; ++d, out += v_run)
+                std::memcpy(out, rows + d * v_row_bytes(), v_run);
         }
     }
 }
@@ -87,7 +89,8 @@ void KvCache::load_sequence(int seq, int n_slots, const uint8_t* in) {
         if (shape_.values_in_keys) continue;
         for (int h = 0; h < shape_.n_kv_head; ++h) {
             uint8_t* rows = v_.data() + v_offset(layer, seq, h);
-            for (int d = 0; d < shape_.head_dim_v; ++d, in += v_run) std::memcpy(rows + d * v_row_bytes(), in, v_run);
+            for (int d = 0; d < shape_.head_dim_v; ++d, in += v_run)
+                std::memcpy(rows + d * v_row_bytes(), in, v_run);
         }
     }
 }

@@ -5,11 +5,14 @@
 
 namespace tandem {
 
-int reusable_prefix(std::span<const int32_t> kept, std::span<const int32_t> prompt, int max_rewind) {
+int reusable_prefix(std::span<const int32_t> kept, std::span<const int32_t> prompt,
+                    int max_rewind) {
     if (kept.empty() || prompt.empty()) return 0;
-    const auto [kept_end, prompt_end] = std::mismatch(kept.begin(), kept.end(), prompt.begin(), prompt.end());
+    const auto [kept_end, prompt_end] =
+        std::mismatch(kept.begin(), kept.end(), prompt.begin(), prompt.end());
     // The last prompt token is always evaluated again: its logits give the first new token.
-    const int shared = std::min(static_cast<int>(kept_end - kept.begin()), static_cast<int>(prompt.size()) - 1);
+    const int shared =
+        std::min(static_cast<int>(kept_end - kept.begin()), static_cast<int>(prompt.size()) - 1);
     // Continuing at `shared` rewinds the state by the kept tokens after it; a sliding window's
     // ring or a recurrent state may no longer hold what that needs, and then nothing is reused.
     if (static_cast<int>(kept.size()) - shared > max_rewind) return 0;
@@ -56,7 +59,8 @@ bool PrefixCache::covers(std::span<const int32_t> tokens) const {
                        [&](const Entry& e) { return dominates(e.tokens, tokens); });
 }
 
-PrefixCache::Entry* PrefixCache::add(std::vector<int32_t> tokens, size_t state_bytes, const Entry* keep) {
+PrefixCache::Entry* PrefixCache::add(std::vector<int32_t> tokens, size_t state_bytes,
+                                     const Entry* keep) {
     const size_t need = entry_bytes(tokens.size(), state_bytes);
     const size_t keep_bytes = keep ? entry_bytes(keep->tokens.size(), keep->state.size()) : 0;
     if (need + keep_bytes > budget_) return nullptr;

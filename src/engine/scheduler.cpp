@@ -47,13 +47,18 @@ Scheduler::Scheduler(const Model& model, ThreadPool& pool, const SchedulerOption
     free_slots_ = options_.n_slots;
     if (options_.reuse_prefix && options_.cache_bytes > 0) {
         if (const size_t per_position = backend_->sequence_state_bytes(1); per_position > 0) {
-            cache_ = std::make_unique<PrefixCache>(options_.cache_bytes, max_rewind_, options_.n_ctx);
-            log_info("prefix cache: {} of host memory beyond the slots (a sequence of {} tokens takes {})",
-                     format_bytes(options_.cache_bytes), options_.n_ctx,
-                     format_bytes(backend_->sequence_state_bytes(options_.n_ctx)));
+            cache_ =
+                std::make_unique<PrefixCache>(options_.cache_bytes, max_rewind_, options_.n_ctx);
+            log_info(
+                "prefix cache: {} of host memory beyond the slots (a sequence of {} tokens takes "
+                "{})",
+                format_bytes(options_.cache_bytes), options_.n_ctx,
+                format_bytes(backend_->sequence_state_bytes(options_.n_ctx)));
         } else {
-            log_info("prefix cache: the {} backend cannot copy sequences to host memory; reuse stays within the {} slots",
-                     backend_->name(), options_.n_slots);
+            log_info(
+                "prefix cache: the {} backend cannot copy sequences to host memory; reuse stays "
+                "within the {} slots",
+                backend_->name(), options_.n_slots);
         }
     }
     if (cache_) {
@@ -270,7 +275,8 @@ Scheduler::Slot& Scheduler::place(const std::vector<int32_t>& prompt) {
     slot.n_reused = 0;
     slot.loaded = false;
     try {
-        backend_->load_sequence(slot.index, static_cast<int>(entry->tokens.size()), entry->state.data());
+        backend_->load_sequence(slot.index, static_cast<int>(entry->tokens.size()),
+                                entry->state.data());
         cache_->touch(entry);
         slot.n_reused = entry_prefix;
         slot.loaded = true;
@@ -296,8 +302,8 @@ void Scheduler::save_kept(Slot& slot, int reused, const PrefixCache::Entry* keep
         backend_->save_sequence(slot.index, n, entry->state.data());
         ++cache_saves_;
     } catch (const std::exception& e) {
-        log_warn("prefix cache: copying slot {}'s {} positions to host memory failed: {}", slot.index, n,
-                 e.what());
+        log_warn("prefix cache: copying slot {}'s {} positions to host memory failed: {}",
+                 slot.index, n, e.what());
         if (entry) cache_->remove(entry);
     }
 }

@@ -149,7 +149,7 @@ class Scheduler {
     uint64_t admissions_ = 0;
     uint64_t frees_ = 0;
     int max_rewind_ = 0;  // max_rewind() for this cache's n_ctx and max_batch
-    std::unique_ptr<PrefixCache> cache_;  // null: reuse within the slots only
+    std::unique_ptr<PrefixCache> cache_;          // null: reuse within the slots only
     uint64_t cache_loads_ = 0, cache_saves_ = 0;  // scheduling thread's
 
     // Batch buffers, sized once for max_batch rows.
@@ -167,7 +167,7 @@ class Scheduler {
     uint64_t finished_ = 0, cancelled_ = 0;
     uint64_t prefix_hits_ = 0, prefix_cached_tokens_ = 0;
     int64_t kv_kept_ = 0;
-    SchedulerStats cache_stats_;  // the prefix cache's fields, published under mutex_
+    SchedulerStats cache_stats_;       // the prefix cache's fields, published under mutex_
     std::atomic<int64_t> kv_used_{0};  // after each step, for stats()
     std::thread thread_;
 };

@@ -445,7 +445,8 @@ void CpuBackend::gather_logit_rows(Act x, Act out) {
 }
 
 void CpuBackend::check_sequence(const char* op, int seq, int n_positions) const {
-    if (seq < 0 || seq >= n_seq_) fail("{}: sequence {} outside the cache's {} sequences", op, seq, n_seq_);
+    if (seq < 0 || seq >= n_seq_)
+        fail("{}: sequence {} outside the cache's {} sequences", op, seq, n_seq_);
     if (n_positions < 0 || n_positions > n_ctx_)
         fail("{}: {} positions outside the context of {}", op, n_positions, n_ctx_);
 }
@@ -457,7 +458,8 @@ size_t CpuBackend::sequence_state_bytes(int n_positions) const {
     for (const auto& kv : kv_) {
         if (kv) n += kv->sequence_bytes(std::min(n_positions, kv->shape().n_ctx));
     }
-    for (const RecurrentState& r : recurrent_) n += (r.conv.size() + r.ssm.size()) / n_seq_ * sizeof(float);
+    for (const RecurrentState& r : recurrent_)
+        n += (r.conv.size() + r.ssm.size()) / n_seq_ * sizeof(float);
     return n;
 }
 
@@ -467,8 +469,10 @@ void CpuBackend::save_sequence(int seq, int n_positions, uint8_t* out) {
         if (const RecurrentState& r = recurrent_[il]; !r.conv_pos.empty()) {
             // A recurrent state stands at one position: it can only be saved there.
             if (r.conv_pos[seq] != n_positions || r.ssm_pos[seq] != n_positions) {
-                fail("save_sequence: layer {}: sequence {}'s recurrent state is at position {}, not {}", il, seq,
-                     r.conv_pos[seq], n_positions);
+                fail(
+                    "save_sequence: layer {}: sequence {}'s recurrent state is at position {}, not "
+                    "{}",
+                    il, seq, r.conv_pos[seq], n_positions);
             }
             const size_t conv = r.conv.size() / n_seq_, ssm = r.ssm.size() / n_seq_;
             std::memcpy(out, r.conv.data() + seq * conv, conv * sizeof(float));

@@ -19,8 +19,10 @@ json usage_json(const GenerationResult& r) {
 }
 
 json timings_json(const GenerationResult& r) {
-    const double prompt_s = (r.first_token_seconds > 0.0 ? r.first_token_seconds : r.total_seconds) - r.queue_seconds;
-    const double predicted_s = r.first_token_seconds > 0.0 ? r.total_seconds - r.first_token_seconds : 0.0;
+    const double prompt_s =
+        (r.first_token_seconds > 0.0 ? r.first_token_seconds : r.total_seconds) - r.queue_seconds;
+    const double predicted_s =
+        r.first_token_seconds > 0.0 ? r.total_seconds - r.first_token_seconds : 0.0;
     const int prompt_n = r.prompt_tokens - r.cached_tokens;
     const int predicted_n = std::max(r.completion_tokens - 1, 0);
     auto per_token_ms = [](double s, int n) { return n > 0 ? s * 1e3 / n : 0.0; };

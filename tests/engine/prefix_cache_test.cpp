@@ -19,8 +19,8 @@ std::vector<int32_t> seq(int n, int start) {
 }
 
 // Adds an entry whose state is `bytes` bytes of `fill`.
-const PrefixCache::Entry* put(PrefixCache& c, std::vector<int32_t> tokens, size_t bytes, uint8_t fill = 7,
-                              const PrefixCache::Entry* keep = nullptr) {
+const PrefixCache::Entry* put(PrefixCache& c, std::vector<int32_t> tokens, size_t bytes,
+                              uint8_t fill = 7, const PrefixCache::Entry* keep = nullptr) {
     PrefixCache::Entry* e = c.add(std::move(tokens), bytes, keep);
     if (e) std::memset(e->state.data(), fill, bytes);
     return e;

@@ -237,7 +237,7 @@ TEST_P(HostPrefixCache, ConversationsBeyondTheSlotsKeepTheirPrefixes) {
         Scheduler s(*model, pool(), options(1, 4, reuse, reuse ? 64 << 20 : 0));
         std::vector<Reply> r;
         r.push_back(generate(s, a, 8));
-        r.push_back(generate(s, b, 8));  // a goes to host memory
+        r.push_back(generate(s, b, 8));                                     // a goes to host memory
         r.push_back(generate(s, concat(concat(a, r[0].tokens), turn), 6));  // b out, a back in
         r.push_back(generate(s, concat(concat(b, r[1].tokens), turn), 6));  // and the other way
         const SchedulerStats st = s.stats();
@@ -265,8 +265,8 @@ TEST_P(HostPrefixCache, ConversationsBeyondTheSlotsKeepTheirPrefixes) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Archs, HostPrefixCache,
-                         ::testing::Values("qwen3moe", "llama", "gemma4", "gpt-oss", "qwen35", "qwen35moe",
-                                           "deepseek2"),
+                         ::testing::Values("qwen3moe", "llama", "gemma4", "gpt-oss", "qwen35",
+                                           "qwen35moe", "deepseek2"),
                          [](const ::testing::TestParamInfo<std::string>& info) {
                              return info.param == "gpt-oss" ? std::string("gpt_oss") : info.param;
                          });
@@ -275,7 +275,8 @@ INSTANTIATE_TEST_SUITE_P(Archs, HostPrefixCache,
 // anywhere), and the reply is the one computed whole.
 TEST(HostPrefixCacheRewind, PartOfAnEntryServesADivergingPrompt) {
     testing::TempDir dir;
-    auto model = Model::load(testing::write_model(testing::tiny_spec("qwen3moe"), dir.file("m.gguf")));
+    auto model =
+        Model::load(testing::write_model(testing::tiny_spec("qwen3moe"), dir.file("m.gguf")));
     const int n_vocab = model->config().n_vocab;
     const std::vector<int32_t> a = pattern(40, 37, 11, n_vocab), b = pattern(35, 29, 3, n_vocab);
     std::vector<int32_t> branch(a.begin(), a.begin() + 30);
@@ -295,7 +296,8 @@ TEST(HostPrefixCacheRewind, PartOfAnEntryServesADivergingPrompt) {
 // A budget that holds one conversation keeps the most recent one; the memory never exceeds it.
 TEST(HostPrefixCacheBudget, EvictsTheLeastRecentlyUsed) {
     testing::TempDir dir;
-    auto model = Model::load(testing::write_model(testing::tiny_spec("qwen3moe"), dir.file("m.gguf")));
+    auto model =
+        Model::load(testing::write_model(testing::tiny_spec("qwen3moe"), dir.file("m.gguf")));
     const int n_vocab = model->config().n_vocab;
     // 64-position sequences of 2 layers × 2 KV heads × 16 dims × (k + v) × 4 bytes: 32 KiB
     // each; the budget fits one and its token list, not two.
