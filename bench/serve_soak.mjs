@@ -4,8 +4,10 @@
 // p50/p99 of the time to first token and of the per-token latency (gaps between tokens).
 // Each client holds multi-turn conversations (--turns, default 4): every request resends the
 // conversation so far plus a new user turn, as chat clients do, which hits the server's prefix
-// cache; the share of prompt tokens served from it is reported.
-// Usage: node serve_soak.mjs --base http://127.0.0.1:PORT --model ID [--clients 64] [--seconds 60] [--turns 4] [--json]
+// cache; the share of prompt tokens served from it is reported, and with --min-cached P the run
+// fails when it is below P percent.
+// Usage: node serve_soak.mjs --base http://127.0.0.1:PORT --model ID [--clients 64] [--seconds 60] [--turns 4]
+//        [--min-cached PERCENT] [--json]
 const args = Object.fromEntries(
   process.argv.slice(2).reduce((pairs, a, i, all) => (a.startsWith('--') ? [...pairs, [a.slice(2), all[i + 1]]] : pairs), []));
 const base = args.base;
@@ -13,6 +15,7 @@ const model = args.model;
 const clients = Number(args.clients ?? 64);
 const seconds = Number(args.seconds ?? 60);
 const turns = Number(args.turns ?? 4);
+const minCached = Number(args['min-cached'] ?? 0);
 
 const words = 'the quick brown fox jumps over a lazy dog while seven tired engineers watch the servers hum'.split(' ');
 
@@ -118,6 +121,7 @@ await Promise.all(Array.from({ length: clients }, (_, i) => client(i, t0 + secon
 const elapsed = (performance.now() - t0) / 1000;
 const fivexx = Object.entries(stats.statuses).filter(([s]) => s >= 500).reduce((n, [, c]) => n + c, 0);
 const non200 = Object.entries(stats.statuses).filter(([s]) => s != 200).reduce((n, [, c]) => n + c, 0);
+const cachedPercent = stats.promptTokens ? (100 * stats.cachedTokens) / stats.promptTokens : 0;
 const report = {
   clients, seconds: Number(elapsed.toFixed(1)), requests: stats.requests, tokens: stats.tokens,
   requests_per_s: Number((stats.requests / elapsed).toFixed(2)), tokens_per_s: Number((stats.tokens / elapsed).toFixed(1)),
@@ -133,8 +137,10 @@ if (args.json !== undefined) {
   console.log(`  requests/s ${report.requests_per_s}, tokens/s ${report.tokens_per_s}`);
   console.log(`  time to first token p50 ${report.ttft_ms_p50} ms, p99 ${report.ttft_ms_p99} ms`);
   console.log(`  per-token latency   p50 ${report.token_ms_p50} ms, p99 ${report.token_ms_p99} ms`);
-  console.log(`  conversations of ${turns} turns: ${stats.cachedTokens} of ${stats.promptTokens} prompt tokens from the prefix cache`);
+  console.log(`  conversations of ${turns} turns: ${stats.cachedTokens} of ${stats.promptTokens} prompt tokens from the prefix cache (${cachedPercent.toFixed(1)}%)`);
   console.log(`  statuses ${JSON.stringify(report.statuses)}, 5xx ${fivexx}, dropped connections ${stats.dropped}, bad streams ${stats.badStreams}`);
 }
 for (const e of stats.errors.slice(0, 10)) console.error(`  error: ${e}`);
-process.exit(fivexx || non200 || stats.dropped || stats.badStreams ? 1 : 0);
+const fewCached = cachedPercent < minCached;
+if (fewCached) console.error(`  only ${cachedPercent.toFixed(1)}% of the prompt tokens came from the prefix cache (at least ${minCached}% expected)`);
+process.exit(fivexx || non200 || stats.dropped || stats.badStreams || fewCached ? 1 : 0);

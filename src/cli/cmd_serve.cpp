@@ -4,7 +4,9 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <charconv>
 #include <chrono>
 #include <cstdlib>
 #include <ctime>
@@ -16,6 +18,7 @@
 
 #include "base/error.h"
 #include "base/log.h"
+#include "base/system_memory.h"
 #include "base/timer.h"
 #include "cli/chat_template_source.h"
 #include "cli/commands.h"
@@ -35,6 +38,7 @@ struct ServeOptions {
     int parallel = 4;
     int queue = 64;
     std::string cache_reuse = "on";  // prompt-prefix reuse through the slots' KV caches
+    std::string cache_mem = "auto";  // MiB of host memory for the prefix cache beyond the slots
     std::string chat_template;
     std::string alias;
 };
@@ -55,6 +59,26 @@ std::string model_id(const ServeOptions& o) {
     }
     std::filesystem::path p(o.model.model_path);
     return p.extension() == ".gguf" ? p.stem().string() : p.filename().string();
+}
+
+// The default prefix cache: llama.cpp's server keeps 8 GiB (--cache-ram), and a quarter of
+// the memory available once the model and the slots are in place leaves the rest to the page
+// cache of the weights and to other processes on a smaller machine.
+constexpr uint64_t kDefaultCacheMib = 8192;
+
+// --cache-mem: "auto" or whole MiB >= 0; nullopt for "auto".
+std::optional<uint64_t> parse_cache_mem(const std::string& text) {
+    if (text == "auto") return std::nullopt;
+    uint64_t mib = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), mib);
+    if (ec != std::errc() || end != text.data() + text.size() || mib > (uint64_t{1} << 40))
+        fail("--cache-mem '{}' must be a number of MiB (0: none) or 'auto'", text);
+    return mib;
+}
+
+uint64_t cache_bytes(const std::string& text) {
+    if (std::optional<uint64_t> mib = parse_cache_mem(text)) return *mib << 20;
+    return std::min<uint64_t>(kDefaultCacheMib << 20, system_memory().available / 4);
 }
 
 void load(const ServeOptions& o, Loaded& l) {
@@ -85,6 +109,8 @@ void load(const ServeOptions& o, Loaded& l) {
     so.max_batch = std::max(l.model.session.max_batch, o.parallel + 1);
     so.queue_capacity = o.queue;
     so.reuse_prefix = o.cache_reuse == "on";
+    // Measured after the model is mapped, before the scheduler allocates the slots' KV.
+    so.cache_bytes = so.reuse_prefix ? cache_bytes(o.cache_mem) : 0;
     so.kv_type = l.model.session.kv_type;
     so.device = l.model.session.device;
     so.gpu = l.model.session.gpu;
@@ -125,6 +151,7 @@ void serve(ServeOptions o) {
     if (o.queue < 0) fail("--queue {} must be >= 0", o.queue);
     if (o.cache_reuse != "on" && o.cache_reuse != "off")
         fail("--cache-reuse '{}' must be 'on' or 'off'", o.cache_reuse);
+    parse_cache_mem(o.cache_mem);  // checked before the model loads
     if (o.http.port < 0 || o.http.port > 65535) fail("--port {} is not a TCP port", o.http.port);
     if (o.http.max_body_bytes < 1024)
         fail("--max-body {} must be at least 1024 bytes", o.http.max_body_bytes);
@@ -188,7 +215,12 @@ void add_serve_command(CLI::App& app) {
         ->capture_default_str();
     cmd->add_option("--cache-reuse", o->cache_reuse,
                     "on: a prompt that starts with a finished request's tokens reuses their KV "
-                    "cache (the slots' caches are the budget); off: every prompt is computed whole")
+                    "cache; off: every prompt is computed whole")
+        ->capture_default_str();
+    cmd->add_option("--cache-mem", o->cache_mem,
+                    "MiB of host memory keeping finished requests' KV caches beyond the slots for "
+                    "prompt-prefix reuse, least recently used evicted first (0: the slots only; "
+                    "auto: 8192 or a quarter of the available memory, whichever is less)")
         ->capture_default_str();
     cmd->add_option("--chat-template", o->chat_template,
                     "Jinja chat template file (default: the model's)");

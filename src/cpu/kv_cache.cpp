@@ -56,4 +56,43 @@ void KvCache::store_v(int layer, int seq, int pos, const float* values) {
     }
 }
 
+size_t KvCache::sequence_bytes(int n_slots) const {
+    const size_t v_position = shape_.values_in_keys ? 0
+                                                    : static_cast<size_t>(shape_.n_kv_head) *
+                                                          shape_.head_dim_v * value_bytes();
+    return static_cast<size_t>(shape_.n_layer) * n_slots * (k_position_bytes() + v_position);
+}
+
+// Keys are stored by slot, so a sequence's first n slots are one run per layer; values are
+// transposed, so they are n values at the start of every (head, dimension) row.
+void KvCache::save_sequence(int seq, int n_slots, uint8_t* out) const {
+    const size_t k_run = static_cast<size_t>(n_slots) * k_position_bytes();
+    const size_t v_run = static_cast<size_t>(n_slots) * value_bytes();
+    for (int layer = 0; layer < shape_.n_layer; ++layer) {
+        std::memcpy(out, k(layer, seq, 0), k_run);
+        out += k_run;
+        if (shape_.values_in_keys) continue;
+        for (int h = 0; h < shape_.n_kv_head; ++h) {
+            const uint8_t* rows = v_head(layer, seq, h);
+            for (int d = 0; d < shape_.head_dim_v; ++d, out += v_run)
+                std::memcpy(out, rows + d * v_row_bytes(), v_run);
+        }
+    }
+}
+
+void KvCache::load_sequence(int seq, int n_slots, const uint8_t* in) {
+    const size_t k_run = static_cast<size_t>(n_slots) * k_position_bytes();
+    const size_t v_run = static_cast<size_t>(n_slots) * value_bytes();
+    for (int layer = 0; layer < shape_.n_layer; ++layer) {
+        std::memcpy(k(layer, seq, 0), in, k_run);
+        in += k_run;
+        if (shape_.values_in_keys) continue;
+        for (int h = 0; h < shape_.n_kv_head; ++h) {
+            uint8_t* rows = v_.data() + v_offset(layer, seq, h);
+            for (int d = 0; d < shape_.head_dim_v; ++d, in += v_run)
+                std::memcpy(rows + d * v_row_bytes(), in, v_run);
+        }
+    }
+}
+
 }  // namespace tandem

@@ -60,6 +60,13 @@ class KvCache {
     void store_k(int layer, int seq, int pos, const float* values);
     void store_v(int layer, int seq, int pos, const float* values);
 
+    // A copy of one sequence's first n slots, every layer, keys then values (the prefix cache
+    // keeps finished sequences in host memory): sequence_bytes(n) bytes, which load_sequence()
+    // writes back into any sequence of a cache of the same shape and type.
+    size_t sequence_bytes(int n_slots) const;
+    void save_sequence(int seq, int n_slots, uint8_t* out) const;
+    void load_sequence(int seq, int n_slots, const uint8_t* in);
+
   private:
     size_t k_offset(int layer, int seq, int pos) const {
         return ((static_cast<size_t>(layer) * shape_.n_seq + seq) * shape_.n_ctx + pos) *

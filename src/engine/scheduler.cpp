@@ -6,6 +6,7 @@
 
 #include "base/error.h"
 #include "base/log.h"
+#include "base/system_memory.h"
 #include "base/timer.h"
 
 namespace tandem {
@@ -44,6 +45,25 @@ Scheduler::Scheduler(const Model& model, ThreadPool& pool, const SchedulerOption
     for (int i = 0; i < options_.n_slots; ++i) slots_[i].index = i;
     max_rewind_ = max_rewind(model.config(), options_.n_ctx, options_.max_batch);
     free_slots_ = options_.n_slots;
+    if (options_.reuse_prefix && options_.cache_bytes > 0) {
+        if (const size_t per_position = backend_->sequence_state_bytes(1); per_position > 0) {
+            cache_ =
+                std::make_unique<PrefixCache>(options_.cache_bytes, max_rewind_, options_.n_ctx);
+            log_info(
+                "prefix cache: {} of host memory beyond the slots (a sequence of {} tokens takes "
+                "{})",
+                format_bytes(options_.cache_bytes), options_.n_ctx,
+                format_bytes(backend_->sequence_state_bytes(options_.n_ctx)));
+        } else {
+            log_info(
+                "prefix cache: the {} backend cannot copy sequences to host memory; reuse stays "
+                "within the {} slots",
+                backend_->name(), options_.n_slots);
+        }
+    }
+    if (cache_) {
+        cache_stats_.cache_budget = static_cast<int64_t>(options_.cache_bytes);
+    }
     tokens_.reserve(options_.max_batch);
     places_.reserve(options_.max_batch);
     want_.reserve(options_.max_batch);
@@ -126,6 +146,12 @@ SchedulerStats Scheduler::stats() const {
     s.prefix_hits = prefix_hits_;
     s.prefix_cached_tokens = prefix_cached_tokens_;
     s.kv_kept = kv_kept_;
+    s.cache_loads = cache_stats_.cache_loads;
+    s.cache_saves = cache_stats_.cache_saves;
+    s.cache_evictions = cache_stats_.cache_evictions;
+    s.cache_bytes = cache_stats_.cache_bytes;
+    s.cache_budget = cache_stats_.cache_budget;
+    s.cache_entries = cache_stats_.cache_entries;
     return s;
 }
 
@@ -150,7 +176,7 @@ void Scheduler::run() {
 
 bool Scheduler::admit() {
     std::vector<std::shared_ptr<Request>> dropped;  // cancelled while queued
-    std::vector<Slot*> admitted;
+    std::vector<std::shared_ptr<Request>> taken;    // to free slots
     {
         std::unique_lock<std::mutex> lock(mutex_);
         wake_.wait(lock,
@@ -161,24 +187,30 @@ bool Scheduler::admit() {
             dropped.push_back(r);
             return true;
         });
-        while (!queue_.empty()) {
-            Slot* slot = choose_slot(queue_.front()->params().prompt);
-            if (!slot) break;
-            slot->request = std::move(queue_.front());
+        // Counted as busy at once, so submit() judges the queue's room as before; which slot
+        // each takes is decided below, outside the lock, since it may copy a state.
+        while (!queue_.empty() && free_slots_ > 0) {
+            taken.push_back(std::move(queue_.front()));
             queue_.pop_front();
             --free_slots_;
-            // Decided under the lock so stats() never counts a slot's KV twice.
-            slot->n_reused = reusable_prefix(*slot, slot->request->params().prompt);
-            kv_kept_ -= static_cast<int64_t>(slot->kept.size());
-            slot->kept.clear();
-            if (slot->n_reused > 0) {
-                ++prefix_hits_;
-                prefix_cached_tokens_ += static_cast<uint64_t>(slot->n_reused);
-            }
-            admitted.push_back(slot);
         }
         finished_ += dropped.size();
         cancelled_ += dropped.size();
+    }
+    std::vector<Slot*> admitted;
+    for (auto& request : taken) {
+        Slot& slot = place(request->params().prompt);
+        slot.request = std::move(request);
+        admitted.push_back(&slot);
+    }
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        for (const Slot* slot : admitted) {
+            if (slot->n_reused == 0) continue;
+            ++prefix_hits_;
+            prefix_cached_tokens_ += static_cast<uint64_t>(slot->n_reused);
+        }
+        publish_kept();
     }
     const double now = now_seconds();
     for (Slot* slot : admitted) {
@@ -192,8 +224,9 @@ bool Scheduler::admit() {
         slot->admitted = admissions_++;
         slot->admitted_at = now;
         slot->first_token_at = 0.0;
-        log_debug("request {}: slot {}, {} prompt tokens ({} cached)", slot->request->id(),
-                  slot->index, slot->n_prompt, slot->n_reused);
+        log_debug("request {}: slot {}, {} prompt tokens ({} cached{})", slot->request->id(),
+                  slot->index, slot->n_prompt, slot->n_reused,
+                  slot->loaded ? ", from host memory" : "");
     }
     for (const auto& request : dropped) {
         GenerationResult result;
@@ -205,31 +238,87 @@ bool Scheduler::admit() {
     return true;
 }
 
-int Scheduler::reusable_prefix(const Slot& slot, const std::vector<int32_t>& prompt) const {
-    if (!options_.reuse_prefix || prompt.empty()) return 0;
-    const auto [kept_end, prompt_end] = std::mismatch(slot.kept.begin(), slot.kept.end(),
-                                                      prompt.begin(), prompt.end());
-    // The last prompt token is always evaluated again: its logits give the first new token.
-    const int shared = std::min(static_cast<int>(kept_end - slot.kept.begin()),
-                                static_cast<int>(prompt.size()) - 1);
-    // Continuing at `shared` rewinds the slot by the kept tokens after it; a sliding window's ring
-    // or a recurrent state may no longer hold what that needs, and then nothing is reused.
-    if (static_cast<int>(slot.kept.size()) - shared > max_rewind_) return 0;
-    return shared;
+int Scheduler::reusable(const Slot& slot, const std::vector<int32_t>& prompt) const {
+    return options_.reuse_prefix ? reusable_prefix(slot.kept, prompt, max_rewind_) : 0;
 }
 
-Scheduler::Slot* Scheduler::choose_slot(const std::vector<int32_t>& prompt) {
-    Slot* best = nullptr;
+Scheduler::Slot& Scheduler::place(const std::vector<int32_t>& prompt) {
+    Slot* best = nullptr;  // serves the most of the prompt (ties: least recently freed)
+    Slot* oldest = nullptr;
     int best_prefix = -1;
     for (Slot& slot : slots_) {
         if (slot.request) continue;
-        const int prefix = reusable_prefix(slot, prompt);
+        const int prefix = reusable(slot, prompt);
         if (prefix > best_prefix || (prefix == best_prefix && slot.freed < best->freed)) {
             best = &slot;
             best_prefix = prefix;
         }
+        if (!oldest || slot.freed < oldest->freed) oldest = &slot;
     }
-    return best;
+    const auto [entry, entry_prefix] =
+        cache_ ? cache_->find(prompt) : std::pair<const PrefixCache::Entry*, int>{nullptr, 0};
+    // Copying a whole state in (and the slot's out) to spare a few positions' compute (prompts
+    // that share a chat template's first tokens) costs more than it saves.
+    constexpr int kMinLoadGain = 16;
+    if (entry_prefix < best_prefix + kMinLoadGain) {
+        save_kept(*best, best_prefix, nullptr);
+        best->kept.clear();
+        best->n_reused = best_prefix;
+        best->loaded = false;
+        return *best;
+    }
+    // Host memory serves more: its copy goes into the slot whose own tokens were freed longest
+    // ago (kept in host memory in turn, when worth it).
+    Slot& slot = *oldest;
+    save_kept(slot, 0, entry);
+    slot.kept.clear();
+    slot.n_reused = 0;
+    slot.loaded = false;
+    try {
+        backend_->load_sequence(slot.index, static_cast<int>(entry->tokens.size()),
+                                entry->state.data());
+        cache_->touch(entry);
+        slot.n_reused = entry_prefix;
+        slot.loaded = true;
+        ++cache_loads_;
+    } catch (const std::exception& e) {
+        // The slot starts from position 0, which overwrites whatever the copy left.
+        log_warn("prefix cache: copying {} positions into slot {} failed: {}", entry->tokens.size(),
+                 slot.index, e.what());
+    }
+    return slot;
+}
+
+void Scheduler::save_kept(Slot& slot, int reused, const PrefixCache::Entry* keep) {
+    // A request that continues the kept tokens loses at most their last few (a reply's end,
+    // which the chat template renders back differently): not worth a copy.
+    constexpr int kContinuationSlack = 16;
+    const int n = static_cast<int>(slot.kept.size());
+    if (!cache_ || n - reused <= kContinuationSlack || cache_->covers(slot.kept)) return;
+    const PrefixCache::Entry* entry = nullptr;
+    try {
+        entry = cache_->add(slot.kept, backend_->sequence_state_bytes(n), keep);
+        if (!entry) return;  // larger than the budget
+        backend_->save_sequence(slot.index, n, entry->state.data());
+        ++cache_saves_;
+    } catch (const std::exception& e) {
+        log_warn("prefix cache: copying slot {}'s {} positions to host memory failed: {}",
+                 slot.index, n, e.what());
+        if (entry) cache_->remove(entry);
+    }
+}
+
+void Scheduler::publish_kept() {
+    kv_kept_ = 0;
+    for (const Slot& slot : slots_) {
+        if (!slot.request) kv_kept_ += static_cast<int64_t>(slot.kept.size());
+    }
+    if (!cache_) return;
+    cache_stats_.cache_loads = cache_loads_;
+    cache_stats_.cache_saves = cache_saves_;
+    cache_stats_.cache_evictions = cache_->evictions();
+    cache_stats_.cache_bytes = static_cast<int64_t>(cache_->bytes());
+    cache_stats_.cache_entries = static_cast<int64_t>(cache_->entries());
 }
 
 bool Scheduler::step() {
@@ -377,9 +466,9 @@ void Scheduler::finish(Slot& slot, FinishReason reason, std::string error) {
         // pass may have left the cache (or a recurrent state) half written.
         if (reason != FinishReason::kError && options_.reuse_prefix) {
             slot.kept.assign(slot.history.begin(), slot.history.begin() + slot.n_cached);
-            kv_kept_ += slot.n_cached;
         }
         slot.freed = ++frees_;
+        publish_kept();
         ++free_slots_;
         ++finished_;
         if (reason == FinishReason::kCancelled) ++cancelled_;

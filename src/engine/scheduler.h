@@ -10,9 +10,12 @@
 // Prompt-prefix reuse: a slot keeps the KV of the tokens its last request evaluated after that
 // request finishes. A new request takes the free slot whose kept tokens share the longest prefix
 // with its prompt (ties: the least recently used slot) and prefills only the rest, so a chat that
-// resends its conversation every turn computes only the new turn. The slots' KV caches are the
-// whole budget (n_slots × n_ctx positions): nothing else is kept, and a slot's kept tokens are
-// forgotten when another request takes it and overwrites them.
+// resends its conversation every turn computes only the new turn. Beyond the slots, a prefix
+// cache in host memory (engine/prefix_cache.h, cache_bytes) takes a free slot's kept state before
+// a request that does not continue it overwrites the slot, and gives it back to a later prompt
+// that starts with it, so that more conversations than slots keep their prefixes. Without it
+// (cache_bytes 0, or a backend that cannot copy sequences) the slots' KV caches are the whole
+// budget, and a slot's kept tokens are forgotten when another request takes it.
 #pragma once
 
 #include <atomic>
@@ -26,6 +29,7 @@
 #include <vector>
 
 #include "base/thread_pool.h"
+#include "engine/prefix_cache.h"
 #include "engine/request.h"
 #include "engine/sampler.h"
 #include "model/backend.h"
@@ -44,6 +48,9 @@ struct SchedulerOptions {
     GpuOptions gpu;  // BackendOptions::gpu
     // Reuse the KV of a finished request's tokens for a new prompt that starts with them.
     bool reuse_prefix = true;
+    // Host memory for the prefix cache beyond the slots, in bytes (states and their tokens);
+    // 0: none. Used with reuse_prefix, on a backend that can copy sequences out.
+    size_t cache_bytes = 0;
     // True for the tokens that end generation (the tokenizer's EOS, EOT, ...). Unset: none.
     std::function<bool(int32_t)> is_end_of_generation;
 };
@@ -61,6 +68,13 @@ struct SchedulerStats {
     uint64_t prefix_hits = 0;           // requests that reused cached prompt tokens
     uint64_t prefix_cached_tokens = 0;  // prompt tokens those requests did not recompute
     int64_t kv_kept = 0;  // KV positions kept by free slots for reuse
+    // The prefix cache in host memory (all 0 without one).
+    uint64_t cache_loads = 0;      // requests whose prefix was copied back from it into a slot
+    uint64_t cache_saves = 0;      // free slots' states copied into it
+    uint64_t cache_evictions = 0;  // entries evicted to make room
+    int64_t cache_bytes = 0;       // held now
+    int64_t cache_budget = 0;
+    int64_t cache_entries = 0;
 };
 
 class Scheduler {
@@ -92,6 +106,7 @@ class Scheduler {
         int n_prompt = 0;
         int n_cached = 0;  // positions in the KV cache
         int n_reused = 0;  // of the prompt, positions kept from the slot's previous request
+        bool loaded = false;  // ... or copied in from the prefix cache
         // Free slot: the tokens whose KV the slot still holds, from position 0; and when it was
         // last freed (least recently used goes first among equal prefixes).
         std::vector<int32_t> kept;
@@ -108,11 +123,18 @@ class Scheduler {
     // Moves queued requests into free slots and drops cancelled ones; false when stopping.
     bool admit();
     bool step();
-    // Prompt positions a free slot's kept KV can serve: the common prefix, less at least the
-    // last prompt token (its logits are needed); 0 when the cache cannot rewind that far.
-    int reusable_prefix(const Slot& slot, const std::vector<int32_t>& prompt) const;
-    // The free slot for a prompt (under mutex_); null when none is free.
-    Slot* choose_slot(const std::vector<int32_t>& prompt);
+    // Prompt positions a free slot's kept KV can serve (reusable_prefix()); 0 without reuse.
+    int reusable(const Slot& slot, const std::vector<int32_t>& prompt) const;
+    // A free slot for a prompt (one is free): the one that serves most of it, or the least
+    // recently freed one with the prompt's prefix copied in from the prefix cache when that
+    // serves at least 16 positions more; sets its n_reused and whether it was loaded.
+    Slot& place(const std::vector<int32_t>& prompt);
+    // Before a request that reuses `reused` of a free slot's kept tokens overwrites the rest:
+    // copies the slot's state into the prefix cache unless the request continues it or the
+    // cache already serves it. Never evicts `keep`.
+    void save_kept(Slot& slot, int reused, const PrefixCache::Entry* keep);
+    // Under mutex_: the counters stats() reads from the slots and the prefix cache.
+    void publish_kept();
     void sample_row(Slot& slot, float* logits);
     // Hands a token to the sink; false ends the request (stop string, or the sink failed).
     bool deliver(Slot& slot, int32_t token);
@@ -127,6 +149,8 @@ class Scheduler {
     uint64_t admissions_ = 0;
     uint64_t frees_ = 0;
     int max_rewind_ = 0;  // max_rewind() for this cache's n_ctx and max_batch
+    std::unique_ptr<PrefixCache> cache_;          // null: reuse within the slots only
+    uint64_t cache_loads_ = 0, cache_saves_ = 0;  // scheduling thread's
 
     // Batch buffers, sized once for max_batch rows.
     std::vector<int32_t> tokens_;
@@ -143,6 +167,7 @@ class Scheduler {
     uint64_t finished_ = 0, cancelled_ = 0;
     uint64_t prefix_hits_ = 0, prefix_cached_tokens_ = 0;
     int64_t kv_kept_ = 0;
+    SchedulerStats cache_stats_;       // the prefix cache's fields, published under mutex_
     std::atomic<int64_t> kv_used_{0};  // after each step, for stats()
     std::thread thread_;
 };

@@ -78,4 +78,8 @@ std::unique_ptr<Ops> make_backend(const Model& model, ThreadPool& pool, const Ba
     return std::make_unique<CpuBackend>(model, pool, cpu);
 }
 
+void Ops::throw_unsupported(const char* op) const {
+    fail("{}: the {} backend cannot copy a sequence's state to host memory", op, name());
+}
+
 }  // namespace tandem

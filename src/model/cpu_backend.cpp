@@ -444,4 +444,67 @@ void CpuBackend::gather_logit_rows(Act x, Act out) {
     }
 }
 
+void CpuBackend::check_sequence(const char* op, int seq, int n_positions) const {
+    if (seq < 0 || seq >= n_seq_)
+        fail("{}: sequence {} outside the cache's {} sequences", op, seq, n_seq_);
+    if (n_positions < 0 || n_positions > n_ctx_)
+        fail("{}: {} positions outside the context of {}", op, n_positions, n_ctx_);
+}
+
+// Every cache a layer owns holds the sequence's first positions in its first slots; a ring
+// shorter than them holds its latest ones in all its slots, so it is copied whole.
+size_t CpuBackend::sequence_state_bytes(int n_positions) const {
+    size_t n = 0;
+    for (const auto& kv : kv_) {
+        if (kv) n += kv->sequence_bytes(std::min(n_positions, kv->shape().n_ctx));
+    }
+    for (const RecurrentState& r : recurrent_)
+        n += (r.conv.size() + r.ssm.size()) / n_seq_ * sizeof(float);
+    return n;
+}
+
+void CpuBackend::save_sequence(int seq, int n_positions, uint8_t* out) {
+    check_sequence("save_sequence", seq, n_positions);
+    for (int il = 0; il < c_.n_layer; ++il) {
+        if (const RecurrentState& r = recurrent_[il]; !r.conv_pos.empty()) {
+            // A recurrent state stands at one position: it can only be saved there.
+            if (r.conv_pos[seq] != n_positions || r.ssm_pos[seq] != n_positions) {
+                fail(
+                    "save_sequence: layer {}: sequence {}'s recurrent state is at position {}, not "
+                    "{}",
+                    il, seq, r.conv_pos[seq], n_positions);
+            }
+            const size_t conv = r.conv.size() / n_seq_, ssm = r.ssm.size() / n_seq_;
+            std::memcpy(out, r.conv.data() + seq * conv, conv * sizeof(float));
+            out += conv * sizeof(float);
+            std::memcpy(out, r.ssm.data() + seq * ssm, ssm * sizeof(float));
+            out += ssm * sizeof(float);
+        }
+        if (const KvCache* kv = kv_[il].get()) {
+            const int slots = std::min(n_positions, kv->shape().n_ctx);
+            kv->save_sequence(seq, slots, out);
+            out += kv->sequence_bytes(slots);
+        }
+    }
+}
+
+void CpuBackend::load_sequence(int seq, int n_positions, const uint8_t* in) {
+    check_sequence("load_sequence", seq, n_positions);
+    for (int il = 0; il < c_.n_layer; ++il) {
+        if (RecurrentState& r = recurrent_[il]; !r.conv_pos.empty()) {
+            const size_t conv = r.conv.size() / n_seq_, ssm = r.ssm.size() / n_seq_;
+            std::memcpy(r.conv.data() + seq * conv, in, conv * sizeof(float));
+            in += conv * sizeof(float);
+            std::memcpy(r.ssm.data() + seq * ssm, in, ssm * sizeof(float));
+            in += ssm * sizeof(float);
+            r.conv_pos[seq] = r.ssm_pos[seq] = n_positions;
+        }
+        if (KvCache* kv = kv_[il].get()) {
+            const int slots = std::min(n_positions, kv->shape().n_ctx);
+            kv->load_sequence(seq, slots, in);
+            in += kv->sequence_bytes(slots);
+        }
+    }
+}
+
 }  // namespace tandem

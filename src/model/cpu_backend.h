@@ -69,6 +69,9 @@ class CpuBackend final : public Ops {
     void delta_net(int layer, Act q, Act k, Act v, Act g, Act beta, Act out) override;
     void moe(int layer, Act logits, Act in, Act out) override;
     void gather_logit_rows(Act x, Act out) override;
+    size_t sequence_state_bytes(int n_positions) const override;
+    void save_sequence(int seq, int n_positions, uint8_t* out) override;
+    void load_sequence(int seq, int n_positions, const uint8_t* in) override;
 
   private:
     const Model& model_;
@@ -85,6 +88,8 @@ class CpuBackend final : public Ops {
     // The batch's rows of each sequence, in order; checks positions, zeroes states at position 0.
     void sequence_rows(const char* op, int layer, std::vector<int>& next_pos, float* state, size_t state_size);
     std::vector<std::vector<int>> seq_rows_;    // per sequence: its rows in this batch
+    // Checks the arguments of save_sequence() and load_sequence().
+    void check_sequence(const char* op, int seq, int n_positions) const;
     std::vector<float> delta_scratch_;          // per worker: S values
     Attention attention_;
     std::vector<Rope> ropes_;                   // per layer

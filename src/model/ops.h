@@ -146,6 +146,33 @@ class Ops {
     virtual void moe(int layer, Act logits, Act in, Act out) = 0;
     // out[i] = x[logit_rows[i]] for the logit rows of set_batch().
     virtual void gather_logit_rows(Act x, Act out) = 0;
+
+    // The prefix cache in host memory (engine/prefix_cache.h) keeps finished sequences beyond
+    // the KV cache's sequence slots. A sequence's state after its first n positions is what its
+    // caches hold for them: the KV of positions 0..n-1 (a sliding window's ring: the ring's
+    // slots that hold them), and each recurrent layer's conv and delta-net states, which stand
+    // at position n. save_sequence() copies it out; load_sequence() copies it into a sequence
+    // slot (the same or another), which then continues from any position the saved one could
+    // have (max_rewind()) with the same numbers. sequence_state_bytes(n) is the size of the
+    // copy; 0 for a backend that cannot copy sequences, which keeps reuse within its slots.
+    virtual size_t sequence_state_bytes(int n_positions) const {
+        (void)n_positions;
+        return 0;
+    }
+    // out holds sequence_state_bytes(n_positions) bytes. Throws Error naming the sequence when
+    // its state does not stand at n_positions (a recurrent state elsewhere).
+    virtual void save_sequence(int seq, int n_positions, uint8_t* out) {
+        (void)seq, (void)n_positions, (void)out;
+        throw_unsupported("save_sequence");
+    }
+    // in holds what save_sequence(any seq, n_positions) wrote, on this backend.
+    virtual void load_sequence(int seq, int n_positions, const uint8_t* in) {
+        (void)seq, (void)n_positions, (void)in;
+        throw_unsupported("load_sequence");
+    }
+
+  protected:
+    [[noreturn]] void throw_unsupported(const char* op) const;
 };
 
 }  // namespace tandem

@@ -167,6 +167,25 @@ std::string Metrics::render(const SchedulerStats* stats) const {
         header(out, "tandem_prefix_cache_kept_tokens", "gauge",
                "KV cache positions that free slots keep for prompts starting with them.");
         sample(out, "tandem_prefix_cache_kept_tokens", stats->kv_kept);
+        // The prefix cache in host memory, beyond the slots (--cache-mem).
+        header(out, "tandem_prefix_cache_bytes", "gauge",
+               "Host memory holding finished requests' KV caches beyond the slots.");
+        sample(out, "tandem_prefix_cache_bytes", stats->cache_bytes);
+        header(out, "tandem_prefix_cache_budget_bytes", "gauge",
+               "Host memory the prefix cache may hold (--cache-mem; 0: the slots only).");
+        sample(out, "tandem_prefix_cache_budget_bytes", stats->cache_budget);
+        header(out, "tandem_prefix_cache_entries", "gauge",
+               "Finished requests' KV caches kept in host memory.");
+        sample(out, "tandem_prefix_cache_entries", stats->cache_entries);
+        header(out, "tandem_prefix_cache_loads_total", "counter",
+               "Requests whose prompt's start was copied back from host memory into a slot.");
+        sample(out, "tandem_prefix_cache_loads_total", stats->cache_loads);
+        header(out, "tandem_prefix_cache_saves_total", "counter",
+               "Free slots' KV caches copied to host memory before another request took the slot.");
+        sample(out, "tandem_prefix_cache_saves_total", stats->cache_saves);
+        header(out, "tandem_prefix_cache_evictions_total", "counter",
+               "KV caches evicted from host memory (least recently used) to make room.");
+        sample(out, "tandem_prefix_cache_evictions_total", stats->cache_evictions);
     }
     header(out, "tandem_model_loaded", "gauge", "1 once the model serves requests.");
     sample(out, "tandem_model_loaded", stats ? 1 : 0);

@@ -1,6 +1,8 @@
 // OpenAI response objects.
 #include "server/openai_json.h"
 
+#include <algorithm>
+
 namespace tandem::server {
 
 using nlohmann::json;
@@ -14,6 +16,28 @@ json usage_json(const GenerationResult& r) {
             {"completion_tokens", r.completion_tokens},
             {"total_tokens", r.prompt_tokens + r.completion_tokens},
             {"prompt_tokens_details", {{"cached_tokens", r.cached_tokens}}}};
+}
+
+json timings_json(const GenerationResult& r) {
+    const double prompt_s =
+        (r.first_token_seconds > 0.0 ? r.first_token_seconds : r.total_seconds) - r.queue_seconds;
+    const double predicted_s =
+        r.first_token_seconds > 0.0 ? r.total_seconds - r.first_token_seconds : 0.0;
+    const int prompt_n = r.prompt_tokens - r.cached_tokens;
+    const int predicted_n = std::max(r.completion_tokens - 1, 0);
+    auto per_token_ms = [](double s, int n) { return n > 0 ? s * 1e3 / n : 0.0; };
+    auto per_second = [](double s, int n) { return s > 0.0 ? n / s : 0.0; };
+    return {{"cache_n", r.cached_tokens},
+            {"prompt_n", prompt_n},
+            {"prompt_ms", prompt_s * 1e3},
+            {"prompt_per_token_ms", per_token_ms(prompt_s, prompt_n)},
+            {"prompt_per_second", per_second(prompt_s, prompt_n)},
+            {"predicted_n", predicted_n},
+            {"predicted_ms", predicted_s * 1e3},
+            {"predicted_per_token_ms", per_token_ms(predicted_s, predicted_n)},
+            {"predicted_per_second", per_second(predicted_s, predicted_n)},
+            {"queue_ms", r.queue_seconds * 1e3},
+            {"time_to_first_token_ms", r.first_token_seconds * 1e3}};
 }
 
 namespace {
@@ -51,6 +75,7 @@ json chat_completion(const ResponseHead& head, const std::string& content,
     j["choices"] = json::array(
         {{{"index", 0}, {"message", message}, {"logprobs", nullptr}, {"finish_reason", reason}}});
     j["usage"] = usage_json(result);
+    j["timings"] = timings_json(result);
     return j;
 }
 
@@ -67,6 +92,7 @@ json usage_chunk(const ResponseHead& head, const char* object, const GenerationR
     json j = head_fields(head, object);
     j["choices"] = json::array();
     j["usage"] = usage_json(result);
+    j["timings"] = timings_json(result);
     return j;
 }
 
@@ -78,6 +104,7 @@ json text_completion(const ResponseHead& head, const std::string& text,
                                  {"logprobs", nullptr},
                                  {"finish_reason", openai_finish_reason(result.reason)}}});
     j["usage"] = usage_json(result);
+    j["timings"] = timings_json(result);
     return j;
 }
 

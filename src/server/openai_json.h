@@ -24,6 +24,11 @@ struct ResponseHead {
 const char* openai_finish_reason(FinishReason reason);
 
 nlohmann::json usage_json(const GenerationResult& result);
+// llama.cpp's `timings` beside the usage (its field names): the prompt phase from a free slot to
+// the first token (prompt_n: the tokens computed, cache_n: those reused), the predicted phase
+// from the first token to the end (predicted_n: the tokens sampled after the first), plus
+// queue_ms and time_to_first_token_ms (arrival → first token; 0 when none came).
+nlohmann::json timings_json(const GenerationResult& result);
 
 // `calls`: the tool calls of the reply (content is null when there are calls and no text);
 // the finish reason is then "tool_calls".

@@ -161,6 +161,9 @@ TEST_F(CliBadInput, QuantizeRefusesBadInput) {
 TEST_F(CliBadInput, ServeRefusesBadOptions) {
     expect_one_line_error("serve -m " + model_ + " --port 0 --cache-reuse maybe", "--cache-reuse 'maybe'");
     expect_one_line_error("serve -m " + model_ + " --port 0 --parallel 0", "--parallel 0");
+    expect_one_line_error("serve -m " + model_ + " --port 0 --cache-mem lots",
+                          "--cache-mem 'lots'");
+    expect_one_line_error("serve -m " + model_ + " --port 0 --cache-mem -5", "--cache-mem '-5'");
 }
 
 TEST_F(CliBadInput, DevicesAndGpuMemory) {

@@ -1,7 +1,10 @@
 // Prompt-prefix reuse in the scheduler: a request whose prompt starts with a finished request's
 // tokens prefills only the rest, reports them as cached, and gets the very tokens it gets without
 // reuse (seeded sampling included); a sliding window or a recurrent state that cannot rewind to
-// the shared prefix starts over instead; among free slots the longest shared prefix wins.
+// the shared prefix starts over instead; among free slots the longest shared prefix wins. With
+// the prefix cache in host memory, conversations beyond the slots keep their prefixes on every
+// architecture (full attention, sliding windows, recurrent state, latent attention), with the
+// same tokens as without reuse.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -90,8 +93,9 @@ std::vector<int32_t> concat(std::vector<int32_t> a, const std::vector<int32_t>& 
     return a;
 }
 
-SchedulerOptions options(int slots, int max_batch, bool reuse) {
+SchedulerOptions options(int slots, int max_batch, bool reuse, size_t cache_bytes = 0) {
     SchedulerOptions o;
+    o.cache_bytes = cache_bytes;
     o.n_slots = slots;
     o.n_ctx = 256;
     o.max_batch = max_batch;
@@ -208,6 +212,113 @@ TEST(PrefixReuse, RecurrentStateReusedOnlyWhenExtended) {
     }
     EXPECT_EQ(replies[0].result.cached_tokens, 0);  // the reply's 3 evaluated tokens diverge
     EXPECT_EQ(replies[0].tokens, replies[1].tokens);
+}
+
+// One slot, two conversations taking turns: each turn finds the slot holding the other
+// conversation, whose state went to host memory, and copies its own back. Every turn reuses
+// everything its conversation evaluated before, and the tokens are those of reuse off.
+class HostPrefixCache : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(HostPrefixCache, ConversationsBeyondTheSlotsKeepTheirPrefixes) {
+    testing::TempDir dir;
+    SynthSpec spec = testing::tiny_spec(GetParam());
+    spec.n_layer = 4;
+    spec.sliding_window = 8;  // gemma4, gpt-oss: rings of 8 + 4 - 1 positions
+    if (GetParam() == "deepseek2") {
+        spec.n_head_kv = 1;
+        spec.q_lora_rank = 32;
+    }
+    auto model = Model::load(testing::write_model(spec, dir.file("m.gguf")));
+    const int n_vocab = model->config().n_vocab;
+    const std::vector<int32_t> a = pattern(40, 37, 11, n_vocab), b = pattern(35, 29, 3, n_vocab);
+    const std::vector<int32_t> turn = pattern(9, 53, 5, n_vocab);
+    std::vector<std::vector<Reply>> runs;
+    for (bool reuse : {true, false}) {
+        Scheduler s(*model, pool(), options(1, 4, reuse, reuse ? 64 << 20 : 0));
+        std::vector<Reply> r;
+        r.push_back(generate(s, a, 8));
+        r.push_back(generate(s, b, 8));                                     // a goes to host memory
+        r.push_back(generate(s, concat(concat(a, r[0].tokens), turn), 6));  // b out, a back in
+        r.push_back(generate(s, concat(concat(b, r[1].tokens), turn), 6));  // and the other way
+        const SchedulerStats st = s.stats();
+        if (reuse) {
+            EXPECT_EQ(st.cache_saves, 3u);
+            EXPECT_EQ(st.cache_loads, 2u);
+            // a, b, and the a turn that b's second turn displaced; with every position kept
+            // (full attention) that turn serves all a did, and replaced it.
+            const bool all_positions = max_rewind(model->config(), 256, 4) >= 256;
+            EXPECT_EQ(st.cache_entries, all_positions ? 2 : 3);
+            EXPECT_GT(st.cache_bytes, 0);
+            EXPECT_LE(st.cache_bytes, st.cache_budget);
+        } else {
+            EXPECT_EQ(st.cache_budget, 0);
+            EXPECT_EQ(st.cache_entries, 0);
+        }
+        runs.push_back(std::move(r));
+    }
+    EXPECT_EQ(runs[0][2].result.cached_tokens, 40 + 8 - 1);
+    EXPECT_EQ(runs[0][3].result.cached_tokens, 35 + 8 - 1);
+    for (int i = 0; i < 4; ++i) {
+        EXPECT_EQ(runs[0][i].tokens, runs[1][i].tokens) << "request " << i;
+        EXPECT_EQ(runs[1][i].result.cached_tokens, 0);
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Archs, HostPrefixCache,
+                         ::testing::Values("qwen3moe", "llama", "gemma4", "gpt-oss", "qwen35",
+                                           "qwen35moe", "deepseek2"),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                             return info.param == "gpt-oss" ? std::string("gpt_oss") : info.param;
+                         });
+
+// A state in host memory serves a prompt that shares only part of it (full attention rewinds
+// anywhere), and the reply is the one computed whole.
+TEST(HostPrefixCacheRewind, PartOfAnEntryServesADivergingPrompt) {
+    testing::TempDir dir;
+    auto model =
+        Model::load(testing::write_model(testing::tiny_spec("qwen3moe"), dir.file("m.gguf")));
+    const int n_vocab = model->config().n_vocab;
+    const std::vector<int32_t> a = pattern(40, 37, 11, n_vocab), b = pattern(35, 29, 3, n_vocab);
+    std::vector<int32_t> branch(a.begin(), a.begin() + 30);
+    branch = concat(branch, pattern(7, 13, 2, n_vocab));
+    branch[30] = (a[30] + 1) % n_vocab;
+    std::vector<Reply> replies;
+    for (bool reuse : {true, false}) {
+        Scheduler s(*model, pool(), options(1, 16, reuse, reuse ? 64 << 20 : 0));
+        generate(s, a, 4);
+        generate(s, b, 4);
+        replies.push_back(generate(s, branch, 8));
+    }
+    EXPECT_EQ(replies[0].result.cached_tokens, 30);
+    EXPECT_EQ(replies[0].tokens, replies[1].tokens);
+}
+
+// A budget that holds one conversation keeps the most recent one; the memory never exceeds it.
+TEST(HostPrefixCacheBudget, EvictsTheLeastRecentlyUsed) {
+    testing::TempDir dir;
+    auto model =
+        Model::load(testing::write_model(testing::tiny_spec("qwen3moe"), dir.file("m.gguf")));
+    const int n_vocab = model->config().n_vocab;
+    // 64-position sequences of 2 layers × 2 KV heads × 16 dims × (k + v) × 4 bytes: 32 KiB
+    // each; the budget fits one and its token list, not two.
+    const size_t budget = 48 << 10;
+    Scheduler s(*model, pool(), options(1, 16, true, budget));
+    const std::vector<int32_t> a = pattern(60, 37, 11, n_vocab), b = pattern(60, 29, 3, n_vocab),
+                               c = pattern(60, 31, 5, n_vocab);
+    generate(s, a, 4);
+    generate(s, b, 4);  // a to host memory
+    generate(s, c, 4);  // b to host memory: a evicted
+    SchedulerStats st = s.stats();
+    EXPECT_EQ(st.cache_entries, 1);
+    EXPECT_EQ(st.cache_evictions, 1u);
+    EXPECT_LE(st.cache_bytes, static_cast<int64_t>(budget));
+    // b comes back from host memory (all of it but the last prompt token); c, which it
+    // displaces from the slot, does not fit beside it and is dropped; a was evicted.
+    EXPECT_EQ(generate(s, b, 2).result.cached_tokens, 59);
+    EXPECT_EQ(generate(s, a, 2).result.cached_tokens, 0);
+    st = s.stats();
+    EXPECT_LE(st.cache_bytes, static_cast<int64_t>(budget));
+    EXPECT_EQ(st.cache_loads, 1u);
 }
 
 }  // namespace

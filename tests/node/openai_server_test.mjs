@@ -1,12 +1,18 @@
 // Drives a running `tandem serve` with the official openai npm client (run by
 // tests/server/openai_client_test.cpp). Usage:
 //   node openai_server_test.mjs --base http://127.0.0.1:PORT --model ID --scenario NAME [--api-key KEY]
+//        [--reference URL]
 // Scenarios: api (non-stream, stream, stop strings, usage, errors as exceptions), auth (401),
 // concurrent (8 streams at once equal their solo runs), disconnect (an aborted stream frees its
 // slot), tools (forced and named calls that parse and fit their schema, streamed as deltas, a
 // round trip through a tool result), structured (response_format json_schema and json_object:
 // replies that parse and validate), prefix (a second chat turn reuses the first one's KV cache:
-// cached_tokens in the usage, the reply the same as without reuse). Exits 0 when every check passes; prints what failed otherwise.
+// cached_tokens in the usage, the reply the same as without reuse; run with --cache-mem 0, the
+// slots only), hostcache (two conversations on one slot take turns: each turn's prefix comes back
+// from host memory, the reply that of the --reference server, which runs with --cache-reuse off),
+// prefixspeed (the second of two requests sharing a long prefix computes only its new tokens and
+// its first token comes several times sooner). Exits 0 when every check passes; prints what
+// failed otherwise.
 import assert from 'node:assert/strict';
 import Ajv from 'ajv';
 import OpenAI from 'openai';
@@ -442,7 +448,8 @@ async function scenarioStructured() {
   log('structured: ok');
 }
 
-// Run against a server with one slot, so each request evicts what the one before kept.
+// Run against a server with one slot and no prefix cache beyond it (--cache-mem 0), so each
+// request evicts what the one before kept.
 async function scenarioPrefix() {
   const api = client();
   const facts = Array.from({ length: 40 }, (_, i) => `Fact ${i} is ${(i * 7) % 13}.`).join(' ');
@@ -479,9 +486,107 @@ async function scenarioPrefix() {
     JSON.stringify(reused.choices[0].message.content));
 }
 
+// A long system prompt of numbered facts; `tag` goes first so that prompts of different tags
+// share only the chat template's first tokens.
+const factsPrompt = (tag, n) =>
+  `${tag}. You are a careful assistant. ` + Array.from({ length: n }, (_, i) => `Fact ${i} is ${(i * 7) % 13}.`).join(' ');
+
+async function metricValue(name) {
+  const text = await (await fetch(`${base}/metrics`)).text();
+  const m = text.match(new RegExp(`^${name} (\\S+)$`, 'm'));
+  assert.ok(m, `${name} missing from /metrics`);
+  return Number(m[1]);
+}
+
+// Run against a server with one slot and the default prefix cache in host memory, and a
+// --reference server with reuse off.
+async function scenarioHostCache() {
+  assert.ok(args.reference, '--reference URL is required');
+  const api = client();
+  const reference = new OpenAI({ baseURL: `${args.reference}/v1`, apiKey: 'unused', maxRetries: 0, timeout: 60_000 });
+  const request = (messages) => ({ model, messages, max_tokens: 12, temperature: 0.9, seed: 7 });
+  const firsts = [], seconds = [];
+  for (const tag of ['Conversation A', 'Conversation B']) {
+    const messages = [{ role: 'system', content: factsPrompt(tag, 30) }, { role: 'user', content: 'What is fact 3?' }];
+    const r = await api.chat.completions.create(request(messages));
+    firsts.push({ messages, reply: r });
+  }
+  // Each second turn finds the slot holding the other conversation: its own comes back from
+  // host memory, so everything its first turn had is reused.
+  for (const { messages, reply } of firsts) {
+    const next = [...messages, { role: 'assistant', content: reply.choices[0].message.content },
+      { role: 'user', content: 'And fact 5?' }];
+    const r = await api.chat.completions.create(request(next));
+    const cached = r.usage.prompt_tokens_details.cached_tokens;
+    assert.ok(cached >= reply.usage.prompt_tokens - 2 && cached < r.usage.prompt_tokens,
+      `cached ${cached} of ${r.usage.prompt_tokens}; the first turn had ${reply.usage.prompt_tokens}`);
+    assert.equal(r.timings.cache_n, cached);
+    assert.equal(r.timings.prompt_n, r.usage.prompt_tokens - cached);
+    const whole = await reference.chat.completions.create(request(next));
+    assert.equal(whole.usage.prompt_tokens_details.cached_tokens, 0);
+    assert.equal(r.choices[0].message.content, whole.choices[0].message.content);
+    seconds.push(cached);
+  }
+  const loads = await metricValue('tandem_prefix_cache_loads_total');
+  const bytes = await metricValue('tandem_prefix_cache_bytes');
+  const budget = await metricValue('tandem_prefix_cache_budget_bytes');
+  assert.ok(loads >= 2, `tandem_prefix_cache_loads_total ${loads}`);
+  assert.ok(bytes > 0 && bytes <= budget, `tandem_prefix_cache_bytes ${bytes} of ${budget}`);
+  assert.ok(await metricValue('tandem_prefix_cache_entries') >= 1);
+  log('hostcache: second turns reused', seconds, 'prompt tokens from host memory;', bytes, 'bytes held of', budget);
+}
+
+const median = (values) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
+
+// Run against a server with one slot. Each try has its own long prefix: the first request
+// computes all of it, the second (another question after the same prefix) only its question.
+// Times are medians over the tries, so one slow moment of a busy machine does not decide.
+async function scenarioPrefixSpeed() {
+  const api = client();
+  const tries = 5;
+  const cold = { server: [], client: [] }, warm = { server: [], client: [] };
+  let promptTokens = 0, computed = 0;
+  for (let i = 0; i < tries; ++i) {
+    const system = { role: 'system', content: factsPrompt(`Session ${i}`, 250) };
+    for (const [question, into] of [['What is fact 3?', cold], ['And what is fact 5, then?', warm]]) {
+      const start = performance.now();
+      const r = await api.chat.completions.create({
+        model, messages: [system, { role: 'user', content: question }], max_tokens: 1, temperature: 0,
+      });
+      into.client.push(performance.now() - start);
+      into.server.push(r.timings.time_to_first_token_ms);
+      const cached = r.usage.prompt_tokens_details.cached_tokens;
+      assert.equal(r.timings.cache_n, cached);
+      assert.equal(r.timings.prompt_n, r.usage.prompt_tokens - cached);
+      assert.ok(r.timings.time_to_first_token_ms > 0 && r.timings.time_to_first_token_ms <= into.client.at(-1),
+        JSON.stringify(r.timings));
+      if (into === cold) {
+        promptTokens = r.usage.prompt_tokens;
+        // Only the chat template's first tokens are shared with the tries before.
+        assert.ok(cached < 20, `a new prefix reused ${cached} tokens`);
+      } else {
+        // Everything up to the question is reused; only the question and what follows it are computed.
+        computed = r.usage.prompt_tokens - cached;
+        assert.ok(cached >= promptTokens - 30 && computed <= 40,
+          `reused ${cached} of ${r.usage.prompt_tokens} prompt tokens (the first request had ${promptTokens})`);
+      }
+    }
+  }
+  const ratio = median(cold.server) / median(warm.server);
+  const clientRatio = median(cold.client) / median(warm.client);
+  log(`prefixspeed: ${promptTokens} prompt tokens, the second request computed ${computed};`,
+    `time to first token ${median(cold.server).toFixed(1)} ms against ${median(warm.server).toFixed(1)} ms`,
+    `(x${ratio.toFixed(1)}; as the client saw it ${median(cold.client).toFixed(1)} ms against`,
+    `${median(warm.client).toFixed(1)} ms, x${clientRatio.toFixed(1)})`);
+  // The work differs ~100-fold; the margins allow for a loaded two-core machine.
+  assert.ok(ratio >= 4, `time to first token only ${ratio.toFixed(2)} times lower with the prefix reused`);
+  assert.ok(clientRatio >= 2, `request time only ${clientRatio.toFixed(2)} times lower with the prefix reused`);
+}
+
 const scenarios = {
   api: scenarioApi, auth: scenarioAuth, concurrent: scenarioConcurrent, disconnect: scenarioDisconnect,
-  tools: scenarioTools, structured: scenarioStructured, prefix: scenarioPrefix,
+  tools: scenarioTools, structured: scenarioStructured, prefix: scenarioPrefix, hostcache: scenarioHostCache,
+  prefixspeed: scenarioPrefixSpeed,
 };
 const run = scenarios[args.scenario];
 if (!run || !base || !model) {

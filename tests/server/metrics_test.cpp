@@ -373,6 +373,13 @@ TEST(Metrics, CountsWhatTheRequestsReported) {
     EXPECT_EQ(e.value("tandem_prefix_cache_tokens_total"), cached_tokens);
     EXPECT_GT(e.value("tandem_prefix_cache_kept_tokens"), 0);
     EXPECT_EQ(e.types.at("tandem_prefix_cache_hits_total"), "counter");
+    // The part in host memory (--cache-mem auto): a budget, and never more than it held.
+    EXPECT_GT(e.value("tandem_prefix_cache_budget_bytes"), 0);
+    EXPECT_LE(e.value("tandem_prefix_cache_bytes"), e.value("tandem_prefix_cache_budget_bytes"));
+    EXPECT_GE(e.value("tandem_prefix_cache_entries"), 0);
+    EXPECT_EQ(e.types.at("tandem_prefix_cache_bytes"), "gauge");
+    EXPECT_EQ(e.types.at("tandem_prefix_cache_loads_total"), "counter");
+    EXPECT_EQ(e.types.at("tandem_prefix_cache_evictions_total"), "counter");
     EXPECT_EQ(e.types.at("tandem_time_to_first_token_seconds"), "histogram");
     EXPECT_EQ(e.types.at("tandem_slots_busy"), "gauge");
 }

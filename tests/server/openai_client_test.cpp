@@ -2,11 +2,14 @@
 // non-stream and stream, stop strings, usage, errors as exceptions, API keys, eight concurrent
 // streams equal to their solo runs, a client that disconnects mid-stream; tool calls through
 // each tool-call format (Qwen3's template, Llama 3.1's, and a template that renders no tools),
-// structured output validated against its schema, and a second chat turn served from the
-// prefix cache with the reply it gets without.
+// structured output validated against its schema, a second chat turn served from the prefix
+// cache with the reply it gets without (from a slot, and from host memory when conversations
+// outnumber the slots), and a long shared prefix computed once: the second request computes only
+// its new tokens and its first token comes several times sooner.
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "server_process.h"
 #include "support/oracle.h"
@@ -15,8 +18,8 @@ namespace tandem::testing {
 namespace {
 
 void run_scenario(const ServerProcess& server, const std::string& scenario,
-                  const std::string& api_key = {}) {
-    run_node_scenario(server, "openai_server_test.mjs", scenario, api_key);
+                  const std::string& api_key = {}, const std::vector<std::string>& extra = {}) {
+    run_node_scenario(server, "openai_server_test.mjs", scenario, api_key, extra);
 }
 
 TEST(OpenAiClient, ChatCompletionsStreamingStopsUsageAndErrors) {
@@ -69,9 +72,24 @@ TEST(OpenAiClient, StructuredOutputValidatesAgainstTheSchema) {
     run_scenario(server, "structured");
 }
 
+// The slots only: a request of another conversation takes the slot and its kept tokens are gone.
 TEST(OpenAiClient, SecondTurnReusesThePrefixCache) {
-    ServerProcess server({"--parallel", "1", "--ctx", "2048"});
+    ServerProcess server({"--parallel", "1", "--ctx", "2048", "--cache-mem", "0"});
     run_scenario(server, "prefix");
+}
+
+// Two conversations on one slot: the prefix cache in host memory keeps the one that is not in
+// the slot; the replies are those of a server that computes every prompt whole.
+TEST(OpenAiClient, ConversationsBeyondTheSlotsComeBackFromHostMemory) {
+    ServerProcess server({"--parallel", "1", "--ctx", "2048"});
+    ServerProcess reference({"--parallel", "1", "--ctx", "2048", "--cache-reuse", "off"});
+    EXPECT_NE(server.log().find("prefix cache:"), std::string::npos) << server.log();
+    run_scenario(server, "hostcache", {}, {"--reference", reference.base()});
+}
+
+TEST(OpenAiClient, SharedLongPrefixComputesOnlyTheNewTokensAndAnswersSooner) {
+    ServerProcess server({"--parallel", "1", "--ctx", "8192"});
+    run_scenario(server, "prefixspeed");
 }
 
 }  // namespace

