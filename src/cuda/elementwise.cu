@@ -8,41 +8,13 @@
 
 #include "cuda/activation_rounding.h"
 #include "cuda/check.h"
+#include "cuda/q8_round.cuh"
+#include "cuda/row_norm.cuh"
 
 namespace tandem::cuda {
 namespace {
 
 constexpr int kThreads = 256;
-
-__device__ __forceinline__ double warp_sum(double v) {
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
-
-// Sum over the block in f64 (blockDim.x a multiple of 32); every thread gets the result.
-__device__ double block_sum(double v) {
-    __shared__ double partial[32];
-    v = warp_sum(v);
-    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    __syncthreads();
-    if (lane == 0) partial[warp] = v;
-    __syncthreads();
-    v = lane < blockDim.x / 32 ? partial[lane] : 0.0;
-    return warp_sum(v);
-}
-
-// y = (x · scale) · w with scale = 1 / sqrt(mean(x²) + eps), the squares summed in f64 as the
-// CPU (and ggml) do.
-__device__ __forceinline__ void rms_norm_apply(const float* src, const float* w, int64_t n,
-                                               double sum_sq, float eps, float* dst, int first,
-                                               int step) {
-    const float mean = static_cast<float>(sum_sq / static_cast<double>(n));
-    const float scale = 1.0f / sqrtf(mean + eps);
-    for (int64_t i = first; i < n; i += step) {
-        const float v = src[i] * scale;
-        dst[i] = w != nullptr ? v * w[i] : v;
-    }
-}
 
 // One warp per group of `group` values (a row or a head).
 __global__ void rms_norm_kernel(DeviceRows x, const float* w, int64_t group, float eps,
@@ -55,7 +27,8 @@ __global__ void rms_norm_kernel(DeviceRows x, const float* w, int64_t group, flo
     const float* src = x.data + r * x.stride + off;
     double sum = 0.0;
     for (int64_t i = lane; i < group; i += 32) sum += static_cast<double>(src[i] * src[i]);
-    rms_norm_apply(src, w, group, warp_sum(sum), eps, out.data + r * out.stride + off, lane, 32);
+    rms_norm_apply(src, w, group, rms_scale(warp_sum_f64(sum), group, eps),
+                   out.data + r * out.stride + off, lane, 32);
 }
 
 // Whole rows longer than a warp comfortably covers: one block per row.
@@ -64,7 +37,7 @@ __global__ void rms_norm_row_kernel(DeviceRows x, const float* w, float eps, Dev
     double sum = 0.0;
     for (int64_t i = threadIdx.x; i < x.cols; i += blockDim.x)
         sum += static_cast<double>(src[i] * src[i]);
-    rms_norm_apply(src, w, x.cols, block_sum(sum), eps,
+    rms_norm_apply(src, w, x.cols, rms_scale(block_sum_f64(sum), x.cols, eps),
                    out.data + static_cast<int64_t>(blockIdx.x) * out.stride, threadIdx.x,
                    blockDim.x);
 }
@@ -135,9 +108,7 @@ struct GluSource {
     }
 };
 
-// Warp per block of 32 (q8_0, q8_1) or 256 (q8_K) values: the formats' quantizer with its scans
-// split over the lanes. The largest magnitude (and, for q8_K, the first value that has it, whose
-// sign sets the scale) comes from a warp reduction, which picks what the sequential scan picks.
+// Warp per block of 32 (q8_0, q8_1) or 256 (q8_K) values (cuda/q8_round.cuh).
 template <int kValues, typename Source>
 __global__ void round_q8_kernel(Source src, int64_t cols, DeviceRows out, int64_t n_blocks,
                                 Q8Rows q8) {
@@ -148,54 +119,12 @@ __global__ void round_q8_kernel(Source src, int64_t cols, DeviceRows out, int64_
     const int64_t per_row = cols / kValues;
     const int64_t row = g / per_row, b = g % per_row;
     const int64_t col0 = b * kValues + lane * kPerLane;
-    float* dst = out.data + row * out.stride + col0;
     int8_t* codes = q8.q != nullptr ? q8.q + row * q8.q_stride + col0 : nullptr;
     float* scales = q8.q != nullptr ? q8.d + row * q8.d_stride + b * (kValues / 32) : nullptr;
     float v[kPerLane];
-    float amax = 0.0f, max = 0.0f;  // max: the value of largest magnitude (the first of equals)
-    int index = 0x7fffffff;
 #pragma unroll
-    for (int i = 0; i < kPerLane; ++i) {
-        v[i] = src.at(row, col0 + i);
-        if (fabsf(v[i]) > amax) amax = fabsf(v[i]), max = v[i], index = lane * kPerLane + i;
-    }
-    for (int o = 16; o > 0; o >>= 1) {
-        const float oa = __shfl_xor_sync(0xffffffffu, amax, o);
-        const float om = __shfl_xor_sync(0xffffffffu, max, o);
-        const int oi = __shfl_xor_sync(0xffffffffu, index, o);
-        if (oa > amax || (oa == amax && oi < index)) amax = oa, max = om, index = oi;
-    }
-    if constexpr (kValues == 32) {
-        const float d = amax / 127.0f;
-        const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
-        const float dh = __half2float(__float2half_rn(d));
-#pragma unroll
-        for (int i = 0; i < kPerLane; ++i) {
-            const int q = __float2int_rn(__fmul_rn(v[i], id));
-            dst[i] = __fmul_rn(dh, static_cast<float>(q));
-            if (codes != nullptr) codes[i] = static_cast<int8_t>(q);
-        }
-        if (scales != nullptr && lane == 0) scales[0] = dh;
-    } else {
-        if (amax == 0.0f) {
-#pragma unroll
-            for (int i = 0; i < kPerLane; ++i) {
-                dst[i] = 0.0f;
-                if (codes != nullptr) codes[i] = 0;
-            }
-            if (scales != nullptr && lane < kValues / 32) scales[lane] = 0.0f;
-            return;
-        }
-        const float iscale = -127.0f / max;
-        const float d = 1.0f / iscale;
-#pragma unroll
-        for (int i = 0; i < kPerLane; ++i) {
-            const int q = min(127, __float2int_rn(__fmul_rn(iscale, v[i])));
-            dst[i] = __fmul_rn(d, static_cast<float>(q));
-            if (codes != nullptr) codes[i] = static_cast<int8_t>(q);
-        }
-        if (scales != nullptr && lane < kValues / 32) scales[lane] = d;
-    }
+    for (int i = 0; i < kPerLane; ++i) v[i] = src.at(row, col0 + i);
+    round_q8_lanes<kPerLane, 32>(v, lane, out.data + row * out.stride + col0, codes, scales);
 }
 
 // Rounds (and codes) the values of src, rows × cols, through a q8 type's blocks of kValues.

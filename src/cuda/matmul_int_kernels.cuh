@@ -13,32 +13,53 @@
 
 namespace tandem::cuda {
 
-__device__ __forceinline__ int dot8(const gpu::IntChunk& w, uint2 a) {
+// acc + the dot product of a chunk's eight codes with eight activation codes.
+__device__ __forceinline__ int dot8(const gpu::IntChunk& w, uint2 a, int acc = 0) {
     return __dp4a(static_cast<int>(w.lo), static_cast<int>(a.x),
-                  __dp4a(static_cast<int>(w.hi), static_cast<int>(a.y), 0));
+                  __dp4a(static_cast<int>(w.hi), static_cast<int>(a.y), acc));
 }
 
-__device__ __forceinline__ int sum8(uint2 a) {
-    return __dp4a(static_cast<int>(a.x), 0x01010101, __dp4a(static_cast<int>(a.y), 0x01010101, 0));
+// acc + the sum of eight activation codes.
+__device__ __forceinline__ int sum8(uint2 a, int acc = 0) {
+    return __dp4a(static_cast<int>(a.x), 0x01010101, __dp4a(static_cast<int>(a.y), 0x01010101, acc));
 }
 
 // ---------------------------------------------------------------- matrix-vector (decode)
 
-// Block: 128 threads on R rows (of target blockIdx.z: the operands' matrix or a sibling) for up
-// to C columns; thread i takes chunks i, i + 128, ... of
-// every row (a warp covers 256 consecutive values). A chunk is one dp4a pair per row and column,
-// scaled by the chunk's weight scale and the activation block's scale; a thread's chunks add in
-// f32, the threads' sums in f64 (shuffles within a warp, shared memory across warps).
+// Chunks a lane takes at once: whole groups (kGroup values sharing a scale), at least 32
+// values, and for q4_K and q5_K 64 (the two groups whose codes share 32 bytes, low and high
+// nibbles), so that a lane decodes each group's scale once and reads its codes in wide loads.
+template <GgmlType F>
+constexpr int kSpanChunks = (F == GgmlType::kQ4_K || F == GgmlType::kQ5_K) ? 8 : 4;
+
+// Warps of a block that share a row group (1, 2 or 4), so that a row of n spans keeps
+// about one span per lane: short rows leave fewer lanes idle, long rows split over warps.
+inline int matvec_warps_per_row(int64_t n_spans) {
+    return n_spans <= 32 ? 1 : n_spans <= 64 ? 2 : 4;
+}
+
+// Block: 128 threads; warps w and w + 1 .. (S = p.warps_per_row of them) share R rows (of target
+// blockIdx.z: the operands' matrix or a sibling) for up to C columns. Lane i of the group's
+// warps takes spans i, i + 32 S, ... of every row: kSpanChunks chunks, whose codes multiply the
+// activations' in integer arithmetic (dp4a) group by group, each group's integer sum scaled once
+// by the weights' scale (plus its min times the activations' code sum) and the activations'.
+// A lane's groups add in f32, the lanes' and warps' sums in f64.
 template <GgmlType F, int C, int R>
 __global__ void __launch_bounds__(kMatvecThreads)
     matvec_int_kernel(const __grid_constant__ MatvecParams p) {
     using B = gpu::BlockFormat<F>;
     using I = gpu::BlockInt<F>;
-    constexpr int kChunks = B::kValues / 8;
+    constexpr int kSpan = kSpanChunks<F>;
+    constexpr int kGroupChunks = I::kGroup / 8;
+    constexpr int kSpansPerBlock = B::kValues / (8 * kSpan);
+    static_assert(kSpan % kGroupChunks == 0 && B::kValues % (8 * kSpan) == 0,
+                  "a span holds whole groups and a block whole spans");
     constexpr int kWarps = kMatvecThreads / 32;
     __shared__ double partial[kWarps][R][C];
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const int64_t row0 = static_cast<int64_t>(blockIdx.x) * R;
+    const int S = p.warps_per_row;
+    const int part = warp % S;
+    const int64_t row0 = (static_cast<int64_t>(blockIdx.x) * (kWarps / S) + warp / S) * R;
     const uint8_t* w = p.w;
     const int8_t* xq = p.xq;
     const float* xd = p.xd;
@@ -57,13 +78,12 @@ __global__ void __launch_bounds__(kMatvecThreads)
         expert_scales = s.expert_scales;
         expert_bias = s.expert_bias;
     }
-    if (row0 >= rows) return;
     const float* bias = nullptr;
     int n_cols = p.n_cols;
     if (p.routes != nullptr) {
         const int j = blockIdx.y;
         const int e = p.routes[j].expert;
-        if (e < 0) return;
+        if (e < 0) return;  // the whole block: no barrier is skipped by some threads only
         w += static_cast<size_t>(e) * p.expert_stride;
         if (expert_scales != nullptr) scale = expert_scales[e];
         if (expert_bias != nullptr) bias = expert_bias + e * p.bias_stride;
@@ -78,28 +98,58 @@ __global__ void __launch_bounds__(kMatvecThreads)
 #pragma unroll
         for (int c = 0; c < C; ++c) acc[r][c] = 0.0f;
 
-    const int64_t n_chunks = p.cols / 8;
-    for (int64_t ch = threadIdx.x; ch < n_chunks; ch += kMatvecThreads) {
-        const int64_t blk = ch / kChunks;
-        const int sub = static_cast<int>(ch % kChunks);
-        gpu::IntChunk wc[R];
+    // Rows past the end read row 0 again (valid memory) and are never written.
+    const uint8_t* wrow[R];
 #pragma unroll
-        for (int r = 0; r < R; ++r) {
-            if (row0 + r < rows)
-                wc[r] = I::chunk(w + (row0 + r) * p.row_bytes + blk * B::kBytes, sub, p.tables);
-        }
+    for (int r = 0; r < R; ++r)
+        wrow[r] = w + (row0 + r < rows ? row0 + r : 0) * static_cast<int64_t>(p.row_bytes);
+    const int n_spans = row0 < rows ? static_cast<int>(p.cols / (8 * kSpan)) : 0;
+    for (int s = part * 32 + lane; s < n_spans; s += S * 32) {
+        const int blk = s / kSpansPerBlock;
+        const int first = (s % kSpansPerBlock) * kSpan;  // the span's first chunk in its block
+        const int64_t col0 = static_cast<int64_t>(s) * kSpan * 8;
 #pragma unroll
-        for (int c = 0; c < C; ++c) {
-            if (c >= n_cols) break;
-            const uint2 a = *reinterpret_cast<const uint2*>(xq + c * p.xq_stride + ch * 8);
-            const float da = xd[c * p.xd_stride + ch / 4];
-            int sa = 0;
-            if constexpr (I::kHasMin) sa = sum8(a);
+        for (int g = 0; g < kSpan / kGroupChunks; ++g) {
+            int dot[R][C];
+            int code_sum[C];
+            float wscale[R], wmin[R];
 #pragma unroll
-            for (int r = 0; r < R; ++r) {
-                float v = wc[r].scale * static_cast<float>(dot8(wc[r], a));
-                if constexpr (I::kHasMin) v = fmaf(wc[r].min, static_cast<float>(sa), v);
-                acc[r][c] = fmaf(da, v, acc[r][c]);
+            for (int c = 0; c < C; ++c) {
+                code_sum[c] = 0;
+#pragma unroll
+                for (int r = 0; r < R; ++r) dot[r][c] = 0;
+            }
+#pragma unroll
+            for (int k = 0; k < kGroupChunks; ++k) {
+                const int chunk = g * kGroupChunks + k;
+                gpu::IntChunk wc[R];
+#pragma unroll
+                for (int r = 0; r < R; ++r) {
+                    wc[r] = I::chunk(wrow[r] + blk * B::kBytes, first + chunk, p.tables);
+                    if (k == 0) wscale[r] = wc[r].scale, wmin[r] = wc[r].min;
+                }
+#pragma unroll
+                for (int c = 0; c < C; ++c) {
+                    if (c >= n_cols) break;
+                    const uint2 a =
+                        *reinterpret_cast<const uint2*>(xq + c * p.xq_stride + col0 + chunk * 8);
+                    if constexpr (I::kHasMin) code_sum[c] = sum8(a, code_sum[c]);
+#pragma unroll
+                    for (int r = 0; r < R; ++r) dot[r][c] = dot8(wc[r], a, dot[r][c]);
+                }
+            }
+            // The activations' scale covers 32 values: a group of 16 or 32 lies within one.
+            const int64_t act_block = (col0 + g * I::kGroup) / 32;
+#pragma unroll
+            for (int c = 0; c < C; ++c) {
+                if (c >= n_cols) break;
+                const float da = xd[c * p.xd_stride + act_block];
+#pragma unroll
+                for (int r = 0; r < R; ++r) {
+                    float v = wscale[r] * static_cast<float>(dot[r][c]);
+                    if constexpr (I::kHasMin) v = fmaf(wmin[r], static_cast<float>(code_sum[c]), v);
+                    acc[r][c] = fmaf(da, v, acc[r][c]);
+                }
             }
         }
     }
@@ -111,13 +161,13 @@ __global__ void __launch_bounds__(kMatvecThreads)
             if (lane == 0) partial[warp][r][c] = v;
         }
     __syncthreads();
-    if (threadIdx.x < R * C) {
-        const int r = threadIdx.x / C, c = threadIdx.x % C;
+    // The first warp of each group writes the group's rows.
+    if (part == 0 && lane < R * C) {
+        const int r = lane / C, c = lane % C;
         const int64_t row = row0 + r;
         if (row < rows && c < n_cols) {
             double v = 0.0;
-#pragma unroll
-            for (int k = 0; k < kWarps; ++k) v += partial[k][r][c];
+            for (int k = 0; k < S; ++k) v += partial[warp + k][r][c];
             y[c * y_stride + row] =
                 static_cast<float>(v) * scale + (bias != nullptr ? bias[row] : 0.0f);
         }
@@ -126,12 +176,15 @@ __global__ void __launch_bounds__(kMatvecThreads)
 
 template <GgmlType F, int C>
 void launch_matvec_int(const MatvecParams& p, int n_jobs, cudaStream_t stream, int n_targets) {
-    constexpr int R = C <= 2 ? 4 : 2;
+    constexpr int R = 2;
     int64_t rows = p.rows;
     for (int i = 0; i + 1 < n_targets; ++i) rows = std::max(rows, p.siblings[i].rows);
-    const dim3 grid(static_cast<unsigned>((rows + R - 1) / R), static_cast<unsigned>(n_jobs),
-                    static_cast<unsigned>(n_targets));
-    matvec_int_kernel<F, C, R><<<grid, kMatvecThreads, 0, stream>>>(p);
+    MatvecParams q = p;
+    q.warps_per_row = matvec_warps_per_row(p.cols / (8 * kSpanChunks<F>));
+    const int64_t rows_per_block = static_cast<int64_t>(R) * (kMatvecThreads / 32 / q.warps_per_row);
+    const dim3 grid(static_cast<unsigned>((rows + rows_per_block - 1) / rows_per_block),
+                    static_cast<unsigned>(n_jobs), static_cast<unsigned>(n_targets));
+    matvec_int_kernel<F, C, R><<<grid, kMatvecThreads, 0, stream>>>(q);
     check_launch("matvec_int_kernel");
 }
 

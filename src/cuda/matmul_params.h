@@ -57,6 +57,8 @@ struct MatvecParams : ProductOperands {
     const Route* routes = nullptr;
     // The integer kernels: targets 1.. of the launch (target 0 is ProductOperands').
     SiblingTarget siblings[kMaxSiblings];
+    // The integer kernels: warps of a block that share rows (set by the launcher).
+    int warps_per_row = 1;
 };
 
 struct TileParams : ProductOperands {

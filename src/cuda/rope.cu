@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "cuda/check.h"
+#include "cuda/row_norm.cuh"
 
 namespace tandem::cuda {
 namespace {
@@ -24,6 +25,31 @@ struct RopeArgs {
     int head_dim;
 };
 
+// Rotates pair i of one head (head_dim values at `head`) of a token at position pos.
+__device__ __forceinline__ void rope_pair(float* head, int i, int pos, const float* factor,
+                                          const float* ramp, const RopeArgs& a) {
+    const int half = a.n_dims / 2;
+    float theta_extrap = static_cast<float>(pos);
+    for (int j = 0; j < i; ++j) theta_extrap = __fmul_rn(theta_extrap, a.theta_scale);
+    const float theta_base = theta_extrap / factor[i];
+    // Plain (unfused) products and sums, in the CPU's order, so the angles match it.
+    const float theta_interp = __fmul_rn(a.freq_scale, theta_base);
+    const float mix = ramp[i];
+    const float theta =
+        mix != 0.0f ? __fadd_rn(__fmul_rn(theta_interp, 1.0f - mix), __fmul_rn(theta_base, mix))
+                    : theta_interp;
+    float s, c;
+    sincosf(theta, &s, &c);
+    c *= a.mscale;
+    s *= a.mscale;
+    const int i0 = 2 * i;
+    const int ia = a.neox ? i : i0;
+    const int ib = a.neox ? i + half : i0 + 1;
+    const float x0 = head[ia], x1 = head[ib];
+    head[ia] = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));
+    head[ib] = __fadd_rn(__fmul_rn(x0, s), __fmul_rn(x1, c));
+}
+
 // One thread per rotated pair of every head of every row.
 __global__ void rope_kernel(DeviceRows x, const TokenPlace* places, const float* factor,
                             const float* ramp, RopeArgs a) {
@@ -35,27 +61,32 @@ __global__ void rope_kernel(DeviceRows x, const TokenPlace* places, const float*
         const int64_t th = idx / half;
         const int h = static_cast<int>(th % a.n_heads);
         const int t = static_cast<int>(th / a.n_heads);
-        float theta_extrap = static_cast<float>(places[t].pos);
-        for (int j = 0; j < i; ++j) theta_extrap = __fmul_rn(theta_extrap, a.theta_scale);
-        const float theta_base = theta_extrap / factor[i];
-        // Plain (unfused) products and sums, in the CPU's order, so the angles match it.
-        const float theta_interp = __fmul_rn(a.freq_scale, theta_base);
-        const float mix = ramp[i];
-        const float theta =
-            mix != 0.0f ? __fadd_rn(__fmul_rn(theta_interp, 1.0f - mix), __fmul_rn(theta_base, mix))
-                        : theta_interp;
-        float s, c;
-        sincosf(theta, &s, &c);
-        c *= a.mscale;
-        s *= a.mscale;
-        float* head = x.data + t * x.stride + static_cast<int64_t>(h) * a.head_dim;
-        const int i0 = 2 * i;
-        const int ia = a.neox ? i : i0;
-        const int ib = a.neox ? i + half : i0 + 1;
-        const float x0 = head[ia], x1 = head[ib];
-        head[ia] = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));
-        head[ib] = __fadd_rn(__fmul_rn(x0, s), __fmul_rn(x1, c));
+        rope_pair(x.data + t * x.stride + static_cast<int64_t>(h) * a.head_dim, i, places[t].pos,
+                  factor, ramp, a);
     }
+}
+
+// One warp per head of every row: the head's RMS norm (as rms_norm's warp per group computes
+// it), then its rotation, the normed values read back by the lanes that rotate them.
+__global__ void norm_rope_kernel(DeviceRows x, const float* w, float eps, const TokenPlace* places,
+                                 const float* factor, const float* ramp, RopeArgs a) {
+    const int64_t g = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
+    if (g >= static_cast<int64_t>(x.rows) * a.n_heads) return;
+    const int lane = threadIdx.x % 32;
+    const int t = static_cast<int>(g / a.n_heads), h = static_cast<int>(g % a.n_heads);
+    float* head = x.data + t * x.stride + static_cast<int64_t>(h) * a.head_dim;
+    double sum = 0.0;
+    for (int i = lane; i < a.head_dim; i += 32) sum += static_cast<double>(head[i] * head[i]);
+    rms_norm_apply(head, w, a.head_dim, rms_scale(warp_sum_f64(sum), a.head_dim, eps), head, lane,
+                   32);
+    __syncwarp();
+    for (int i = lane; i < a.n_dims / 2; i += 32)
+        rope_pair(head, i, places[t].pos, factor, ramp, a);
+}
+
+RopeArgs rope_args(const RopeTable& table, int n_heads, int head_dim) {
+    return {table.theta_scale,  table.freq_scale, table.mscale, table.n_dims,
+            table.neox ? 1 : 0, n_heads,          head_dim};
 }
 
 }  // namespace
@@ -90,11 +121,22 @@ void rope(DeviceRows x, int n_heads, int head_dim, const TokenPlace* places, con
           const float* factor, const float* ramp, cudaStream_t stream) {
     const int64_t n = static_cast<int64_t>(x.rows) * n_heads * (table.n_dims / 2);
     if (n == 0) return;
-    const RopeArgs a{table.theta_scale,  table.freq_scale, table.mscale, table.n_dims,
-                     table.neox ? 1 : 0, n_heads,          head_dim};
+    const RopeArgs a = rope_args(table, n_heads, head_dim);
     const int64_t blocks = std::min<int64_t>((n + 255) / 256, 65535);
     rope_kernel<<<static_cast<unsigned>(blocks), 256, 0, stream>>>(x, places, factor, ramp, a);
     check_launch("rope");
+}
+
+void norm_rope(DeviceRows x, int n_heads, int head_dim, const float* w, float eps,
+               const TokenPlace* places, const RopeTable& table, const float* factor,
+               const float* ramp, cudaStream_t stream) {
+    const int64_t heads = static_cast<int64_t>(x.rows) * n_heads;
+    if (heads == 0) return;
+    constexpr int kWarps = 8;
+    norm_rope_kernel<<<static_cast<unsigned>((heads + kWarps - 1) / kWarps), 32 * kWarps, 0,
+                       stream>>>(x, w, eps, places, factor, ramp,
+                                 rope_args(table, n_heads, head_dim));
+    check_launch("norm_rope");
 }
 
 }  // namespace tandem::cuda

@@ -31,5 +31,9 @@ RopeTable make_rope_table(const RopeParams& params);
 // a device array). factor and ramp: device copies of the table's vectors.
 void rope(DeviceRows x, int n_heads, int head_dim, const TokenPlace* places, const RopeTable& table,
           const float* factor, const float* ramp, cudaStream_t stream);
+// Per-head RMS norm (weights w of head_dim values, or nullptr) then rope(), one warp per head.
+void norm_rope(DeviceRows x, int n_heads, int head_dim, const float* w, float eps,
+               const TokenPlace* places, const RopeTable& table, const float* factor,
+               const float* ramp, cudaStream_t stream);
 
 }  // namespace tandem::cuda

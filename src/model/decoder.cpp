@@ -114,11 +114,13 @@ int Decoder::run_batch(std::span<const int32_t> tokens, std::span<const TokenPla
 }
 
 void Decoder::forward(int n, int m) {
+    residual_ = {};
     Act x = x_.first_rows(n);
     ops_.embed(w_.token_embd, x);
     if (c_.embed_scale != 1.0f) ops_.scale(x, c_.embed_scale);
     if (c_.n_embd_per_layer > 0) per_layer_inputs(n);
     for (int il = 0; il < c_.n_layer; ++il) layer(il, n);
+    add_residual();
     if (m == 0) return;
     // Final norm and output head, only for the rows that want logits.
     Act out_x = out_x_.first_rows(m);
@@ -159,14 +161,15 @@ void Decoder::layer(int il, int n) {
         attention(il, n);
     }
     if (sandwich) ops_.rms_norm(o, L.attn_post_norm, c_.rms_eps, o);
-    ops_.add(x, o);
+    residual_ = o;
 
     // FFN block: x += [post_norm](ffn(x)).
     ffn(il, n);
     if (sandwich) ops_.rms_norm(o, L.ffn_post_norm, c_.rms_eps, o);
-    ops_.add(x, o);
+    residual_ = o;
 
     // Gemma's per-layer input: x += post_norm(proj(gelu(gate(x)) · input of this layer)).
+    if (c_.n_embd_per_layer > 0 || !L.out_scale.empty()) add_residual();
     if (c_.n_embd_per_layer > 0) {
         const int64_t P = c_.n_embd_per_layer;
         Act g = pl_gate_.first_rows(n);
@@ -178,6 +181,17 @@ void Decoder::layer(int il, int n) {
         ops_.add(x, o);
     }
     if (!L.out_scale.empty()) ops_.mul(x, L.out_scale);
+}
+
+void Decoder::add_residual() {
+    if (residual_.data == nullptr) return;
+    ops_.add(x_.first_rows(residual_.rows), residual_);
+    residual_ = {};
+}
+
+void Decoder::norm_input(const WeightVector& w, Act out, const WeightMatrix* reader) {
+    ops_.residual_norm(x_.first_rows(out.rows), residual_, w, c_.rms_eps, out, reader);
+    residual_ = {};
 }
 
 void Decoder::attention(int il, int n) {
@@ -192,7 +206,7 @@ void Decoder::attention(int il, int n) {
     // A layer that shares an earlier layer's KV cache computes only its queries.
     const bool own_kv = lc.kv_layer == il;
 
-    ops_.rms_norm(x_.first_rows(n), L.attn_norm, c_.rms_eps, h);
+    norm_input(L.attn_norm, h, &L.wq);
     // With an output gate (qwen3.5), each head's query is followed by its gate in wq's rows.
     Act qg = c_.attn_output_gate ? packed(qg_, n, 2 * lc.q_width()) : q;
     if (!own_kv) {
@@ -210,14 +224,20 @@ void Decoder::attention(int il, int n) {
         ops_.copy(Act{qg.data + dk, n * lc.n_head, dk, 2 * dk}, Act{gate.data, n * lc.n_head, dk, dk});
     }
     if (!L.bq.empty()) ops_.add_bias(q, L.bq);
-    if (c_.qk_norm) ops_.rms_norm_heads(q, dk, L.q_norm, c_.rms_eps);
-    ops_.rope(il, q, lc.n_head, dk);
+    if (c_.qk_norm) {
+        ops_.norm_rope_heads(il, q, lc.n_head, dk, L.q_norm, c_.rms_eps);
+    } else {
+        ops_.rope(il, q, lc.n_head, dk);
+    }
     if (own_kv) {
         if (!L.bk.empty()) ops_.add_bias(k, L.bk);
         if (!L.bv.empty()) ops_.add_bias(v, L.bv);
-        if (c_.qk_norm) ops_.rms_norm_heads(k, dk, L.k_norm, c_.rms_eps);
         if (c_.v_norm) ops_.rms_norm_heads(v, dv, {}, c_.rms_eps);
-        ops_.rope(il, k, lc.n_head_kv, dk);
+        if (c_.qk_norm) {
+            ops_.norm_rope_heads(il, k, lc.n_head_kv, dk, L.k_norm, c_.rms_eps);
+        } else {
+            ops_.rope(il, k, lc.n_head_kv, dk);
+        }
         ops_.store_kv(il, k, v);
     }
     ops_.attention(il, q, attn);
@@ -242,7 +262,7 @@ void Decoder::delta_net(int il, int n) {
     Act beta = beta_.first_rows(n);
     Act decay = decay_.first_rows(n);
     Act out = dn_.first_rows(n);
-    ops_.rms_norm(x_.first_rows(n), L.attn_norm, c_.rms_eps, h);
+    norm_input(L.attn_norm, h, &L.wqkv);
     ops_.matmul(h, {{&L.wqkv, mixed}, {&L.wqkv_gate, z}, {&L.ssm_beta, beta}, {&L.ssm_alpha, decay}});
     ops_.sigmoid(beta);
     ops_.ssm_decay(decay, L.ssm_dt, L.ssm_a);
@@ -272,7 +292,7 @@ void Decoder::latent_attention(int il, int n) {
     Act attn = packed(attn_, n, int64_t{H} * m.kv_lora_rank);
     Act av = packed(av_, n, int64_t{H} * m.v_head);
 
-    ops_.rms_norm(x_.first_rows(n), L.attn_norm, c_.rms_eps, h);
+    norm_input(L.attn_norm, h, m.q_lora_rank > 0 ? &L.wq_a : &L.wq);
     if (m.q_lora_rank > 0) {
         Act ql = packed(ql_, n, m.q_lora_rank);
         ops_.matmul(h, {{&L.wq_a, ql}, {&L.wkv_a, kv}});
@@ -304,7 +324,7 @@ void Decoder::ffn(int il, int n) {
     Act o = o_.first_rows(n);
     if (lc.moe && lc.dense_ffn) {
         // Gemma-4: a dense MLP and the routed experts side by side, each with its own norms.
-        ops_.rms_norm(x, L.ffn_norm, c_.rms_eps, h);
+        norm_input(L.ffn_norm, h, &L.ffn_gate);
         glu_ffn(L.ffn_gate, L.ffn_up, L.ffn_down, lc.n_ff, h, o);
         ops_.rms_norm(o, L.ffn_post_norm_1, c_.rms_eps, o);
         Act e = e_.first_rows(n);
@@ -314,7 +334,7 @@ void Decoder::ffn(int il, int n) {
         ops_.add(o, e);
         return;
     }
-    ops_.rms_norm(x, L.ffn_norm, c_.rms_eps, h);
+    norm_input(L.ffn_norm, h, lc.moe ? &L.experts.gate.matrix : &L.ffn_gate);
     if (!lc.moe) {
         glu_ffn(L.ffn_gate, L.ffn_up, L.ffn_down, lc.n_ff, h, o);
         return;

@@ -53,6 +53,11 @@ class Decoder {
                  Act out);
     // The routed experts of layer il on `in` (the router reading router_in) into out.
     void experts(int il, Act router_in, Act in, Act out);
+    // The residual stream's pending add: a block's output waits in residual_ so that the add
+    // and the next block's norm run as one operation (Ops::residual_norm).
+    void add_residual();
+    // out = rms_norm(x_ + residual_) · w, x_ updated; reader: the matrix that reads out next.
+    void norm_input(const WeightVector& w, Act out, const WeightMatrix* reader);
 
     const ModelConfig& c_;
     Ops& ops_;
@@ -68,6 +73,7 @@ class Decoder {
     Act v_;       // [T × n_kv·dv]
     Act attn_;    // [T × n_head·dv]
     Act o_;       // [T × n_embd] block output
+    Act residual_;  // a block output not yet added to x_ (add_residual, norm_input), or empty
     Act gate_;    // [T × n_ff] dense FFN
     Act up_;      // [T × n_ff]
     Act router_;  // [T × n_expert] router logits

@@ -14,6 +14,7 @@
 #include "cuda/check.h"
 #include "cuda/device.h"
 #include "cuda/elementwise.h"
+#include "cuda/fused_norm.h"
 
 namespace tandem {
 namespace {
@@ -511,6 +512,7 @@ void GpuBackend::set_batch(std::span<const int32_t> tokens, std::span<const Toke
 
 void GpuBackend::run(uint64_t key, const std::function<void()>& pass) {
     const int n = static_cast<int>(key >> 32);
+    rounded_from_ = nullptr;  // what a pass rounds, it rounds itself (a replay records nothing)
     if (profile_.enabled()) {
         profile_.set_phase(n <= cuda::kSmallBatch ? "decode" : "prefill");
         pass();
@@ -553,29 +555,72 @@ void GpuBackend::argmax(Act x, int32_t* host) {
 }
 
 void GpuBackend::embed(const WeightMatrix& table, Act out) {
+    written(out);
     const cuda::OpProfile::Scope scope(profile_, "embed", stream_.get());
     cuda::embed_rows(ctx_, table, tokens_, out.rows, out.data, out.stride);
 }
 
 void GpuBackend::rms_norm(Act x, const WeightVector& w, float eps, Act out) {
+    written(out);
     const cuda::OpProfile::Scope scope(profile_, "rms_norm", stream_.get());
     cuda::rms_norm(rows(x), w.data, x.cols, eps, rows(out), stream_.get());
 }
 
 void GpuBackend::rms_norm_heads(Act x, int head_dim, const WeightVector& w, float eps) {
+    written(x);
     const cuda::OpProfile::Scope scope(profile_, "rms_norm_heads", stream_.get());
     cuda::rms_norm(rows(x), w.data, head_dim, eps, rows(x), stream_.get());
+}
+
+void GpuBackend::residual_norm(Act x, Act residual, const WeightVector& w, float eps, Act out,
+                               const WeightMatrix* reader) {
+    const GgmlType type =
+        reader != nullptr && reader->format != nullptr ? reader->format->dot_type : GgmlType::kF32;
+    if (!cuda::residual_norm_fits(x.cols)) {
+        Ops::residual_norm(x, residual, w, eps, out, reader);
+        return;
+    }
+    written(x);
+    written(out);
+    const cuda::OpProfile::Scope scope(profile_, "residual_norm", stream_.get());
+    const bool codes = cuda::has_q8_codes(type);
+    cuda::residual_norm(rows(x), residual.data != nullptr ? rows(residual) : cuda::DeviceRows{},
+                        w.data, eps, rows(out), type, {rounded_, out.rows, out.cols, out.stride},
+                        codes ? &rounded_q8_ : nullptr, stream_.get());
+    // The products that read out next find it rounded (rounded_input()).
+    if (type != GgmlType::kF32) remember_rounded(out, type);
+}
+
+void GpuBackend::norm_rope_heads(int layer, Act x, int n_heads, int head_dim,
+                                 const WeightVector& w, float eps) {
+    (void)layer;  // check_supported(): every layer rotates as c_.rope
+    written(x);
+    const cuda::OpProfile::Scope scope(profile_, "norm_rope", stream_.get());
+    cuda::norm_rope(rows(x), n_heads, head_dim, w.data, eps, places_, rope_table_, rope_factor_,
+                    rope_ramp_, stream_.get());
+}
+
+void GpuBackend::written(Act x) {
+    if (rounded_from_ == nullptr || x.rows == 0) return;
+    const float* end = x.data + (x.rows - 1) * x.stride + x.cols;
+    if (x.data < rounded_from_ + rounded_extent_ && rounded_from_ < end) rounded_from_ = nullptr;
+}
+
+void GpuBackend::remember_rounded(Act in, GgmlType type) {
+    rounded_from_ = in.data;
+    rounded_extent_ = (in.rows - 1) * in.stride + in.cols;
+    rounded_rows_ = in.rows;
+    rounded_as_ = type;
 }
 
 GpuBackend::RoundedInput GpuBackend::rounded_input(Act in, const WeightMatrix& w) {
     const GgmlType type = w.format->dot_type;
     if (type == GgmlType::kF32) return {in.data, nullptr};
     const bool codes = cuda::has_q8_codes(type);
-    if (rounded_from_ != in.data || rounded_as_ != type) {
+    if (rounded_from_ != in.data || rounded_as_ != type || rounded_rows_ != in.rows) {
         cuda::round_activations(rows(in), type, {rounded_, in.rows, in.cols, in.stride},
                                 stream_.get(), codes ? &rounded_q8_ : nullptr);
-        rounded_from_ = in.data;
-        rounded_as_ = type;
+        remember_rounded(in, type);
     }
     return {rounded_, codes ? &rounded_q8_ : nullptr};
 }
@@ -597,7 +642,6 @@ cuda::Q8Rows GpuBackend::q8_rows(int64_t rows, int64_t cols) {
 }
 
 void GpuBackend::matmul(Act in, std::initializer_list<MatmulTarget> targets) {
-    rounded_from_ = nullptr;  // a new input
     // Targets of one format share their rounded input, and a launch where the kernels allow.
     std::vector<cuda::ProductTarget> group;
     const auto flush = [&] {
@@ -616,18 +660,21 @@ void GpuBackend::matmul(Act in, std::initializer_list<MatmulTarget> targets) {
     };
     for (const MatmulTarget& t : targets) {
         if (!group.empty() && group[0].w->format != t.weight->format) flush();
+        written(t.out);
         group.push_back({t.weight, t.out.data, t.out.stride});
     }
     flush();
 }
 
 void GpuBackend::add_bias(Act x, const WeightVector& bias) {
+    written(x);
     const cuda::OpProfile::Scope scope(profile_, "add_bias", stream_.get());
     cuda::add_bias(rows(x), bias.data, stream_.get());
 }
 
 void GpuBackend::rope(int layer, Act x, int n_heads, int head_dim) {
     (void)layer;  // check_supported(): every layer rotates as c_.rope
+    written(x);
     const cuda::OpProfile::Scope scope(profile_, "rope", stream_.get());
     cuda::rope(rows(x), n_heads, head_dim, places_, rope_table_, rope_factor_, rope_ramp_,
                stream_.get());
@@ -639,6 +686,7 @@ void GpuBackend::store_kv(int layer, Act k, Act v) {
 }
 
 void GpuBackend::attention(int layer, Act q, Act out) {
+    written(out);
     const cuda::OpProfile::Scope scope(profile_, "attention", stream_.get());
     // Decode passes are replayed as graphs, so they cover the whole context in short chunks
     // spread over the GPU; prefill batches share each staged tile of keys among many queries.
@@ -653,11 +701,13 @@ void GpuBackend::attention(int layer, Act q, Act out) {
 }
 
 void GpuBackend::glu(GluKind kind, Act gate, Act up, Act out) {
+    written(out);
     const cuda::OpProfile::Scope scope(profile_, "glu", stream_.get());
     cuda::glu(kind, rows(gate), rows(up), rows(out), stream_.get());
 }
 
 void GpuBackend::add(Act y, Act x) {
+    written(y);
     const cuda::OpProfile::Scope scope(profile_, "add", stream_.get());
     cuda::add(rows(y), rows(x), stream_.get());
 }
@@ -666,8 +716,8 @@ void GpuBackend::moe(int layer, Act logits, Act in, Act out) {
     const MoeLayer& m = weights_.layers[layer].experts;
     const int n = in.rows;
     const cudaStream_t st = stream_.get();
+    written(out);
     std::optional<cuda::OpProfile::Scope> scope(std::in_place, profile_, "moe router", st);
-    rounded_from_ = nullptr;  // a new input
     // The probabilities go to scratch: the logits stay as the decoder left them.
     cuda::route_topk(rows(logits), rows(router_probs_.first_rows(n)), routing_, routes_, st);
     if (!placement_.experts_on_cpu[layer]) {
@@ -806,6 +856,7 @@ void GpuBackend::delta_net(int layer, Act q, Act k, Act v, Act g, Act beta, Act 
 }
 
 void GpuBackend::gather_logit_rows(Act x, Act out) {
+    written(out);
     const cuda::OpProfile::Scope scope(profile_, "gather", stream_.get());
     cuda::gather_rows(rows(x), logit_rows_, rows(out), stream_.get());
 }

@@ -56,6 +56,10 @@ class GpuBackend final : public Ops {
     void embed(const WeightMatrix& table, Act out) override;
     void rms_norm(Act x, const WeightVector& w, float eps, Act out) override;
     void rms_norm_heads(Act x, int head_dim, const WeightVector& w, float eps) override;
+    void residual_norm(Act x, Act residual, const WeightVector& w, float eps, Act out,
+                       const WeightMatrix* reader) override;
+    void norm_rope_heads(int layer, Act x, int n_heads, int head_dim, const WeightVector& w,
+                         float eps) override;
     void matmul(Act in, std::initializer_list<MatmulTarget> targets) override;
     void add_bias(Act x, const WeightVector& bias) override;
     void matmul_heads(const ExpertMatrix& w, int n_heads, Act in, int64_t in_head_stride, Act out,
@@ -97,6 +101,10 @@ class GpuBackend final : public Ops {
         const cuda::Q8Rows* q8;  // nullptr: no q8 codes
     };
     RoundedInput rounded_input(Act in, const WeightMatrix& w);
+    // rounded_ (and rounded_q8_) now hold `in` rounded through `type`.
+    void remember_rounded(Act in, GgmlType type);
+    // Every operation calls this for what it writes: a rounded copy of x is then stale.
+    void written(Act x);
     // Device memory for the q8 codes of rows × cols activations, and its size in floats.
     cuda::Q8Rows q8_rows(int64_t rows, int64_t cols);
     static size_t q8_floats(int64_t rows, int64_t cols);
@@ -139,7 +147,9 @@ class GpuBackend final : public Ops {
     int max_pos_ = 0;  // of the current batch
     cuda::PinnedBuffer read_staging_;
     float* rounded_ = nullptr;  // [T × the widest matrix input]
-    const float* rounded_from_ = nullptr;
+    const float* rounded_from_ = nullptr;  // the activations rounded_ holds, or nullptr
+    int64_t rounded_extent_ = 0;            // their span in floats
+    int rounded_rows_ = 0;
     GgmlType rounded_as_ = GgmlType::kF32;
     cuda::Q8Rows rounded_q8_;  // the codes of rounded_
 

@@ -68,6 +68,23 @@ class Ops {
     // In place, every head_dim slice of every row: x = rms_norm(x) · w (w of head_dim values, or
     // empty: no weight).
     virtual void rms_norm_heads(Act x, int head_dim, const WeightVector& w, float eps) = 0;
+    // The residual add that closes a block and the norm that opens the next, in one step: x +=
+    // residual (unless residual.data is null), then out = rms_norm(x) · w, as add() and
+    // rms_norm() compute them. `reader`, when given, is a matrix whose product reads out next: a
+    // backend may round out to that matrix's activation type in the same pass.
+    virtual void residual_norm(Act x, Act residual, const WeightVector& w, float eps, Act out,
+                               const WeightMatrix* reader) {
+        (void)reader;
+        if (residual.data != nullptr) add(x, residual);
+        rms_norm(x, w, eps, out);
+    }
+    // Per-head norm then rotary embedding of n_heads heads per row (queries or keys with
+    // per-head norms): rms_norm_heads(x, head_dim, w, eps), then rope(layer, x, ...).
+    virtual void norm_rope_heads(int layer, Act x, int n_heads, int head_dim, const WeightVector& w,
+                                 float eps) {
+        rms_norm_heads(x, head_dim, w, eps);
+        rope(layer, x, n_heads, head_dim);
+    }
     // Several matrices over the same input; the input is converted once per activation format.
     virtual void matmul(Act in, std::initializer_list<MatmulTarget> targets) = 0;
     virtual void add_bias(Act x, const WeightVector& bias) = 0;

@@ -1,6 +1,7 @@
 // The GPU's row operations against the CPU's: attention over the KV cache (several sequences,
 // grouped-query heads, contexts across many chunks, f32 and f16 caches), rope (NORMAL, NEOX,
 // YaRN, frequency factors), RMS norms, and the MoE routing (top-k and weights).
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include "cuda/activation_rounding.h"
 #include "cuda/attention.h"
 #include "cuda/elementwise.h"
+#include "cuda/fused_norm.h"
 #include "cuda/gpu_test_util.h"
 #include "cuda/moe_routing.h"
 #include "cuda/rope.h"
@@ -154,6 +156,92 @@ TEST(GpuRope, MatchesTheCpu) {
                    dp.get(), table, factor.get(), ramp.get(), stream.get());
         // Same angles, bit for bit; sin and cos within an ulp or two of each other's.
         EXPECT_LE(max_abs_diff(dx.download(), ref), 2e-6) << "variant " << variant;
+    }
+}
+
+// The per-head norm and rope in one kernel give rms_norm over heads then rope, bit for bit.
+TEST(GpuRope, NormThenRopeInOneKernelMatchesBoth) {
+    TANDEM_REQUIRE_GPU();
+    for (const bool neox : {false, true}) {
+        for (const int head_dim : {64, 80, 128}) {
+            RopeParams p;
+            p.type = neox ? RopeType::kNeox : RopeType::kNormal;
+            p.n_dims = head_dim == 80 ? 64 : head_dim;  // 80: a tail left unrotated
+            p.freq_base = 1000000.0f;
+            const int n_heads = 5, rows = 3;
+            const int64_t cols = int64_t{n_heads} * head_dim;
+            const std::vector<TokenPlace> places = {{0, 0}, {0, 9}, {1, 2047}};
+            const std::vector<float> x = testing::random_floats(rows * cols, 31, 3.0f);
+            const std::vector<float> w = testing::random_floats(head_dim, 32);
+            const cuda::RopeTable table = cuda::make_rope_table(p);
+            DeviceArray<float> ref(x), got(x), dw(w), factor(table.factor), ramp(table.ramp);
+            DeviceArray<TokenPlace> dp(places);
+            cuda::Stream stream;
+            const cuda::DeviceRows r{ref.get(), rows, cols, cols}, g{got.get(), rows, cols, cols};
+            cuda::rms_norm(r, dw.get(), head_dim, 1e-6f, r, stream.get());
+            cuda::rope(r, n_heads, head_dim, dp.get(), table, factor.get(), ramp.get(),
+                       stream.get());
+            cuda::norm_rope(g, n_heads, head_dim, dw.get(), 1e-6f, dp.get(), table, factor.get(),
+                            ramp.get(), stream.get());
+            const std::vector<float> a = ref.download(), b = got.download();
+            EXPECT_EQ(std::memcmp(a.data(), b.data(), 4 * a.size()), 0)
+                << (neox ? "neox" : "normal") << " head_dim " << head_dim;
+        }
+    }
+}
+
+// The residual add, norm and rounding in one kernel: the sum as add() gives it, the norm
+// within float rounding of the CPU's, and the rounding (values, codes, scales) exactly what
+// round_activations() makes of that norm's output.
+TEST(GpuFusedNorm, ResidualNormMatchesAddNormAndRounding) {
+    TANDEM_REQUIRE_GPU();
+    const int rows = 3;
+    EXPECT_FALSE(cuda::residual_norm_fits(2880));
+    EXPECT_FALSE(cuda::residual_norm_fits(16384));
+    for (const int64_t cols : {256, 2048, 8192}) {
+        ASSERT_TRUE(cuda::residual_norm_fits(cols));
+        const std::vector<float> x = testing::random_floats(rows * cols, 41, 3.0f);
+        const std::vector<float> res = testing::random_floats(rows * cols, 42);
+        const std::vector<float> w = testing::random_floats(cols, 43);
+        for (const bool with_residual : {false, true}) {
+            std::vector<float> sum = x;
+            if (with_residual)
+                for (size_t i = 0; i < sum.size(); ++i) sum[i] += res[i];
+            std::vector<float> normed(sum.size());
+            for (int r = 0; r < rows; ++r)
+                rms_norm(sum.data() + r * cols, w.data(), cols, 1e-6f, normed.data() + r * cols);
+            for (GgmlType dot : {GgmlType::kF32, GgmlType::kQ8_0, GgmlType::kQ8_K, GgmlType::kF16,
+                                 GgmlType::kBF16}) {
+                const std::string what = fmt::format("{} cols, {}, residual {}", cols,
+                                                     format_of(dot).name, with_residual);
+                DeviceArray<float> dx(x), dres(res), dw(w), out(x.size()), rounded(x.size()),
+                    ref(x.size());
+                DeviceArray<int8_t> q(x.size()), q_ref(x.size());
+                DeviceArray<float> d(x.size() / 32), d_ref(x.size() / 32);
+                const cuda::Q8Rows codes{q.get(), d.get(), cols, cols / 32},
+                    codes_ref{q_ref.get(), d_ref.get(), cols, cols / 32};
+                cuda::Stream stream;
+                const bool has_codes = cuda::has_q8_codes(dot);
+                cuda::residual_norm({dx.get(), rows, cols, cols},
+                                    with_residual ? cuda::DeviceRows{dres.get(), rows, cols, cols}
+                                                  : cuda::DeviceRows{},
+                                    dw.get(), 1e-6f, {out.get(), rows, cols, cols}, dot,
+                                    {rounded.get(), rows, cols, cols}, has_codes ? &codes : nullptr,
+                                    stream.get());
+                const std::vector<float> new_x = dx.download();
+                ASSERT_EQ(std::memcmp(new_x.data(), sum.data(), 4 * sum.size()), 0) << what;
+                EXPECT_LE(max_abs_diff(out.download(), normed), 2e-5) << what;
+                if (dot == GgmlType::kF32) continue;
+                cuda::round_activations({out.get(), rows, cols, cols}, dot,
+                                        {ref.get(), rows, cols, cols}, stream.get(),
+                                        has_codes ? &codes_ref : nullptr);
+                const std::vector<float> a = ref.download(), b = rounded.download();
+                ASSERT_EQ(std::memcmp(a.data(), b.data(), 4 * a.size()), 0) << what;
+                if (!has_codes) continue;
+                EXPECT_EQ(q_ref.download(), q.download()) << what;
+                EXPECT_EQ(d_ref.download(), d.download()) << what;
+            }
+        }
     }
 }
 

@@ -1,0 +1,86 @@
+// The fused residual add, RMS norm and rounding.
+#include "cuda/fused_norm.h"
+
+#include "cuda/activation_rounding.h"
+#include "cuda/check.h"
+#include "cuda/q8_round.cuh"
+#include "cuda/row_norm.cuh"
+
+namespace tandem::cuda {
+namespace {
+
+constexpr int kPerThread = 8;  // consecutive values of a row per thread
+
+// One block per row, kPerThread consecutive values per thread, so that a warp holds 256
+// consecutive values (a q8_K block) and four lanes a q8_0 block. kRound: 0 no rounding, 1 a
+// float type (f16, bf16), 32 or 256 the q8 types' blocks.
+template <int kRound>
+__global__ void residual_norm_kernel(DeviceRows x, DeviceRows residual, const float* w, float eps,
+                                     DeviceRows out, gpu::ActivationRounding rounding,
+                                     DeviceRows rounded, Q8Rows q8) {
+    const int64_t row = blockIdx.x;
+    const int64_t c0 = static_cast<int64_t>(threadIdx.x) * kPerThread;
+    float* xr = x.data + row * x.stride + c0;
+    float v[kPerThread];
+    double sum = 0.0;
+#pragma unroll
+    for (int i = 0; i < kPerThread; ++i) {
+        v[i] = xr[i];
+        if (residual.data != nullptr) {
+            v[i] += residual.data[row * residual.stride + c0 + i];
+            xr[i] = v[i];
+        }
+        sum += static_cast<double>(v[i] * v[i]);
+    }
+    const float scale = rms_scale(block_sum_f64(sum), x.cols, eps);
+    float* dst = out.data + row * out.stride + c0;
+#pragma unroll
+    for (int i = 0; i < kPerThread; ++i) {
+        v[i] = v[i] * scale;
+        if (w != nullptr) v[i] = v[i] * w[c0 + i];
+        dst[i] = v[i];
+    }
+    float* r = rounded.data + row * rounded.stride + c0;
+    if constexpr (kRound == 1) {
+#pragma unroll
+        for (int i = 0; i < kPerThread; ++i) r[i] = gpu::round_value(rounding, v[i]);
+    } else if constexpr (kRound > 1) {
+        constexpr int kLanes = kRound / kPerThread;
+        const int part = threadIdx.x % kLanes;
+        const int64_t block0 = c0 - part * kPerThread;  // the q8 block's first column
+        int8_t* codes = q8.q != nullptr ? q8.q + row * q8.q_stride + c0 : nullptr;
+        float* scales = q8.q != nullptr ? q8.d + row * q8.d_stride + block0 / 32 : nullptr;
+        round_q8_lanes<kPerThread, kLanes>(v, part, r, codes, scales);
+    }
+}
+
+}  // namespace
+
+bool residual_norm_fits(int64_t cols) {
+    return cols > 0 && cols % 256 == 0 && cols <= 1024 * kPerThread;
+}
+
+void residual_norm(DeviceRows x, DeviceRows residual, const float* w, float eps, DeviceRows out,
+                   GgmlType dot_type, DeviceRows rounded, const Q8Rows* q8, cudaStream_t stream) {
+    if (x.rows == 0) return;
+    const gpu::ActivationRounding r = gpu::rounding_for(dot_type);
+    const int block = gpu::rounding_block(r);
+    const Q8Rows codes = q8 != nullptr && block >= 32 ? *q8 : Q8Rows{};
+    const unsigned threads = static_cast<unsigned>(x.cols / kPerThread);
+    if (r == gpu::ActivationRounding::kNone) {
+        residual_norm_kernel<0><<<x.rows, threads, 0, stream>>>(x, residual, w, eps, out, r,
+                                                               rounded, codes);
+    } else if (block == 1) {
+        residual_norm_kernel<1><<<x.rows, threads, 0, stream>>>(x, residual, w, eps, out, r,
+                                                               rounded, codes);
+    } else if (block == 32) {
+        residual_norm_kernel<32><<<x.rows, threads, 0, stream>>>(x, residual, w, eps, out, r,
+                                                                rounded, codes);
+    } else {
+        residual_norm_kernel<256><<<x.rows, threads, 0, stream>>>(x, residual, w, eps, out, r,
+                                                                 rounded, codes);
+    }
+    check_launch("residual_norm");
+}
+
+}  // namespace tandem::cuda
