@@ -146,26 +146,45 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // Block (head, query of the slice): the chunks' results rescaled to the common max and summed.
+// The threads take the chunks' statistics in parallel (the common max, each chunk's weight
+// exp(m_c - m) into shared memory, the common sum), then each output dimension adds the chunks'
+// weighted values in chunk order. Empty chunks (weight 0) wrote no values and are skipped.
 __global__ void attention_combine_kernel(const __grid_constant__ AttentionArgs a, float* out,
                                          int64_t out_stride) {
+    extern __shared__ float weight[];  // [n_chunks]
+    __shared__ float red[kWarps];
     const int h = blockIdx.x, tq = blockIdx.y;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int64_t slot0 = (static_cast<int64_t>(tq) * a.n_head + h) * a.n_chunks;
+    const float* stats = a.stats + 2 * slot0;
     float m = -FLT_MAX;
-    for (int c = 0; c < a.n_chunks; ++c) {
-        if (a.stats[2 * (slot0 + c) + 1] > 0.0f) m = fmaxf(m, a.stats[2 * (slot0 + c)]);
+    for (int c = threadIdx.x; c < a.n_chunks; c += kThreads) {
+        if (stats[2 * c + 1] > 0.0f) m = fmaxf(m, stats[2 * c]);
     }
+    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+    if (lane == 0) red[warp] = m;
+    __syncthreads();
+    m = red[0];
+    for (int w = 1; w < kWarps; ++w) m = fmaxf(m, red[w]);
+    __syncthreads();
     float l = 0.0f;
-    for (int c = 0; c < a.n_chunks; ++c) {
-        const float lc = a.stats[2 * (slot0 + c) + 1];
-        if (lc > 0.0f) l += expf(a.stats[2 * (slot0 + c)] - m) * lc;
+    for (int c = threadIdx.x; c < a.n_chunks; c += kThreads) {
+        const float lc = stats[2 * c + 1];
+        const float wc = lc > 0.0f ? expf(stats[2 * c] - m) : 0.0f;
+        weight[c] = wc;
+        l += wc * lc;
     }
+    l = warp_sum(l);
+    if (lane == 0) red[warp] = l;
+    __syncthreads();  // also publishes weight
+    l = 0.0f;
+    for (int w = 0; w < kWarps; ++w) l += red[w];
     float* dst = out + (a.token0 + tq) * out_stride + static_cast<int64_t>(h) * a.dv;
-    for (int d = threadIdx.x; d < a.dv; d += blockDim.x) {
+    const float* values = a.values + slot0 * a.dv;
+    for (int d = threadIdx.x; d < a.dv; d += kThreads) {
         float acc = 0.0f;
         for (int c = 0; c < a.n_chunks; ++c) {
-            const float lc = a.stats[2 * (slot0 + c) + 1];
-            if (lc > 0.0f)
-                acc += expf(a.stats[2 * (slot0 + c)] - m) * a.values[(slot0 + c) * a.dv + d];
+            if (weight[c] != 0.0f) acc += weight[c] * values[c * a.dv + d];
         }
         dst[d] = acc / l;
     }
@@ -472,7 +491,8 @@ void attention(const DeviceKv& kv, int layer, DeviceRows q, const TokenPlace* pl
             attention_chunk_kernel<false><<<grid, kThreads, shared, stream>>>(a);
         }
         check_launch("attention_chunk_kernel");
-        attention_combine_kernel<<<dim3(n_head, n), kThreads, 0, stream>>>(a, out.data, out.stride);
+        attention_combine_kernel<<<dim3(n_head, n), kThreads, sizeof(float) * n_chunks, stream>>>(
+            a, out.data, out.stride);
         check_launch("attention_combine_kernel");
     }
 }
