@@ -11,7 +11,10 @@ namespace {
 constexpr int kRouteWarps = 4;  // tokens per block of route_topk
 
 // Warp per token: softmax of the router logits (max-subtracted), then top_k rounds of a warp
-// argmax (the larger probability first, the lower id among equals).
+// argmax (the larger probability first, the lower id among equals). Lane l holds the
+// probabilities of experts l, l + 32, ... in registers (kPerLane of them), so a round is a scan
+// of registers and one warp reduction.
+template <int kPerLane>
 __global__ void route_topk_kernel(DeviceRows logits, DeviceRows probs, RoutingParams p,
                                   Route* routes) {
     const int t = blockIdx.x * kRouteWarps + threadIdx.x / 32;
@@ -19,27 +22,44 @@ __global__ void route_topk_kernel(DeviceRows logits, DeviceRows probs, RoutingPa
     if (t >= logits.rows) return;
     const float* in = logits.data + t * logits.stride;
     float* x = probs.data + t * probs.stride;
+    float v[kPerLane];
     float m = -FLT_MAX;
-    for (int e = lane; e < p.n_expert; e += 32) m = fmaxf(m, in[e]);
+#pragma unroll
+    for (int i = 0; i < kPerLane; ++i) {
+        const int e = lane + 32 * i;
+        v[i] = e < p.n_expert ? in[e] : -FLT_MAX;
+        m = fmaxf(m, v[i]);
+    }
     for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
     double sum = 0.0;  // in f64, as the CPU's softmax
-    for (int e = lane; e < p.n_expert; e += 32) {
-        const float v = expf(in[e] - m);
-        x[e] = v;
-        sum += v;
+#pragma unroll
+    for (int i = 0; i < kPerLane; ++i) {
+        if (lane + 32 * i < p.n_expert) {
+            v[i] = expf(v[i] - m);
+            sum += v[i];
+        }
     }
     for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
     const float inv = static_cast<float>(1.0 / sum);
-    for (int e = lane; e < p.n_expert; e += 32) x[e] *= inv;
-    __syncwarp();
+#pragma unroll
+    for (int i = 0; i < kPerLane; ++i) {
+        const int e = lane + 32 * i;
+        if (e < p.n_expert) {
+            v[i] *= inv;
+            x[e] = v[i];
+        } else {
+            v[i] = -2.0f;  // never chosen
+        }
+    }
 
     Route* out = routes + static_cast<int64_t>(t) * p.top_k;
     float chosen_sum = 0.0f;
-    for (int i = 0; i < p.top_k; ++i) {
+    for (int k = 0; k < p.top_k; ++k) {
         float best = -1.0f;
         int best_e = -1;
-        for (int e = lane; e < p.n_expert; e += 32) {
-            if (x[e] > best) best = x[e], best_e = e;  // ascending e: the first of equals
+#pragma unroll
+        for (int i = 0; i < kPerLane; ++i) {
+            if (v[i] > best) best = v[i], best_e = lane + 32 * i;  // ascending e: the first of equals
         }
         for (int o = 16; o > 0; o >>= 1) {
             const float ob = __shfl_xor_sync(0xffffffffu, best, o);
@@ -47,11 +67,12 @@ __global__ void route_topk_kernel(DeviceRows logits, DeviceRows probs, RoutingPa
             if (ob > best || (ob == best && oe >= 0 && (best_e < 0 || oe < best_e)))
                 best = ob, best_e = oe;
         }
-        if (lane == 0) out[i] = {best_e, best};
+        if (lane == 0) out[k] = {best_e, best};
         chosen_sum += best;
-        __syncwarp();
-        if (lane == (best_e & 31) && best_e >= 0) x[best_e] = -2.0f;  // taken
-        __syncwarp();
+#pragma unroll
+        for (int i = 0; i < kPerLane; ++i) {
+            if (best_e >= 0 && lane + 32 * i == best_e) v[i] = -2.0f;  // taken
+        }
     }
     if (lane == 0) {
         const float norm = fmaxf(chosen_sum, 6.103515625e-5f);
@@ -118,8 +139,17 @@ __global__ void weighted_sum_kernel(const float* y, int64_t y_stride, const Rout
 void route_topk(DeviceRows logits, DeviceRows probs, const RoutingParams& params, Route* routes,
                 cudaStream_t stream) {
     if (logits.rows == 0) return;
-    route_topk_kernel<<<(logits.rows + kRouteWarps - 1) / kRouteWarps, 32 * kRouteWarps, 0,
-                        stream>>>(logits, probs, params, routes);
+    const unsigned blocks = (logits.rows + kRouteWarps - 1) / kRouteWarps;
+    const int per_lane = (params.n_expert + 31) / 32;
+    if (per_lane <= 4) {
+        route_topk_kernel<4><<<blocks, 32 * kRouteWarps, 0, stream>>>(logits, probs, params, routes);
+    } else if (per_lane <= 8) {
+        route_topk_kernel<8><<<blocks, 32 * kRouteWarps, 0, stream>>>(logits, probs, params, routes);
+    } else if (per_lane <= 16) {
+        route_topk_kernel<16><<<blocks, 32 * kRouteWarps, 0, stream>>>(logits, probs, params, routes);
+    } else {  // n_expert <= kMaxRoutedExperts, checked at load
+        route_topk_kernel<32><<<blocks, 32 * kRouteWarps, 0, stream>>>(logits, probs, params, routes);
+    }
     check_launch("route_topk");
 }
 

@@ -14,8 +14,12 @@
 
 namespace tandem::cuda {
 
+// The most experts a layer may have on the GPU: route_topk keeps a token's probabilities in its
+// warp's registers, 32 a lane at most. The backend refuses larger models when it loads them.
+constexpr int kMaxRoutedExperts = 32 * 32;
+
 // routes[t · top_k + i] = the i-th best expert of token t with its weight; probs (scratch of
-// logits' shape, may be logits itself) receives the probabilities.
+// logits' shape, may be logits itself) receives the probabilities. n_expert <= kMaxRoutedExperts.
 void route_topk(DeviceRows logits, DeviceRows probs, const RoutingParams& params, Route* routes,
                 cudaStream_t stream);
 
