@@ -201,24 +201,33 @@ __device__ __forceinline__ void mma_s8_16x8x16(int (&c)[4], uint32_t a0, uint32_
         : "r"(a0), "r"(a1), "r"(b0));
 }
 
-// Block: 4 warps over 64 weight rows × 64 token rows, k in steps of 32. Each step writes the
-// weights' codes (with each row's scale and min per group of 16) and the activations' codes
-// (with each token's scale and the sums of its codes per group of 16) to shared memory; warp w
-// multiplies its 32 × 32 quarter as 2 × 4 MMAs per group of 16, scales each group's integer sums
-// and adds them up in f64 (as the float tiles do). The result goes through shared memory so that
-// rows and columns past the edges are never written.
-constexpr int kIntLd = kTileK / 4 + 4;  // words per shared row of 32 codes (padded: no conflicts)
+// Block: 4 warps over 64 weight rows × 64 token rows, k in steps of kIntTileK. Each step writes
+// the weights' codes (with each row's scale and min per group) and the activations' codes (with
+// each token's scales and the sums of its codes per group of 16) to shared memory; warp w
+// multiplies its 32 × 32 quarter as 2 × 4 MMAs per 16 values, scales each group's integer sums
+// and adds them up in f32 (as llama.cpp's integer tiles do; f64 sums cost a third of the
+// registers, and with them the blocks an SM can keep in flight). A step
+// spans several groups so that each thread has many loads in flight per barrier: the products
+// are bound by the latency of the steps' loads, not by the MMAs. The result goes through shared
+// memory so that rows and columns past the edges are never written.
+constexpr int kIntTileK = 128;                 // k values per step
+constexpr int kIntLd = kIntTileK / 4 + 4;      // words per shared row (padded: no conflicts)
+constexpr int kIntSteps16 = kIntTileK / 16;    // MMA k-steps (16 values) per step
 
 template <GgmlType F>
-__global__ void __launch_bounds__(128) tile_int_kernel(const __grid_constant__ TileParams p) {
+__global__ void __launch_bounds__(128, 3) tile_int_kernel(const __grid_constant__ TileParams p) {
     using B = gpu::BlockFormat<F>;
     using I = gpu::BlockInt<F>;
     constexpr int kChunks = B::kValues / 8;
+    constexpr int kGroups = kIntTileK / I::kGroup;  // weight scales per row and step
     constexpr int kCLd = kTileTokens + kTilePad;
+    constexpr int kWeightJobs = kTileRows * (kIntTileK / 8) / 128;  // chunks per thread
+    constexpr int kActJobs = kTileTokens * (kIntTileK / 16) / 128;  // 16-code pieces per thread
+    static_assert(I::kGroup == 16 || I::kGroup == 32, "groups of 16 or 32 values");
     __shared__ uint32_t Wq[kTileRows * kIntLd];
     __shared__ uint32_t Aq[kTileTokens * kIntLd];
-    __shared__ float Ws[kTileRows][2], Wm[kTileRows][2];
-    __shared__ float Ad[kTileTokens], Asum[kTileTokens][2];
+    __shared__ float Ws[kTileRows][kGroups], Wm[kTileRows][kGroups];
+    __shared__ float Ad[kTileTokens][kIntTileK / 32], Asum[kTileTokens][kIntSteps16];
     __shared__ __align__(16) float Cs[kTileRows * kCLd];
     __shared__ int32_t token_row[kTileTokens];
     __shared__ int32_t out_row[kTileTokens];
@@ -234,40 +243,45 @@ __global__ void __launch_bounds__(128) tile_int_kernel(const __grid_constant__ T
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int g = lane / 4, t = lane % 4;
     const int wr = warp / 2, wc = warp % 2;
-    double total[2][4][4];
+    float acc[2][4][4];
 #pragma unroll
     for (int i = 0; i < 2; ++i)
 #pragma unroll
         for (int j = 0; j < 4; ++j)
 #pragma unroll
-            for (int e = 0; e < 4; ++e) total[i][j][e] = 0.0;
+            for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;
 
-    for (int64_t k0 = 0; k0 < p.cols; k0 += kTileK) {
-        // Weights: 64 rows × 4 chunks, two a thread.
-        for (int job = threadIdx.x; job < kTileRows * 4; job += blockDim.x) {
-            const int i = job / 4, c = job % 4;
+    for (int64_t k0 = 0; k0 < p.cols; k0 += kIntTileK) {
+        // Weights: 64 rows × kIntTileK / 8 chunks; past the row's end, zero codes and scales.
+#pragma unroll
+        for (int n = 0; n < kWeightJobs; ++n) {
+            const int job = threadIdx.x + 128 * n;
+            const int i = job / (kIntTileK / 8), c = job % (kIntTileK / 8);
             const int64_t row = row0 + i;
             const int64_t ch = k0 / 8 + c;
             gpu::IntChunk v;
-            if (row < p.rows)
+            if (row < p.rows && 8 * ch < p.cols)
                 v = I::chunk(w + row * p.row_bytes + (ch / kChunks) * B::kBytes,
                              static_cast<int>(ch % kChunks), p.tables);
             Wq[i * kIntLd + 2 * c] = v.lo;
             Wq[i * kIntLd + 2 * c + 1] = v.hi;
-            if (c % 2 == 0) {
-                Ws[i][c / 2] = v.scale;
-                Wm[i][c / 2] = v.min;
+            if ((8 * c) % I::kGroup == 0) {
+                Ws[i][8 * c / I::kGroup] = v.scale;
+                Wm[i][8 * c / I::kGroup] = v.min;
             }
         }
-        // Activations: 64 token rows × 2 halves of 16 codes, one a thread.
-        {
-            const int i = threadIdx.x / 2, h = threadIdx.x % 2;
+        // Activations: 64 token rows × kIntTileK / 16 pieces of 16 codes; past the end, zeros.
+#pragma unroll
+        for (int n = 0; n < kActJobs; ++n) {
+            const int job = threadIdx.x + 128 * n;
+            const int i = job / kIntSteps16, h = job % kIntSteps16;
             const int tok = token_row[i];
+            const int64_t col = k0 + 16 * h;
             uint4 a = make_uint4(0, 0, 0, 0);
             float d = 0.0f;
-            if (tok >= 0) {
-                a = *reinterpret_cast<const uint4*>(p.xq + tok * p.xq_stride + k0 + 16 * h);
-                d = p.xd[tok * p.xd_stride + k0 / 32];
+            if (tok >= 0 && col < p.cols) {
+                a = *reinterpret_cast<const uint4*>(p.xq + tok * p.xq_stride + col);
+                d = p.xd[tok * p.xd_stride + col / 32];
             }
             uint32_t* dst = Aq + i * kIntLd + 4 * h;
             dst[0] = a.x;
@@ -278,20 +292,14 @@ __global__ void __launch_bounds__(128) tile_int_kernel(const __grid_constant__ T
                 Asum[i][h] =
                     static_cast<float>(sum8(make_uint2(a.x, a.y)) + sum8(make_uint2(a.z, a.w)));
             }
-            if (h == 0) Ad[i] = d;
+            if (h % 2 == 0) Ad[i][h / 2] = d;
         }
         __syncthreads();
-        float step[2][4][4];
-#pragma unroll
-        for (int i = 0; i < 2; ++i)
-#pragma unroll
-            for (int j = 0; j < 4; ++j)
-#pragma unroll
-                for (int e = 0; e < 4; ++e) step[i][j][e] = 0.0f;
         int sums[2][4][4];
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            if (I::kGroup == 16 || h == 0) {
+        for (int h = 0; h < kIntSteps16; ++h) {
+            // A group of 32 values spans two MMA steps: its sums start at the even one.
+            if (I::kGroup == 16 || h % 2 == 0) {
 #pragma unroll
                 for (int i = 0; i < 2; ++i)
 #pragma unroll
@@ -312,9 +320,9 @@ __global__ void __launch_bounds__(128) tile_int_kernel(const __grid_constant__ T
             for (int i = 0; i < 2; ++i)
 #pragma unroll
                 for (int j = 0; j < 4; ++j) mma_s8_16x8x16(sums[i][j], a[i][0], a[i][1], b[j]);
-            if (I::kGroup == 32 && h == 0) continue;
+            if (I::kGroup == 32 && h % 2 == 0) continue;
             // The group's integer sums, scaled: d_token · (scale_row · sum + min_row · Σ codes).
-            const int grp = I::kGroup == 16 ? h : 0;
+            const int grp = I::kGroup == 16 ? h : h / 2;
 #pragma unroll
             for (int i = 0; i < 2; ++i)
 #pragma unroll
@@ -325,19 +333,13 @@ __global__ void __launch_bounds__(128) tile_int_kernel(const __grid_constant__ T
                         const int tk = 32 * wc + 8 * j + 2 * t + (e & 1);
                         float v = Ws[r][grp] * static_cast<float>(sums[i][j][e]);
                         if constexpr (I::kHasMin) {
-                            const float s =
-                                I::kGroup == 16 ? Asum[tk][h] : Asum[tk][0] + Asum[tk][1];
+                            const float s = I::kGroup == 16 ? Asum[tk][h]
+                                                            : Asum[tk][h - 1] + Asum[tk][h];
                             v = fmaf(Wm[r][grp], s, v);
                         }
-                        step[i][j][e] = fmaf(Ad[tk], v, step[i][j][e]);
+                        acc[i][j][e] = fmaf(Ad[tk][h / 2], v, acc[i][j][e]);
                     }
         }
-#pragma unroll
-        for (int i = 0; i < 2; ++i)
-#pragma unroll
-            for (int j = 0; j < 4; ++j)
-#pragma unroll
-                for (int e = 0; e < 4; ++e) total[i][j][e] += step[i][j][e];
         __syncthreads();
     }
     // The tile [row][token] through shared memory, then to y[token][row] within bounds.
@@ -349,7 +351,7 @@ __global__ void __launch_bounds__(128) tile_int_kernel(const __grid_constant__ T
             for (int e = 0; e < 4; ++e) {
                 const int r = 32 * wr + 16 * i + g + 8 * (e >> 1);
                 const int tk = 32 * wc + 8 * j + 2 * t + (e & 1);
-                Cs[r * kCLd + tk] = static_cast<float>(total[i][j][e]);
+                Cs[r * kCLd + tk] = acc[i][j][e];
             }
     __syncthreads();
     for (int idx = threadIdx.x; idx < kTileRows * kTileTokens; idx += blockDim.x) {
