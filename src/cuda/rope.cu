@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include <cuda_fp16.h>
+
 #include "cuda/check.h"
 #include "cuda/row_norm.cuh"
 
@@ -66,22 +68,77 @@ __global__ void rope_kernel(DeviceRows x, const TokenPlace* places, const float*
     }
 }
 
-// One warp per head of every row: the head's RMS norm (as rms_norm's warp per group computes
-// it), then its rotation, the normed values read back by the lanes that rotate them.
+// One head's RMS norm (as rms_norm's warp per group computes it), then its rotation, the normed
+// values read back by the lanes that rotate them; the calling warp's lanes all take part.
+__device__ __forceinline__ void norm_rope_head(float* head, const float* w, float eps, int pos,
+                                               const float* factor, const float* ramp,
+                                               const RopeArgs& a, int lane) {
+    double sum = 0.0;
+    for (int i = lane; i < a.head_dim; i += 32) sum += static_cast<double>(head[i] * head[i]);
+    rms_norm_apply(head, w, a.head_dim, rms_scale(warp_sum_f64(sum), a.head_dim, eps), head, lane,
+                   32);
+    __syncwarp();
+    for (int i = lane; i < a.n_dims / 2; i += 32) rope_pair(head, i, pos, factor, ramp, a);
+}
+
+// One warp per head of every row.
 __global__ void norm_rope_kernel(DeviceRows x, const float* w, float eps, const TokenPlace* places,
                                  const float* factor, const float* ramp, RopeArgs a) {
     const int64_t g = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
     if (g >= static_cast<int64_t>(x.rows) * a.n_heads) return;
     const int lane = threadIdx.x % 32;
     const int t = static_cast<int>(g / a.n_heads), h = static_cast<int>(g % a.n_heads);
-    float* head = x.data + t * x.stride + static_cast<int64_t>(h) * a.head_dim;
-    double sum = 0.0;
-    for (int i = lane; i < a.head_dim; i += 32) sum += static_cast<double>(head[i] * head[i]);
-    rms_norm_apply(head, w, a.head_dim, rms_scale(warp_sum_f64(sum), a.head_dim, eps), head, lane,
-                   32);
-    __syncwarp();
-    for (int i = lane; i < a.n_dims / 2; i += 32)
-        rope_pair(head, i, places[t].pos, factor, ramp, a);
+    norm_rope_head(x.data + t * x.stride + static_cast<int64_t>(h) * a.head_dim, w, eps,
+                   places[t].pos, factor, ramp, a, lane);
+}
+
+// n values of a head into the cache, as store_kv converts them.
+template <bool kF16>
+__device__ __forceinline__ void store_head(void* cache, int64_t at, const float* head, int n,
+                                           int lane) {
+    for (int i = lane; i < n; i += 32) {
+        if constexpr (kF16) {
+            static_cast<__half*>(cache)[at + i] = __float2half_rn(head[i]);
+        } else {
+            static_cast<float*>(cache)[at + i] = head[i];
+        }
+    }
+}
+
+// One warp per head of every row: the row's a.n_heads query heads, then its n_kv key heads
+// (normed, rotated and stored), then its n_kv value heads (stored).
+template <bool kF16>
+__global__ void norm_rope_store_kernel(DeviceRows q, DeviceRows k, DeviceRows v, const float* q_w,
+                                       const float* k_w, float eps, const TokenPlace* places,
+                                       const float* factor, const float* ramp, RopeArgs a,
+                                       void* k_cache, void* v_cache, KvShape s, int layer) {
+    const int per_row = a.n_heads + 2 * s.n_kv_head;
+    const int64_t g = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
+    if (g >= static_cast<int64_t>(q.rows) * per_row) return;
+    const int lane = threadIdx.x % 32;
+    const int t = static_cast<int>(g / per_row);
+    int h = static_cast<int>(g % per_row);
+    const TokenPlace p = places[t];
+    if (h < a.n_heads) {
+        norm_rope_head(q.data + t * q.stride + static_cast<int64_t>(h) * a.head_dim, q_w, eps,
+                       p.pos, factor, ramp, a, lane);
+        return;
+    }
+    h -= a.n_heads;
+    const int64_t position = (static_cast<int64_t>(layer) * s.n_seq + p.seq) * s.n_ctx + p.pos;
+    if (h < s.n_kv_head) {
+        float* head = k.data + t * k.stride + static_cast<int64_t>(h) * s.head_dim_k;
+        norm_rope_head(head, k_w, eps, p.pos, factor, ramp, a, lane);
+        __syncwarp();
+        store_head<kF16>(k_cache,
+                         (position * s.n_kv_head + h) * static_cast<int64_t>(s.head_dim_k), head,
+                         s.head_dim_k, lane);
+        return;
+    }
+    h -= s.n_kv_head;
+    store_head<kF16>(v_cache, (position * s.n_kv_head + h) * static_cast<int64_t>(s.head_dim_v),
+                     v.data + t * v.stride + static_cast<int64_t>(h) * s.head_dim_v, s.head_dim_v,
+                     lane);
 }
 
 RopeArgs rope_args(const RopeTable& table, int n_heads, int head_dim) {
@@ -137,6 +194,26 @@ void norm_rope(DeviceRows x, int n_heads, int head_dim, const float* w, float ep
                        stream>>>(x, w, eps, places, factor, ramp,
                                  rope_args(table, n_heads, head_dim));
     check_launch("norm_rope");
+}
+
+void norm_rope_store(DeviceRows q, int n_head, DeviceRows k, DeviceRows v, const float* q_w,
+                     const float* k_w, float eps, const TokenPlace* places, const RopeTable& table,
+                     const float* factor, const float* ramp, const DeviceKv& kv, int layer,
+                     cudaStream_t stream) {
+    const KvShape& s = kv.shape;
+    const int64_t heads = static_cast<int64_t>(q.rows) * (n_head + 2 * s.n_kv_head);
+    if (heads == 0) return;
+    constexpr int kWarps = 8;
+    const unsigned blocks = static_cast<unsigned>((heads + kWarps - 1) / kWarps);
+    const RopeArgs a = rope_args(table, n_head, s.head_dim_k);
+    if (kv.f16) {
+        norm_rope_store_kernel<true><<<blocks, 32 * kWarps, 0, stream>>>(
+            q, k, v, q_w, k_w, eps, places, factor, ramp, a, kv.k, kv.v, s, layer);
+    } else {
+        norm_rope_store_kernel<false><<<blocks, 32 * kWarps, 0, stream>>>(
+            q, k, v, q_w, k_w, eps, places, factor, ramp, a, kv.k, kv.v, s, layer);
+    }
+    check_launch("norm_rope_store");
 }
 
 }  // namespace tandem::cuda

@@ -9,6 +9,7 @@
 
 #include "cpu/attention.h"
 #include "cpu/rope.h"
+#include "cuda/attention.h"
 #include "cuda/elementwise.h"
 
 namespace tandem::cuda {
@@ -35,5 +36,13 @@ void rope(DeviceRows x, int n_heads, int head_dim, const TokenPlace* places, con
 void norm_rope(DeviceRows x, int n_heads, int head_dim, const float* w, float eps,
                const TokenPlace* places, const RopeTable& table, const float* factor,
                const float* ramp, cudaStream_t stream);
+
+// The attention block's per-head work in one launch: norm_rope() of q's n_head heads (norm
+// weights q_w) and of k's heads (k_w), then k and v stored at places[t] in `layer` of the cache,
+// as store_kv() stores them. Heads of kv.shape's sizes (keys head_dim_k, values head_dim_v).
+void norm_rope_store(DeviceRows q, int n_head, DeviceRows k, DeviceRows v, const float* q_w,
+                     const float* k_w, float eps, const TokenPlace* places, const RopeTable& table,
+                     const float* factor, const float* ramp, const DeviceKv& kv, int layer,
+                     cudaStream_t stream);
 
 }  // namespace tandem::cuda

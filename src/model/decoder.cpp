@@ -224,21 +224,27 @@ void Decoder::attention(int il, int n) {
         ops_.copy(Act{qg.data + dk, n * lc.n_head, dk, 2 * dk}, Act{gate.data, n * lc.n_head, dk, dk});
     }
     if (!L.bq.empty()) ops_.add_bias(q, L.bq);
-    if (c_.qk_norm) {
-        ops_.norm_rope_heads(il, q, lc.n_head, dk, L.q_norm, c_.rms_eps);
+    if (c_.qk_norm && own_kv && L.bk.empty() && L.bv.empty() && !c_.v_norm) {
+        // Nothing between the norms, the rotations and the store: one step (one GPU kernel).
+        ops_.norm_rope_store(il, q, lc.n_head, k, lc.n_head_kv, v, dk, L.q_norm, L.k_norm,
+                             c_.rms_eps);
     } else {
-        ops_.rope(il, q, lc.n_head, dk);
-    }
-    if (own_kv) {
-        if (!L.bk.empty()) ops_.add_bias(k, L.bk);
-        if (!L.bv.empty()) ops_.add_bias(v, L.bv);
-        if (c_.v_norm) ops_.rms_norm_heads(v, dv, {}, c_.rms_eps);
         if (c_.qk_norm) {
-            ops_.norm_rope_heads(il, k, lc.n_head_kv, dk, L.k_norm, c_.rms_eps);
+            ops_.norm_rope_heads(il, q, lc.n_head, dk, L.q_norm, c_.rms_eps);
         } else {
-            ops_.rope(il, k, lc.n_head_kv, dk);
+            ops_.rope(il, q, lc.n_head, dk);
         }
-        ops_.store_kv(il, k, v);
+        if (own_kv) {
+            if (!L.bk.empty()) ops_.add_bias(k, L.bk);
+            if (!L.bv.empty()) ops_.add_bias(v, L.bv);
+            if (c_.v_norm) ops_.rms_norm_heads(v, dv, {}, c_.rms_eps);
+            if (c_.qk_norm) {
+                ops_.norm_rope_heads(il, k, lc.n_head_kv, dk, L.k_norm, c_.rms_eps);
+            } else {
+                ops_.rope(il, k, lc.n_head_kv, dk);
+            }
+            ops_.store_kv(il, k, v);
+        }
     }
     ops_.attention(il, q, attn);
     if (c_.attn_output_gate) ops_.mul_sigmoid(attn, gate);

@@ -192,6 +192,14 @@ GpuBackend::GpuBackend(const Model& model, ThreadPool& pool, const CpuBackendOpt
         }
         expert_stream_ = std::make_unique<GpuExpertStream>(host_layers);
         log_info("expert stream: {}", expert_stream_->host_memory());
+        if (placement_.n_slots > 0 && !expert_stream_->pinned() &&
+            gpu_options.moe_strategy == MoeStrategy::kAuto) {
+            log_warn("auto placement: the expert slots need the host experts registered with the "
+                     "driver ({}); every routed expert runs on the CPU executor instead",
+                     expert_stream_->host_memory());
+            placement_.n_slots = 0;
+            placement_.hybrid = false;
+        }
         if (placement_.n_slots > 0) {
             if (!expert_stream_->pinned()) {
                 fail(
@@ -254,6 +262,9 @@ GpuBackend::GpuBackend(const Model& model, ThreadPool& pool, const CpuBackendOpt
                 "cudaEventCreate");
 
     if (c_.is_moe()) {
+        if (c_.n_expert > cuda::kMaxRoutedExperts)
+            fail("GPU backend: {} experts in a layer; the GPU's routing takes at most {}",
+                 c_.n_expert, cuda::kMaxRoutedExperts);
         routing_.n_expert = c_.n_expert;
         routing_.top_k = c_.n_expert_used;
         routing_.normalize = c_.expert_weights_norm;
@@ -545,6 +556,47 @@ void GpuBackend::read(Act x, float* host) {
     }
 }
 
+size_t GpuBackend::sequence_state_bytes(int n_positions) const {
+    const KvShape& s = kv_.shape;
+    const size_t elt = kv_.f16 ? 2 : 4;
+    return static_cast<size_t>(s.n_layer) * std::max(0, n_positions) * s.n_kv_head *
+           (s.head_dim_k + s.head_dim_v) * elt;
+}
+
+void GpuBackend::save_sequence(int seq, int n_positions, uint8_t* out) {
+    copy_sequence("save_sequence", seq, n_positions, out, true);
+}
+
+void GpuBackend::load_sequence(int seq, int n_positions, const uint8_t* in) {
+    copy_sequence("load_sequence", seq, n_positions, const_cast<uint8_t*>(in), false);
+}
+
+void GpuBackend::copy_sequence(const char* op, int seq, int n_positions, uint8_t* host,
+                               bool to_host) {
+    const KvShape& s = kv_.shape;
+    if (seq < 0 || seq >= s.n_seq)
+        fail("{}: sequence {} outside the cache's {} sequences", op, seq, s.n_seq);
+    if (n_positions < 0 || n_positions > s.n_ctx)
+        fail("{}: {} positions outside the context of {}", op, n_positions, s.n_ctx);
+    if (n_positions == 0) return;
+    const size_t elt = kv_.f16 ? 2 : 4;
+    // A layer's rows of one sequence are contiguous (attention.h's layout): one strided copy
+    // per cache covers every layer.
+    for (const auto& [cache, head_dim] : {std::pair{kv_.k, s.head_dim_k}, {kv_.v, s.head_dim_v}}) {
+        const size_t row = static_cast<size_t>(s.n_kv_head) * head_dim * elt;
+        const size_t width = row * n_positions, pitch = row * s.n_seq * s.n_ctx;
+        uint8_t* device = static_cast<uint8_t*>(cache) + row * s.n_ctx * seq;
+        const cudaError_t e =
+            to_host ? cudaMemcpy2DAsync(host, width, device, pitch, width, s.n_layer,
+                                        cudaMemcpyDeviceToHost, stream_.get())
+                    : cudaMemcpy2DAsync(device, pitch, host, width, width, s.n_layer,
+                                        cudaMemcpyHostToDevice, stream_.get());
+        cuda::check(e, op);
+        host += width * s.n_layer;
+    }
+    synchronize(op);
+}
+
 void GpuBackend::argmax(Act x, int32_t* host) {
     cuda::argmax_rows(rows(x), argmax_ids_, stream_.get());
     cuda::check(cudaMemcpyAsync(read_staging_.get(), argmax_ids_, sizeof(int32_t) * x.rows,
@@ -598,6 +650,23 @@ void GpuBackend::norm_rope_heads(int layer, Act x, int n_heads, int head_dim,
     const cuda::OpProfile::Scope scope(profile_, "norm_rope", stream_.get());
     cuda::norm_rope(rows(x), n_heads, head_dim, w.data, eps, places_, rope_table_, rope_factor_,
                     rope_ramp_, stream_.get());
+}
+
+void GpuBackend::norm_rope_store(int layer, Act q, int n_head, Act k, int n_head_kv, Act v,
+                                 int head_dim, const WeightVector& q_norm,
+                                 const WeightVector& k_norm, float eps) {
+    const KvShape& s = kv_.shape;
+    if (n_head_kv != s.n_kv_head || head_dim != s.head_dim_k ||
+        v.cols != int64_t{s.n_kv_head} * s.head_dim_v) {  // (check_supported() rules these out)
+        Ops::norm_rope_store(layer, q, n_head, k, n_head_kv, v, head_dim, q_norm, k_norm, eps);
+        return;
+    }
+    written(q);
+    written(k);
+    const cuda::OpProfile::Scope scope(profile_, "norm_rope_store", stream_.get());
+    cuda::norm_rope_store(rows(q), n_head, rows(k), rows(v), q_norm.data, k_norm.data, eps,
+                          places_, rope_table_, rope_factor_, rope_ramp_, kv_, layer,
+                          stream_.get());
 }
 
 void GpuBackend::written(Act x) {
@@ -772,11 +841,17 @@ void GpuBackend::gpu_experts(const MoeLayer& m, const Route* routes, Act in, Act
     const int64_t F = m.n_ff, E = m.n_embd;
     scope.emplace(profile_, "moe experts", st);
     const RoundedInput gate_in = rounded_input(in, m.gate.matrix);
-    cuda::matmul_routed(ctx_, m.gate, routes, n_routes, k, gate_in.data, in.stride, expert_gate_, F,
-                        grouped, gate_in.q8);
-    const RoundedInput up_in = rounded_input(in, m.up.matrix);
-    cuda::matmul_routed(ctx_, m.up, routes, n_routes, k, up_in.data, in.stride, expert_up_, F,
-                        grouped, up_in.q8);
+    if (m.up.matrix.format == m.gate.matrix.format) {
+        // One launch for both where the kernels allow (decode on the integer kernels).
+        cuda::matmul_routed_pair(ctx_, m.gate, m.up, routes, n_routes, k, gate_in.data, in.stride,
+                                 expert_gate_, expert_up_, F, grouped, gate_in.q8);
+    } else {
+        cuda::matmul_routed(ctx_, m.gate, routes, n_routes, k, gate_in.data, in.stride,
+                            expert_gate_, F, grouped, gate_in.q8);
+        const RoundedInput up_in = rounded_input(in, m.up.matrix);
+        cuda::matmul_routed(ctx_, m.up, routes, n_routes, k, up_in.data, in.stride, expert_up_, F,
+                            grouped, up_in.q8);
+    }
     const cuda::DeviceRows gate{expert_gate_, n_routes, F, F}, up{expert_up_, n_routes, F, F};
     // act(gate) · up through the down projection's activation type (with its q8 codes where it
     // has them, in the same pass), into the gate buffer: each value is read and then written by

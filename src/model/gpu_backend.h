@@ -66,6 +66,9 @@ class GpuBackend final : public Ops {
                       int64_t out_head_stride) override;
     void rope(int layer, Act x, int n_heads, int head_dim) override;
     void store_kv(int layer, Act k, Act v) override;
+    void norm_rope_store(int layer, Act q, int n_head, Act k, int n_head_kv, Act v, int head_dim,
+                         const WeightVector& q_norm, const WeightVector& k_norm,
+                         float eps) override;
     void attention(int layer, Act q, Act out) override;
     void glu(GluKind kind, Act gate, Act up, Act out) override;
     void add(Act y, Act x) override;
@@ -81,8 +84,14 @@ class GpuBackend final : public Ops {
     void delta_net(int layer, Act q, Act k, Act v, Act g, Act beta, Act out) override;
     void moe(int layer, Act logits, Act in, Act out) override;
     void gather_logit_rows(Act x, Act out) override;
+    size_t sequence_state_bytes(int n_positions) const override;
+    void save_sequence(int seq, int n_positions, uint8_t* out) override;
+    void load_sequence(int seq, int n_positions, const uint8_t* in) override;
 
   private:
+    // Copies sequence seq's keys and values of positions 0..n_positions-1, every layer's, between
+    // the KV cache and host (keys of every layer, then values), as sequence_state_bytes() counts.
+    void copy_sequence(const char* op, int seq, int n_positions, uint8_t* host, bool to_host);
     void check_supported() const;
     // Decides which layers' experts stay on the CPU and adds what goes to the GPU to image_;
     // returns the bytes the GPU holds.

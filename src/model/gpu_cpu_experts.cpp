@@ -1,10 +1,13 @@
 // The CPU executor's experts on the GPU backend's stream.
 #include "model/gpu_cpu_experts.h"
 
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 
 #include "base/error.h"
+#include "base/log.h"
+#include "base/timer.h"
 #include "cuda/check.h"
 
 namespace tandem {
@@ -24,9 +27,17 @@ GpuCpuExperts::GpuCpuExperts(const Model& model, const std::vector<bool>& on_cpu
     hidden_ = cuda::PinnedBuffer(sizeof(float) * rows * n_embd_, "CPU experts' input");
     routes_ = cuda::PinnedBuffer(sizeof(Route) * rows * top_k_, "CPU experts' routes");
     result_ = cuda::PinnedBuffer(sizeof(float) * rows * n_embd_, "CPU experts' output");
+    const char* profile = std::getenv("TANDEM_GPU_PROFILE");
+    timed_ = profile != nullptr && std::strcmp(profile, "1") == 0;
 }
 
-GpuCpuExperts::~GpuCpuExperts() = default;
+GpuCpuExperts::~GpuCpuExperts() {
+    if (!timed_ || timed_calls_ == 0) return;
+    const double n = static_cast<double>(timed_calls_);
+    log_info("cpu experts: {} host functions, {:.1f} us each in the executor, {:.1f} us between "
+             "one's end and the next one's start",
+             timed_calls_, 1e6 * executor_seconds_ / n, 1e6 * between_seconds_ / n);
+}
 
 void GpuCpuExperts::enqueue(int layer, const float* in, int64_t in_stride, const Route* routes,
                             int n, float* out, int64_t out_stride, cudaStream_t stream) {
@@ -57,9 +68,18 @@ void CUDART_CB GpuCpuExperts::run_call(void* p) {
 void GpuCpuExperts::compute(int layer, int n) noexcept {
     // On a CUDA runtime thread: no CUDA calls here, and nothing may escape.
     try {
+        const double start = timed_ ? now_seconds() : 0.0;
         executor_->submit(index_[layer], hidden_.as<float>(), n, routes_.as<Route>());
         const float* sum = executor_->wait();
         std::memcpy(result_.get(), sum, sizeof(float) * n_embd_ * n);
+        if (timed_) {
+            const double end = now_seconds();
+            // A gap over a second is the host's time between passes, not a step's.
+            if (last_end_ > 0.0 && start - last_end_ < 1.0) between_seconds_ += start - last_end_;
+            executor_seconds_ += end - start;
+            last_end_ = end;
+            ++timed_calls_;
+        }
     } catch (const std::exception& e) {
         std::memset(result_.get(), 0, sizeof(float) * n_embd_ * n);
         const std::lock_guard<std::mutex> lock(error_mutex_);

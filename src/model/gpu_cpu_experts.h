@@ -64,6 +64,12 @@ class GpuCpuExperts {
     std::mutex error_mutex_;
     std::string error_;
     std::atomic<bool> failed_{false};
+    // With TANDEM_GPU_PROFILE=1: the host functions' count, their seconds in the executor, and
+    // the seconds from one's end to the next one's start (the GPU's share of a step, plus the
+    // copies and the host function's dispatch), logged at exit.
+    bool timed_ = false;
+    long timed_calls_ = 0;
+    double executor_seconds_ = 0.0, between_seconds_ = 0.0, last_end_ = 0.0;
 };
 
 }  // namespace tandem

@@ -85,6 +85,15 @@ class Ops {
         rms_norm_heads(x, head_dim, w, eps);
         rope(layer, x, n_heads, head_dim);
     }
+    // The attention block's per-head steps before attention, in one: norm_rope_heads() of q's
+    // n_head heads (q_norm) and of k's n_head_kv heads (k_norm), then store_kv(layer, k, v).
+    virtual void norm_rope_store(int layer, Act q, int n_head, Act k, int n_head_kv, Act v,
+                                 int head_dim, const WeightVector& q_norm,
+                                 const WeightVector& k_norm, float eps) {
+        norm_rope_heads(layer, q, n_head, head_dim, q_norm, eps);
+        norm_rope_heads(layer, k, n_head_kv, head_dim, k_norm, eps);
+        store_kv(layer, k, v);
+    }
     // Several matrices over the same input; the input is converted once per activation format.
     virtual void matmul(Act in, std::initializer_list<MatmulTarget> targets) = 0;
     virtual void add_bias(Act x, const WeightVector& bias) = 0;

@@ -14,6 +14,8 @@
 #include "base/thread_pool.h"
 #include "cuda/gpu_test_util.h"
 #include "engine/session.h"
+#include "model/backend.h"
+#include "model/decoder.h"
 #include "model/model.h"
 #include "model/synthetic_model.h"
 #include "support/model_files.h"
@@ -229,6 +231,52 @@ TEST(GpuModelGreedy, TheCpuAgreesWithEveryDecisiveToken) {
     std::printf("[ greedy ] 64 GPU tokens: the CPU's argmax at %d, within a tie at %d\n", decisive,
                 ties);
     EXPECT_GE(decisive, 56);
+}
+
+// The prefix cache's copies (--cache-mem) on the GPU: a sequence's KV saved to host memory and
+// loaded into another sequence slot continues exactly as the original (bit for bit), where the
+// slot without it does not; the bytes saved from the loaded slot are the bytes loaded.
+TEST(GpuSequenceCopy, ALoadedSequenceContinuesAsTheSavedOne) {
+    TANDEM_REQUIRE_GPU();
+    testing::TempDir dir;
+    const SynthCase c{"copy_q4_K", "qwen3moe", GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ6_K};
+    auto model = Model::load(write_case(c, dir));
+    const int V = model->config().n_vocab;
+    for (const KvType kv : {KvType::kF32, KvType::kF16}) {
+        BackendOptions o;
+        o.device = Device::kCuda;
+        o.n_seq = 3;
+        o.n_ctx = 64;
+        o.max_batch = 32;
+        o.kv_type = kv;
+        const std::unique_ptr<Ops> backend = make_backend(*model, pool(), o);
+        Decoder decoder(*model, *backend, o.max_batch);
+        const std::vector<int32_t> prompt = testing::random_tokens(21, V, 12);
+        const auto feed = [&](int seq, std::span<const int32_t> tokens, int pos0) {
+            std::vector<TokenPlace> places;
+            for (size_t i = 0; i < tokens.size(); ++i)
+                places.push_back({seq, pos0 + static_cast<int>(i)});
+            std::vector<uint8_t> want(tokens.size(), 0);
+            want.back() = 1;
+            std::vector<float> logits(V);
+            decoder.eval(tokens, places, want, logits.data());
+            return logits;
+        };
+        const int n = static_cast<int>(prompt.size()) - 1;
+        feed(0, std::span<const int32_t>(prompt).first(n), 0);
+        const size_t bytes = backend->sequence_state_bytes(n);
+        ASSERT_GT(bytes, 0u);
+        std::vector<uint8_t> saved(bytes), again(bytes);
+        backend->save_sequence(0, n, saved.data());
+        backend->load_sequence(2, n, saved.data());
+        const std::span<const int32_t> next(&prompt[n], 1);
+        const std::vector<float> original = feed(0, next, n), loaded = feed(2, next, n),
+                                 empty = feed(1, next, n);
+        EXPECT_EQ(original, loaded) << "f16 cache " << (kv == KvType::kF16);
+        EXPECT_NE(original, empty);
+        backend->save_sequence(2, n, again.data());
+        EXPECT_EQ(saved, again);
+    }
 }
 
 // The expert strategies: the experts of every layer (cpu) or of the first one (--moe-cpu-layers
