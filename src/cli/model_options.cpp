@@ -22,7 +22,7 @@ void add_model_options(CLI::App* cmd, ModelOptions& o) {
     cmd->add_option("--gpu-mem", o.gpu_mem, "GiB of GPU memory to use (default: the free memory less 1 GiB)");
     cmd->add_option("--moe-strategy", o.moe_strategy,
                     "Where the routed experts live beside a GPU: auto (fused when the model fits "
-                    "--gpu-mem, else as few layers' experts on the CPU as needed), fused (all in "
+                    "--gpu-mem, else hybrid with as many slots as fit), fused (all in "
                     "VRAM), cpu (all on the CPU executor), offload (all in host memory, computed on the "
                     "GPU in a cache of expert slots in VRAM) or hybrid (as offload, but the slots' "
                     "misses run on the CPU executor at the same time)")

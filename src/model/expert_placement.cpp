@@ -35,6 +35,35 @@ ExpertPlacement first_layers_on_cpu(const PlacementNeeds& needs, int n) {
     return p;
 }
 
+// Every routed expert in host memory and as many expert slots as the budget holds beside the
+// dense part (or o.moe_slots), for offload or hybrid.
+ExpertPlacement with_slots(const PlacementNeeds& needs, const GpuOptions& o, ExpertPlacement p,
+                           MoeStrategy strategy) {
+    if (p.n_moe_layers == 0) return p;
+    const size_t budget = needs.budget_bytes;
+    const size_t room = budget - std::min(budget, p.gpu_bytes);
+    const int fit = static_cast<int>(
+        std::min<size_t>(room / std::max<size_t>(1, needs.slot_bytes), INT32_MAX));
+    const int n = o.moe_slots > 0 ? o.moe_slots : std::min(fit, needs.max_slots);
+    if (n > fit) {
+        fail("--moe-slots {}: {:.2f} GiB of slots but {:.2f} GiB are left beside the dense "
+             "part ({} slots fit)",
+             n, gib(n * needs.slot_bytes), gib(room), fit);
+    }
+    // offload computes every routed expert in a slot; hybrid's misses go to the CPU.
+    const int least = strategy == MoeStrategy::kOffload ? needs.min_slots : 1;
+    if (n < least) {
+        fail("--moe-strategy {}: {} at least {} expert slot{} ({:.2f} GiB) but {} fit "
+             "beside the dense part: use --moe-strategy cpu",
+             moe_strategy_name(strategy), least > 1 ? "a decode batch needs" : "needs", least,
+             least > 1 ? "s" : "", gib(least * needs.slot_bytes), n);
+    }
+    p.n_slots = n;
+    p.hybrid = strategy == MoeStrategy::kHybrid;
+    p.gpu_bytes += static_cast<size_t>(n) * needs.slot_bytes;
+    return p;
+}
+
 }  // namespace
 
 MoeStrategy parse_moe_strategy(std::string_view name) {
@@ -87,36 +116,12 @@ ExpertPlacement place_experts(const PlacementNeeds& needs, const GpuOptions& o) 
         fail("--moe-hybrid-max-fetch {}: it is for --moe-strategy hybrid", o.moe_hybrid_max_fetch);
     switch (o.moe_strategy) {
         case MoeStrategy::kOffload:
-        case MoeStrategy::kHybrid: {
-            const char* name = moe_strategy_name(o.moe_strategy);
+        case MoeStrategy::kHybrid:
             if (o.moe_cpu_layers >= 0)
                 fail("--moe-cpu-layers with --moe-strategy {}, which keeps every layer's experts "
                      "in host memory",
-                     name);
-            ExpertPlacement p = all_cpu;
-            if (n_moe == 0) return p;
-            const size_t room = budget - std::min(budget, p.gpu_bytes);
-            const int fit = static_cast<int>(
-                std::min<size_t>(room / std::max<size_t>(1, needs.slot_bytes), INT32_MAX));
-            const int n = o.moe_slots > 0 ? o.moe_slots : std::min(fit, needs.max_slots);
-            if (n > fit) {
-                fail("--moe-slots {}: {:.2f} GiB of slots but {:.2f} GiB are left beside the dense "
-                     "part ({} slots fit)",
-                     n, gib(n * needs.slot_bytes), gib(room), fit);
-            }
-            // offload computes every routed expert in a slot; hybrid's misses go to the CPU.
-            const int least = o.moe_strategy == MoeStrategy::kOffload ? needs.min_slots : 1;
-            if (n < least) {
-                fail("--moe-strategy {}: {} at least {} expert slot{} ({:.2f} GiB) but {} fit "
-                     "beside the dense part: use --moe-strategy cpu",
-                     name, least > 1 ? "a decode batch needs" : "needs", least,
-                     least > 1 ? "s" : "", gib(least * needs.slot_bytes), n);
-            }
-            p.n_slots = n;
-            p.hybrid = o.moe_strategy == MoeStrategy::kHybrid;
-            p.gpu_bytes += static_cast<size_t>(n) * needs.slot_bytes;
-            return p;
-        }
+                     moe_strategy_name(o.moe_strategy));
+            return with_slots(needs, o, all_cpu, o.moe_strategy);
         case MoeStrategy::kFused:
             if (o.moe_cpu_layers > 0)
                 fail("--moe-cpu-layers {} puts experts on the CPU: not with --moe-strategy fused",
@@ -148,11 +153,12 @@ ExpertPlacement place_experts(const PlacementNeeds& needs, const GpuOptions& o) 
         }
         return p;
     }
-    for (int n = 0; n <= n_moe; ++n) {
-        ExpertPlacement p = first_layers_on_cpu(needs, n);
-        if (p.gpu_bytes <= budget) return p;
-    }
-    return all_cpu;  // (not reached: all_cpu holds the dense part only, which fits)
+    if (all_gpu.gpu_bytes <= budget) return all_gpu;
+    // Too large for the GPU: every routed expert in host memory and as many slots as fit, the
+    // misses on the CPU (hybrid); with no room for even one slot, every expert on the CPU.
+    const size_t room = budget - std::min(budget, all_cpu.gpu_bytes);
+    if (n_moe == 0 || needs.max_slots == 0 || room < needs.slot_bytes) return all_cpu;
+    return with_slots(needs, o, all_cpu, MoeStrategy::kHybrid);
 }
 
 std::string describe(const ExpertPlacement& p) {

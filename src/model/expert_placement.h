@@ -16,8 +16,9 @@ namespace tandem {
 // recently used) that decode steps copy missed experts into and compute them in. hybrid: as
 // offload, but a step's misses run on the CPU executor while the GPU computes the hits, and up to
 // a few missed experts a step are copied into slots for later steps. auto: fused when
-// the model fits the budget, otherwise the experts of as few layers as needed on the CPU (the
-// first ones, as llama.cpp's --n-cpu-moe).
+// the model fits the budget, otherwise hybrid with as many slots as fit (cpu when none does);
+// with --moe-cpu-layers N, the experts of the first N layers on the CPU (as llama.cpp's
+// --n-cpu-moe) and the others in VRAM.
 enum class MoeStrategy { kAuto, kFused, kCpu, kOffload, kHybrid };
 
 // "auto", "fused", "cpu", "offload" or "hybrid"; throws Error listing the strategies otherwise.

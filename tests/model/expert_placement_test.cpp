@@ -47,17 +47,6 @@ TEST(ExpertPlacement, AutoIsFusedWhenEverythingFits) {
     EXPECT_EQ(describe(p), "fused (every expert in VRAM)");
 }
 
-TEST(ExpertPlacement, AutoMovesTheFirstLayersExpertsUntilTheRestFits) {
-    ExpertPlacement p = place_experts(needs(7.5), options(MoeStrategy::kAuto));
-    EXPECT_EQ(p.n_cpu_layers, 1);
-    EXPECT_EQ(p.experts_on_cpu, (std::vector<bool>{false, true, false, false}));
-    EXPECT_EQ(p.gpu_bytes, 7 * kGiB);
-    p = place_experts(needs(3.5), options(MoeStrategy::kAuto));
-    EXPECT_EQ(p.n_cpu_layers, 3);
-    EXPECT_EQ(p.gpu_bytes, 3 * kGiB);
-    EXPECT_EQ(describe(p), "cpu (every routed expert on the CPU executor)");
-}
-
 TEST(ExpertPlacement, ExplicitLayerCountsAndStrategies) {
     ExpertPlacement p = place_experts(needs(100), options(MoeStrategy::kAuto, 2));
     EXPECT_EQ(p.experts_on_cpu, (std::vector<bool>{false, true, true, false}));
@@ -73,11 +62,13 @@ TEST(ExpertPlacement, ExplicitLayerCountsAndStrategies) {
 }
 
 TEST(ExpertPlacement, CountsTheStreamBuffersOnceAnyExpertsAreOnTheCpu) {
-    PlacementNeeds n = needs(7.5);  // without stream buffers one layer off would fit (7 GiB)
+    PlacementNeeds n = needs(8.5);
     n.stream_bytes = kGiB;
-    ExpertPlacement p = place_experts(n, options(MoeStrategy::kAuto));
-    EXPECT_EQ(p.n_cpu_layers, 2);
-    EXPECT_EQ(p.gpu_bytes, 6 * kGiB);
+    ExpertPlacement p = place_experts(n, options(MoeStrategy::kAuto, 1));
+    EXPECT_EQ(p.gpu_bytes, 8 * kGiB);  // 3 dense + 2 layers' experts + 1 of stream
+    n.budget_bytes = static_cast<size_t>(7.5 * kGiB);  // without the stream 7 GiB would fit
+    EXPECT_NE(error_of(n, options(MoeStrategy::kAuto, 1)).find("(--moe-cpu-layers 2 fits)"),
+              std::string::npos);
     n.budget_bytes = 9 * kGiB;  // fused needs no stream
     p = place_experts(n, options(MoeStrategy::kFused));
     EXPECT_EQ(p.gpu_bytes, 9 * kGiB);
@@ -180,6 +171,26 @@ TEST(ExpertPlacement, ParsesStrategies) {
     } catch (const Error& e) {
         EXPECT_NE(std::string(e.what()).find("'gpu' is not auto, fused, cpu, offload or hybrid"), std::string::npos);
     }
+}
+
+// auto, when the model does not fit: every routed expert in host memory and as many slots as
+// fit, the misses on the CPU; with no room for one slot, every expert on the CPU.
+TEST(ExpertPlacement, AutoIsHybridWithTheSlotsThatFitWhenTheModelDoesNot) {
+    PlacementNeeds n = slot_needs(5.25);
+    ExpertPlacement p = place_experts(n, options(MoeStrategy::kAuto));
+    EXPECT_TRUE(p.hybrid);
+    EXPECT_EQ(p.n_slots, 5);
+    EXPECT_EQ(p.experts_on_cpu, (std::vector<bool>{false, true, true, true}));
+    EXPECT_EQ(p.gpu_bytes, 4 * kGiB + 5 * n.slot_bytes);
+    n.budget_bytes = static_cast<size_t>(4.1 * kGiB);  // dense and stream fit, no slot does
+    p = place_experts(n, options(MoeStrategy::kAuto));
+    EXPECT_EQ(p.n_slots, 0);
+    EXPECT_EQ(p.n_cpu_layers, 3);
+    EXPECT_EQ(describe(p), "cpu (every routed expert on the CPU executor)");
+    n.budget_bytes = 10 * kGiB;  // everything fits: fused, no slots
+    p = place_experts(n, options(MoeStrategy::kAuto));
+    EXPECT_EQ(p.n_slots, 0);
+    EXPECT_EQ(p.n_cpu_layers, 0);
 }
 
 }  // namespace
