@@ -524,14 +524,19 @@ void GpuBackend::set_batch(std::span<const int32_t> tokens, std::span<const Toke
 void GpuBackend::run(uint64_t key, const std::function<void()>& pass) {
     const int n = static_cast<int>(key >> 32);
     rounded_from_ = nullptr;  // what a pass rounds, it rounds itself (a replay records nothing)
+    // hybrid's copies into slots for later steps run beside the pass; it ends when they do.
+    const auto whole_pass = [&] {
+        pass();
+        if (expert_slots_) expert_slots_->join(stream_.get());
+    };
     if (profile_.enabled()) {
         profile_.set_phase(n <= cuda::kSmallBatch ? "decode" : "prefill");
-        pass();
+        whole_pass();
         profile_.collect();
     } else if (n <= cuda::kSmallBatch) {
-        graphs_.run(key, pass);
+        graphs_.run(key, whole_pass);
     } else {
-        pass();
+        whole_pass();
     }
 }
 

@@ -9,6 +9,9 @@
 namespace tandem {
 namespace {
 
+// A layer's list of fills: kMaxSlotRoutes slots, as many experts, and their count.
+constexpr size_t kFillListWords = 2 * cuda::kMaxSlotRoutes + 1;
+
 const ExpertMatrix* part(const MoeLayer& m, int p) {
     return p == 0 ? &m.gate : p == 1 ? &m.up : &m.down;
 }
@@ -61,7 +64,7 @@ GpuExpertSlots::GpuExpertSlots(const std::vector<MoeLayer>& layers, int n_slots)
     // The table: slot_of, owner, last_used, clock, fills, counts, in one allocation.
     const size_t n_owned = static_cast<size_t>(layers.size()) * n_expert;
     const size_t words = n_owned + 2 * static_cast<size_t>(n_slots) + 1 +
-                         2 * cuda::kMaxSlotRoutes + 1;
+                         layers.size() * kFillListWords;
     state_ = cuda::DeviceBuffer(cuda::align_up(sizeof(int32_t) * words) + 2 * sizeof(uint64_t),
                                 "the expert slot table");
     int32_t* w = state_.as<int32_t>();
@@ -114,11 +117,20 @@ MoeLayer GpuExpertSlots::view(int layer) const {
     return v;
 }
 
+cuda::SlotTable GpuExpertSlots::layer_table(int layer) const {
+    cuda::SlotTable t = table_;
+    t.fill_slot += static_cast<size_t>(layer) * kFillListWords;
+    t.fill_expert = t.fill_slot + cuda::kMaxSlotRoutes;
+    t.n_fills = t.fill_expert + cuda::kMaxSlotRoutes;
+    return t;
+}
+
 MoeLayer GpuExpertSlots::prepare(int layer, const Route* routes, int n_routes, Route* slot_routes,
                                  cudaStream_t stream) {
     check_call(layer, n_routes);
-    cuda::assign_slots(routes, n_routes, layer, table_, slot_routes, stream);
-    cuda::fill_slots(sources_[layer], table_, slots_, n_routes, stream);
+    const cuda::SlotTable t = layer_table(layer);
+    cuda::assign_slots(routes, n_routes, layer, t, slot_routes, stream);
+    cuda::fill_slots(sources_[layer], t, slots_, n_routes, stream);
     return view(layer);
 }
 
@@ -126,10 +138,23 @@ MoeLayer GpuExpertSlots::split(int layer, const Route* routes, int n_routes, int
                                Route* slot_routes, Route* cpu_routes, cudaStream_t stream) {
     check_call(layer, n_routes);
     max_fetch = std::min(max_fetch, n_routes);
-    cuda::split_slot_routes(routes, n_routes, layer, table_, max_fetch, slot_routes, cpu_routes,
+    const cuda::SlotTable t = layer_table(layer);
+    cuda::split_slot_routes(routes, n_routes, layer, t, max_fetch, slot_routes, cpu_routes,
                             stream);
-    cuda::fill_slots(sources_[layer], table_, slots_, max_fetch, stream);
+    if (max_fetch > 0) {
+        fill_fork_.record(stream);
+        fill_fork_.wait_on(fill_stream_.get());
+        cuda::fill_slots(sources_[layer], t, slots_, max_fetch, fill_stream_.get());
+        fills_pending_ = true;
+    }
     return view(layer);
+}
+
+void GpuExpertSlots::join(cudaStream_t stream) {
+    if (!fills_pending_) return;
+    fill_join_.record(fill_stream_.get());
+    fill_join_.wait_on(stream);
+    fills_pending_ = false;
 }
 
 std::pair<uint64_t, uint64_t> GpuExpertSlots::counts() const {

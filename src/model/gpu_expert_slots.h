@@ -12,6 +12,7 @@
 #include "cpu/moe_layer.h"
 #include "cuda/expert_slots.h"
 #include "cuda/memory.h"
+#include "cuda/stream.h"
 
 namespace tandem {
 
@@ -32,10 +33,16 @@ class GpuExpertSlots {
                      cudaStream_t stream);
 
     // hybrid: queues the split of `routes` into hits (slot_routes, naming slots) and misses
-    // (cpu_routes, for the CPU executor), and the copies of up to max_fetch missed experts into
-    // slots for later steps; returns the view over the slots for slot_routes.
+    // (cpu_routes, for the CPU executor) on `stream`, and the copies of up to max_fetch missed
+    // experts into slots for later steps on a stream of their own, so that they overlap the
+    // step's compute instead of delaying it (the slots they fill are none this step's hits read:
+    // a filled slot belongs to this layer's missed expert from the split on); returns the view
+    // over the slots for slot_routes. join() must follow before the next step.
     MoeLayer split(int layer, const Route* routes, int n_routes, int max_fetch, Route* slot_routes,
                    Route* cpu_routes, cudaStream_t stream);
+    // Makes `stream` wait for the copies that split() queued (at the end of a forward pass, so
+    // that a replayed graph holds them too).
+    void join(cudaStream_t stream);
 
     int n_slots() const { return table_.n_slots; }
     // Hits and misses so far (distinct experts per call); waits for the device.
@@ -44,6 +51,9 @@ class GpuExpertSlots {
   private:
     void check_call(int layer, int n_routes) const;
     MoeLayer view(int layer) const;
+    // The table with `layer`'s own list of fills: a layer's copies may still be reading theirs
+    // while later layers' splits write their own.
+    cuda::SlotTable layer_table(int layer) const;
 
     std::vector<MoeLayer> layers_;
     std::vector<cuda::SlotLayer> sources_;  // per layer
@@ -51,6 +61,9 @@ class GpuExpertSlots {
     cuda::DeviceBuffer memory_;
     cuda::SlotTable table_;
     cuda::SlotMemory slots_;
+    cuda::Stream fill_stream_;  // hybrid's copies for later steps
+    cuda::Event fill_fork_, fill_join_;
+    bool fills_pending_ = false;
 };
 
 }  // namespace tandem
