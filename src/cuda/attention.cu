@@ -8,6 +8,7 @@
 #include <climits>
 
 #include "cuda/check.h"
+#include "cuda/early_launch.cuh"
 
 namespace tandem::cuda {
 namespace {
@@ -62,6 +63,7 @@ __global__ void __launch_bounds__(kThreads)
     float* p = shared + a.dk;       // [max_chunk]
     float* part = p + a.max_chunk;  // [kWarps][dv]
     __shared__ float red[kWarps];
+    wait_for_previous_kernel();
     const int c = blockIdx.x, h = blockIdx.y, tq = blockIdx.z;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int t = a.token0 + tq;
@@ -153,6 +155,7 @@ __global__ void attention_combine_kernel(const __grid_constant__ AttentionArgs a
                                          int64_t out_stride) {
     extern __shared__ float weight[];  // [n_chunks]
     __shared__ float red[kWarps];
+    wait_for_previous_kernel();
     const int h = blockIdx.x, tq = blockIdx.y;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int64_t slot0 = (static_cast<int64_t>(tq) * a.n_head + h) * a.n_chunks;
@@ -485,15 +488,10 @@ void attention(const DeviceKv& kv, int layer, DeviceRows q, const TokenPlace* pl
         const int n = std::min(slice, q.rows - t0);
         a.token0 = t0;
         const dim3 grid(n_chunks, n_head, n);
-        if (kv.f16) {
-            attention_chunk_kernel<true><<<grid, kThreads, shared, stream>>>(a);
-        } else {
-            attention_chunk_kernel<false><<<grid, kThreads, shared, stream>>>(a);
-        }
-        check_launch("attention_chunk_kernel");
-        attention_combine_kernel<<<dim3(n_head, n), kThreads, sizeof(float) * n_chunks, stream>>>(
-            a, out.data, out.stride);
-        check_launch("attention_combine_kernel");
+        launch_early(kv.f16 ? attention_chunk_kernel<true> : attention_chunk_kernel<false>, grid,
+                     kThreads, shared, stream, "attention_chunk_kernel", a);
+        launch_early(attention_combine_kernel, dim3(n_head, n), kThreads, sizeof(float) * n_chunks,
+                     stream, "attention_combine_kernel", a, out.data, out.stride);
     }
 }
 

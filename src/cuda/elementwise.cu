@@ -8,6 +8,7 @@
 
 #include "cuda/activation_rounding.h"
 #include "cuda/check.h"
+#include "cuda/early_launch.cuh"
 #include "cuda/q8_round.cuh"
 #include "cuda/row_norm.cuh"
 
@@ -113,6 +114,7 @@ template <int kValues, typename Source>
 __global__ void round_q8_kernel(Source src, int64_t cols, DeviceRows out, int64_t n_blocks,
                                 Q8Rows q8) {
     constexpr int kPerLane = kValues / 32;
+    wait_for_previous_kernel();
     const int64_t g = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
     if (g >= n_blocks) return;
     const int lane = threadIdx.x % 32;
@@ -134,12 +136,8 @@ void launch_round_q8(int block, Source src, int rows, int64_t cols, DeviceRows o
     const int64_t n_blocks = static_cast<int64_t>(rows) * (cols / block);
     if (n_blocks == 0) return;
     const unsigned grid = static_cast<unsigned>(std::min<int64_t>((n_blocks + 7) / 8, 1 << 30));
-    if (block == 32) {
-        round_q8_kernel<32><<<grid, 256, 0, stream>>>(src, cols, out, n_blocks, codes);
-    } else {
-        round_q8_kernel<256><<<grid, 256, 0, stream>>>(src, cols, out, n_blocks, codes);
-    }
-    check_launch("round_activations");
+    launch_early(block == 32 ? round_q8_kernel<32, Source> : round_q8_kernel<256, Source>, grid,
+                 256, 0, stream, "round_activations", src, cols, out, n_blocks, codes);
 }
 
 __global__ void round_value_kernel(DeviceRows x, gpu::ActivationRounding r, DeviceRows out) {

@@ -3,6 +3,7 @@
 
 #include "cuda/activation_rounding.h"
 #include "cuda/check.h"
+#include "cuda/early_launch.cuh"
 #include "cuda/q8_round.cuh"
 #include "cuda/row_norm.cuh"
 
@@ -18,6 +19,7 @@ template <int kRound>
 __global__ void residual_norm_kernel(DeviceRows x, DeviceRows residual, const float* w, float eps,
                                      DeviceRows out, gpu::ActivationRounding rounding,
                                      DeviceRows rounded, Q8Rows q8) {
+    wait_for_previous_kernel();
     const int64_t row = blockIdx.x;
     const int64_t c0 = static_cast<int64_t>(threadIdx.x) * kPerThread;
     float* xr = x.data + row * x.stride + c0;
@@ -68,19 +70,18 @@ void residual_norm(DeviceRows x, DeviceRows residual, const float* w, float eps,
     const Q8Rows codes = q8 != nullptr && block >= 32 ? *q8 : Q8Rows{};
     const unsigned threads = static_cast<unsigned>(x.cols / kPerThread);
     if (r == gpu::ActivationRounding::kNone) {
-        residual_norm_kernel<0><<<x.rows, threads, 0, stream>>>(x, residual, w, eps, out, r,
-                                                               rounded, codes);
+        launch_early(residual_norm_kernel<0>, x.rows, threads, 0, stream, "residual_norm", x,
+                     residual, w, eps, out, r, rounded, codes);
     } else if (block == 1) {
-        residual_norm_kernel<1><<<x.rows, threads, 0, stream>>>(x, residual, w, eps, out, r,
-                                                               rounded, codes);
+        launch_early(residual_norm_kernel<1>, x.rows, threads, 0, stream, "residual_norm", x,
+                     residual, w, eps, out, r, rounded, codes);
     } else if (block == 32) {
-        residual_norm_kernel<32><<<x.rows, threads, 0, stream>>>(x, residual, w, eps, out, r,
-                                                                rounded, codes);
+        launch_early(residual_norm_kernel<32>, x.rows, threads, 0, stream, "residual_norm", x,
+                     residual, w, eps, out, r, rounded, codes);
     } else {
-        residual_norm_kernel<256><<<x.rows, threads, 0, stream>>>(x, residual, w, eps, out, r,
-                                                                 rounded, codes);
+        launch_early(residual_norm_kernel<256>, x.rows, threads, 0, stream, "residual_norm", x,
+                     residual, w, eps, out, r, rounded, codes);
     }
-    check_launch("residual_norm");
 }
 
 }  // namespace tandem::cuda

@@ -56,6 +56,7 @@ __global__ void __launch_bounds__(kMatvecThreads)
                   "a span holds whole groups and a block whole spans");
     constexpr int kWarps = kMatvecThreads / 32;
     __shared__ double partial[kWarps][R][C];
+    wait_for_previous_kernel();
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int S = p.warps_per_row;
     const int part = warp % S;
@@ -184,8 +185,8 @@ void launch_matvec_int(const MatvecParams& p, int n_jobs, cudaStream_t stream, i
     const int64_t rows_per_block = static_cast<int64_t>(R) * (kMatvecThreads / 32 / q.warps_per_row);
     const dim3 grid(static_cast<unsigned>((rows + rows_per_block - 1) / rows_per_block),
                     static_cast<unsigned>(n_jobs), static_cast<unsigned>(n_targets));
-    matvec_int_kernel<F, C, R><<<grid, kMatvecThreads, 0, stream>>>(q);
-    check_launch("matvec_int_kernel");
+    launch_early(matvec_int_kernel<F, C, R>, grid, kMatvecThreads, 0, stream, "matvec_int_kernel",
+                 q);
 }
 
 // ---------------------------------------------------------------- int8 tensor-core tiles

@@ -5,6 +5,7 @@
 #include <mma.h>
 
 #include "cuda/check.h"
+#include "cuda/early_launch.cuh"
 #include "cuda/matmul.h"
 #include "cuda/matmul_params.h"
 
@@ -35,6 +36,7 @@ __global__ void __launch_bounds__(kMatvecThreads)
     constexpr int kChunks = B::kValues / 8;  // chunks per block
     constexpr int kWarps = kMatvecThreads / 32;
     __shared__ double partial[kWarps][R][C];
+    wait_for_previous_kernel();
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int64_t row0 = static_cast<int64_t>(blockIdx.x) * R;
     const uint8_t* w = p.w;
@@ -124,8 +126,7 @@ template <GgmlType F, int C>
 void launch_matvec(const MatvecParams& p, int n_jobs, cudaStream_t stream, int /*n_targets: 1*/) {
     constexpr int R = C <= 2 ? 2 : 1;  // rows per block: x registers reused R times
     const dim3 grid(static_cast<unsigned>((p.rows + R - 1) / R), static_cast<unsigned>(n_jobs));
-    matvec_kernel<F, C, R><<<grid, kMatvecThreads, 0, stream>>>(p);
-    check_launch("matvec_kernel");
+    launch_early(matvec_kernel<F, C, R>, grid, kMatvecThreads, 0, stream, "matvec_kernel", p);
 }
 
 // ---------------------------------------------------------------- tensor-core tiles (prefill)

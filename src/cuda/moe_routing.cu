@@ -4,6 +4,7 @@
 #include <cfloat>
 
 #include "cuda/check.h"
+#include "cuda/early_launch.cuh"
 
 namespace tandem::cuda {
 namespace {
@@ -17,6 +18,7 @@ constexpr int kRouteWarps = 4;  // tokens per block of route_topk
 template <int kPerLane>
 __global__ void route_topk_kernel(DeviceRows logits, DeviceRows probs, RoutingParams p,
                                   Route* routes) {
+    wait_for_previous_kernel();
     const int t = blockIdx.x * kRouteWarps + threadIdx.x / 32;
     const int lane = threadIdx.x % 32;
     if (t >= logits.rows) return;
@@ -122,6 +124,7 @@ __global__ void group_routes_kernel(const Route* routes, int n_routes, int n_exp
 
 __global__ void weighted_sum_kernel(const float* y, int64_t y_stride, const Route* routes,
                                     int top_k, DeviceRows out) {
+    wait_for_previous_kernel();
     const int t = blockIdx.y;
     const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
     if (c >= out.cols) return;
@@ -142,15 +145,18 @@ void route_topk(DeviceRows logits, DeviceRows probs, const RoutingParams& params
     const unsigned blocks = (logits.rows + kRouteWarps - 1) / kRouteWarps;
     const int per_lane = (params.n_expert + 31) / 32;
     if (per_lane <= 4) {
-        route_topk_kernel<4><<<blocks, 32 * kRouteWarps, 0, stream>>>(logits, probs, params, routes);
+        launch_early(route_topk_kernel<4>, blocks, 32 * kRouteWarps, 0, stream, "route_topk",
+                     logits, probs, params, routes);
     } else if (per_lane <= 8) {
-        route_topk_kernel<8><<<blocks, 32 * kRouteWarps, 0, stream>>>(logits, probs, params, routes);
+        launch_early(route_topk_kernel<8>, blocks, 32 * kRouteWarps, 0, stream, "route_topk",
+                     logits, probs, params, routes);
     } else if (per_lane <= 16) {
-        route_topk_kernel<16><<<blocks, 32 * kRouteWarps, 0, stream>>>(logits, probs, params, routes);
+        launch_early(route_topk_kernel<16>, blocks, 32 * kRouteWarps, 0, stream, "route_topk",
+                     logits, probs, params, routes);
     } else {  // n_expert <= kMaxRoutedExperts, checked at load
-        route_topk_kernel<32><<<blocks, 32 * kRouteWarps, 0, stream>>>(logits, probs, params, routes);
+        launch_early(route_topk_kernel<32>, blocks, 32 * kRouteWarps, 0, stream, "route_topk",
+                     logits, probs, params, routes);
     }
-    check_launch("route_topk");
 }
 
 int max_group_tiles(int max_routes, int n_expert) {
@@ -176,8 +182,8 @@ void moe_weighted_sum(const float* y, int64_t y_stride, const Route* routes, int
                       DeviceRows out, cudaStream_t stream) {
     if (out.rows == 0) return;
     const dim3 grid(static_cast<unsigned>((out.cols + 255) / 256), out.rows);
-    weighted_sum_kernel<<<grid, 256, 0, stream>>>(y, y_stride, routes, top_k, out);
-    check_launch("moe_weighted_sum");
+    launch_early(weighted_sum_kernel, grid, 256, 0, stream, "moe_weighted_sum", y, y_stride, routes,
+                 top_k, out);
 }
 
 }  // namespace tandem::cuda

@@ -7,6 +7,7 @@
 #include <cuda_fp16.h>
 
 #include "cuda/check.h"
+#include "cuda/early_launch.cuh"
 #include "cuda/row_norm.cuh"
 
 namespace tandem::cuda {
@@ -112,6 +113,7 @@ __global__ void norm_rope_store_kernel(DeviceRows q, DeviceRows k, DeviceRows v,
                                        const float* k_w, float eps, const TokenPlace* places,
                                        const float* factor, const float* ramp, RopeArgs a,
                                        void* k_cache, void* v_cache, KvShape s, int layer) {
+    wait_for_previous_kernel();
     const int per_row = a.n_heads + 2 * s.n_kv_head;
     const int64_t g = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
     if (g >= static_cast<int64_t>(q.rows) * per_row) return;
@@ -206,14 +208,9 @@ void norm_rope_store(DeviceRows q, int n_head, DeviceRows k, DeviceRows v, const
     constexpr int kWarps = 8;
     const unsigned blocks = static_cast<unsigned>((heads + kWarps - 1) / kWarps);
     const RopeArgs a = rope_args(table, n_head, s.head_dim_k);
-    if (kv.f16) {
-        norm_rope_store_kernel<true><<<blocks, 32 * kWarps, 0, stream>>>(
-            q, k, v, q_w, k_w, eps, places, factor, ramp, a, kv.k, kv.v, s, layer);
-    } else {
-        norm_rope_store_kernel<false><<<blocks, 32 * kWarps, 0, stream>>>(
-            q, k, v, q_w, k_w, eps, places, factor, ramp, a, kv.k, kv.v, s, layer);
-    }
-    check_launch("norm_rope_store");
+    launch_early(kv.f16 ? norm_rope_store_kernel<true> : norm_rope_store_kernel<false>, blocks,
+                 32 * kWarps, 0, stream, "norm_rope_store", q, k, v, q_w, k_w, eps, places, factor,
+                 ramp, a, kv.k, kv.v, s, layer);
 }
 
 }  // namespace tandem::cuda

@@ -1,0 +1,44 @@
+// Kernel launches that may begin while the stream's previous kernel finishes: programmatic
+// dependent launch (compute capability 9.0 and later). A decode step runs a dozen small kernels
+// a layer, each too short to fill the time the GPU takes to retire one kernel and start the
+// next; launched this way, a kernel's blocks are placed on the SMs while its predecessor's last
+// blocks run, and start the moment its results are visible. Every kernel launched by
+// launch_early() must call wait_for_previous_kernel() before it touches device memory; on older
+// GPUs (or with TANDEM_GPU_EARLY_LAUNCH=0) the launch is an ordinary one and the call a no-op.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "cuda/check.h"
+
+namespace tandem::cuda {
+
+// True on a GPU of compute capability 9.0 or later unless TANDEM_GPU_EARLY_LAUNCH=0.
+bool early_launch_enabled();
+
+// Waits until the previous kernel's writes are visible, then lets the next kernel's blocks be
+// placed (they wait in turn in their own first call).
+__device__ __forceinline__ void wait_for_previous_kernel() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+template <typename... Params, typename... Args>
+void launch_early(void (*kernel)(Params...), dim3 grid, dim3 block, size_t shared_bytes,
+                  cudaStream_t stream, const char* name, Args&&... args) {
+    cudaLaunchAttribute early{};
+    early.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    early.val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t config{};
+    config.gridDim = grid;
+    config.blockDim = block;
+    config.dynamicSmemBytes = shared_bytes;
+    config.stream = stream;
+    config.attrs = &early;
+    config.numAttrs = early_launch_enabled() ? 1 : 0;
+    check(cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...), name);
+}
+
+}  // namespace tandem::cuda
