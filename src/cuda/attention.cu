@@ -91,6 +91,8 @@ __global__ void __launch_bounds__(kThreads)
     const int64_t k_base = seq_base * k_row + static_cast<int64_t>(kvh) * a.dk;
     const int64_t v_base = seq_base * v_row + static_cast<int64_t>(kvh) * a.dv;
     float local_max = -FLT_MAX;
+    // Unrolled: a warp's next positions' loads go out before this one's sum comes back.
+#pragma unroll 4
     for (int j = j0 + warp; j < j1; j += kWarps) {
         float s = 0.0f;
         for (int d = lane; d < a.dk; d += 32)
@@ -120,6 +122,7 @@ __global__ void __launch_bounds__(kThreads)
     float acc[kMaxDimsPerLane];
 #pragma unroll
     for (int i = 0; i < kMaxDimsPerLane; ++i) acc[i] = 0.0f;
+#pragma unroll 4
     for (int j = j0 + warp; j < j1; j += kWarps) {
         const float pj = p[j - j0];
         const int64_t row = v_base + j * v_row;
