@@ -53,4 +53,59 @@ PerplexityEstimate estimate_perplexity(std::span<const double> nll) {
     return e;
 }
 
+std::vector<float> window_log_probs(std::span<const float> logits, int n_vocab, int n_tokens,
+                                    int first_target) {
+    const int first = std::max(1, first_target);
+    std::vector<float> out;
+    out.reserve(static_cast<size_t>(std::max(0, n_tokens - first)) * n_vocab);
+    for (int t = first; t < n_tokens; ++t) {
+        const float* row = logits.data() + static_cast<size_t>(t - 1) * n_vocab;
+        double max = row[0];
+        for (int v = 1; v < n_vocab; ++v) max = std::max(max, static_cast<double>(row[v]));
+        double sum = 0;
+        for (int v = 0; v < n_vocab; ++v) sum += std::exp(row[v] - max);
+        const double log_sum = std::log(sum) + max;
+        for (int v = 0; v < n_vocab; ++v) out.push_back(static_cast<float>(row[v] - log_sum));
+    }
+    return out;
+}
+
+double kl_divergence(std::span<const float> base_log_probs, std::span<const float> log_probs) {
+    double kl = 0;
+    for (size_t v = 0; v < base_log_probs.size(); ++v) {
+        const double b = base_log_probs[v];
+        kl += std::exp(b) * (b - static_cast<double>(log_probs[v]));
+    }
+    return std::max(0.0, kl);  // (rounding can leave a hair below zero)
+}
+
+int32_t top_token(std::span<const float> log_probs) {
+    return static_cast<int32_t>(std::max_element(log_probs.begin(), log_probs.end()) -
+                                log_probs.begin());
+}
+
+KlEstimate estimate_kl(std::span<const double> kl, int64_t same_top) {
+    KlEstimate e;
+    e.n = static_cast<int64_t>(kl.size());
+    if (e.n == 0) return e;
+    double mean = 0;
+    for (double x : kl) mean += x;
+    mean /= static_cast<double>(e.n);
+    double var = 0;
+    for (double x : kl) var += (x - mean) * (x - mean);
+    var = e.n > 1 ? var / static_cast<double>(e.n - 1) : 0.0;
+    e.mean = mean;
+    e.error = std::sqrt(var / static_cast<double>(e.n));
+    std::vector<double> sorted(kl.begin(), kl.end());
+    std::sort(sorted.begin(), sorted.end());
+    const auto at = [&](double q) {
+        return sorted[static_cast<size_t>(q * static_cast<double>(sorted.size() - 1) + 0.5)];
+    };
+    e.median = at(0.5);
+    e.p99 = at(0.99);
+    e.max = sorted.back();
+    e.same_top = static_cast<double>(same_top) / static_cast<double>(e.n);
+    return e;
+}
+
 }  // namespace tandem

@@ -37,4 +37,28 @@ struct PerplexityEstimate {
 };
 PerplexityEstimate estimate_perplexity(std::span<const double> nll);
 
+// The KL divergence mode (llama-perplexity's --kl-divergence): how far a model's predictions are
+// from a base model's (the same model unquantized, say) over the same windows.
+
+// log_softmax of the rows that predict window tokens first_target..n_tokens-1 (rows
+// first_target-1 .. n_tokens-2 of logits): (n_tokens - first_target) rows × n_vocab.
+std::vector<float> window_log_probs(std::span<const float> logits, int n_vocab, int n_tokens,
+                                    int first_target);
+
+// KL(base ‖ model) = Σ_v p_base(v) · (log p_base(v) − log p_model(v)) of one row, from the two
+// rows of log-probabilities, summed in double.
+double kl_divergence(std::span<const float> base_log_probs, std::span<const float> log_probs);
+
+// The token of a row's largest log-probability (the lowest id among equals).
+int32_t top_token(std::span<const float> log_probs);
+
+struct KlEstimate {
+    double mean = 0, error = 0;  // mean KL and its standard error
+    double median = 0, p99 = 0, max = 0;
+    double same_top = 0;  // share of rows whose top token is the base's
+    int64_t n = 0;
+};
+// kl: one divergence per scored row; same_top: how many of those rows agree on the top token.
+KlEstimate estimate_kl(std::span<const double> kl, int64_t same_top);
+
 }  // namespace tandem

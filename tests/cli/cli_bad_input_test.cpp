@@ -191,6 +191,8 @@ TEST_F(CliBadInput, DevicesAndGpuMemory) {
                           "/nonexistent/text.txt: cannot open");
     expect_one_line_error("perplexity -m " + model_ + " -f /dev/null --ctx 64",
                           "the text has 0 tokens, fewer than one window of --ctx 64");
+    expect_one_line_error("perplexity -m " + model_ + " -f /dev/null --kl-divergence",
+                          "--kl-divergence needs --kl-divergence-base FILE");
     expect_one_line_error("run -m " + model_ + " -p hi --moe-slots -3",
                           "--moe-slots -3 must be >= 0");
     expect_one_line_error("run -m " + model_ + " -p hi --device cpu --moe-slots 4",
