@@ -3,10 +3,36 @@
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
+#include <utility>
 
 #include "base/error.h"
 
 namespace tandem {
+namespace {
+
+// log Σ_v exp(row[v]), in double, from the row's maximum.
+double log_sum_exp(const float* row, int n) {
+    double max = row[0];
+    for (int v = 1; v < n; ++v) max = std::max(max, static_cast<double>(row[v]));
+    double sum = 0;
+    for (int v = 0; v < n; ++v) sum += std::exp(row[v] - max);
+    return std::log(sum) + max;
+}
+
+// The mean of xs and its standard error (the sample standard deviation over sqrt(n)).
+std::pair<double, double> mean_and_error(std::span<const double> xs) {
+    const double n = static_cast<double>(xs.size());
+    double mean = 0;
+    for (double x : xs) mean += x;
+    mean /= n;
+    double var = 0;
+    for (double x : xs) var += (x - mean) * (x - mean);
+    var = xs.size() > 1 ? var / (n - 1) : 0.0;
+    return {mean, std::sqrt(var / n)};
+}
+
+}  // namespace
 
 PerplexityWindows plan_windows(int64_t n_tokens, int n_ctx, int stride) {
     if (n_ctx < 2) fail("perplexity: --ctx {} must be at least 2", n_ctx);
@@ -29,11 +55,7 @@ std::vector<double> window_nll(std::span<const float> logits, int n_vocab,
     std::vector<double> nll;
     for (size_t t = std::max(1, first_target); t < tokens.size(); ++t) {
         const float* row = logits.data() + (t - 1) * static_cast<size_t>(n_vocab);
-        double max = row[0];
-        for (int v = 1; v < n_vocab; ++v) max = std::max(max, static_cast<double>(row[v]));
-        double sum = 0;
-        for (int v = 0; v < n_vocab; ++v) sum += std::exp(row[v] - max);
-        nll.push_back(std::log(sum) + max - row[tokens[t]]);
+        nll.push_back(log_sum_exp(row, n_vocab) - row[tokens[t]]);
     }
     return nll;
 }
@@ -42,14 +64,9 @@ PerplexityEstimate estimate_perplexity(std::span<const double> nll) {
     PerplexityEstimate e;
     e.n = static_cast<int64_t>(nll.size());
     if (e.n == 0) return e;
-    double mean = 0;
-    for (double x : nll) mean += x;
-    mean /= static_cast<double>(e.n);
-    double var = 0;
-    for (double x : nll) var += (x - mean) * (x - mean);
-    var = e.n > 1 ? var / static_cast<double>(e.n - 1) : 0.0;
+    const auto [mean, error] = mean_and_error(nll);
     e.ppl = std::exp(mean);
-    e.error = e.ppl * std::sqrt(var / static_cast<double>(e.n));
+    e.error = e.ppl * error;  // the delta method
     return e;
 }
 
@@ -60,11 +77,7 @@ std::vector<float> window_log_probs(std::span<const float> logits, int n_vocab, 
     out.reserve(static_cast<size_t>(std::max(0, n_tokens - first)) * n_vocab);
     for (int t = first; t < n_tokens; ++t) {
         const float* row = logits.data() + static_cast<size_t>(t - 1) * n_vocab;
-        double max = row[0];
-        for (int v = 1; v < n_vocab; ++v) max = std::max(max, static_cast<double>(row[v]));
-        double sum = 0;
-        for (int v = 0; v < n_vocab; ++v) sum += std::exp(row[v] - max);
-        const double log_sum = std::log(sum) + max;
+        const double log_sum = log_sum_exp(row, n_vocab);
         for (int v = 0; v < n_vocab; ++v) out.push_back(static_cast<float>(row[v] - log_sum));
     }
     return out;
@@ -88,14 +101,7 @@ KlEstimate estimate_kl(std::span<const double> kl, int64_t same_top) {
     KlEstimate e;
     e.n = static_cast<int64_t>(kl.size());
     if (e.n == 0) return e;
-    double mean = 0;
-    for (double x : kl) mean += x;
-    mean /= static_cast<double>(e.n);
-    double var = 0;
-    for (double x : kl) var += (x - mean) * (x - mean);
-    var = e.n > 1 ? var / static_cast<double>(e.n - 1) : 0.0;
-    e.mean = mean;
-    e.error = std::sqrt(var / static_cast<double>(e.n));
+    std::tie(e.mean, e.error) = mean_and_error(kl);
     std::vector<double> sorted(kl.begin(), kl.end());
     std::sort(sorted.begin(), sorted.end());
     const auto at = [&](double q) {

@@ -19,6 +19,7 @@
 #include "support/model_files.h"
 #include "support/oracle.h"
 #include "support/oracle_runs.h"
+#include "support/error_of.h"
 #include "support/temp_dir.h"
 
 namespace tandem {
@@ -92,14 +93,7 @@ TEST(KlDivergence, ArithmeticByHand) {
     EXPECT_DOUBLE_EQ(e.same_top, 0.75);
 }
 
-std::string error_of(const std::function<void()>& f) {
-    try {
-        f();
-    } catch (const Error& e) {
-        return e.what();
-    }
-    return "";
-}
+using testing::error_of;
 
 // The base file: what is written is read back; a file cut short, padded, of another kind or
 // with a header out of range is refused in one line naming it.

@@ -15,6 +15,7 @@
 #include "formats/format_table.h"
 #include "gguf/gguf_reader.h"
 #include "support/model_files.h"
+#include "support/error_of.h"
 #include "support/temp_dir.h"
 
 namespace tandem {
@@ -48,14 +49,7 @@ double relative_rms_error(const std::vector<float>& x, const std::vector<float>&
     return std::sqrt(err / ref);
 }
 
-std::string error_of(const std::function<void()>& f) {
-    try {
-        f();
-    } catch (const Error& e) {
-        return e.what();
-    }
-    return "";
-}
+using testing::error_of;
 
 TEST(QuantizeModel, TypesPerTensorValuesAndMetadata) {
     testing::TempDir dir;
