@@ -49,16 +49,13 @@ GpuExpertStream::GpuExpertStream(std::vector<MoeLayer> layers)
         if (m.n_expert == 0) continue;
         ordinal_[il] = static_cast<int>(host_layers_.size());
         host_layers_.push_back(static_cast<int>(il));
-        // One range per layer, from its first expert byte to its last: every placement then
-        // registers the same ranges, which two backends on one model share (cuda/memory.h).
-        uintptr_t lo = UINTPTR_MAX, hi = 0;
+        // One range per expert tensor: a layer's gate, up and down may lie in different parts of
+        // a split model, whose mappings need not be adjacent (registration merges the ranges
+        // that touch). Every placement registers the same ranges, which two backends on one
+        // model share (cuda/memory.h).
         for (const ExpertMatrix* e : parts(m)) {
-            if (e->matrix.empty()) continue;
-            const auto begin = reinterpret_cast<uintptr_t>(e->matrix.data);
-            lo = std::min(lo, begin);
-            hi = std::max(hi, begin + tensor_bytes(*e, m.n_expert));
+            if (!e->matrix.empty()) registration_.add(e->matrix.data, tensor_bytes(*e, m.n_expert));
         }
-        if (hi > lo) registration_.add(reinterpret_cast<const void*>(lo), hi - lo);
         bytes = std::max(bytes, part_offsets(m)[3]);
     }
     for (Buffer& b : buffers_) b.memory = cuda::DeviceBuffer(bytes, "the prefill expert stream");

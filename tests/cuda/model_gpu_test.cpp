@@ -96,7 +96,7 @@ std::ostream& operator<<(std::ostream& os, const SynthCase& c) {
 
 class GpuModel : public ::testing::TestWithParam<SynthCase> {};
 
-std::string write_case(const SynthCase& c, testing::TempDir& dir) {
+SynthSpec spec_of(const SynthCase& c) {
     SynthSpec s;
     s.arch = c.arch;
     s.n_layer = 3;
@@ -119,7 +119,11 @@ std::string write_case(const SynthCase& c, testing::TempDir& dir) {
     // everywhere make deep random models chaotic, where float-level differences grow into
     // argmax flips (the oracle kit's README, "--fast-random").
     s.fast_random = false;
-    return testing::write_model(s, dir.file(c.name + ".gguf"));
+    return s;
+}
+
+std::string write_case(const SynthCase& c, testing::TempDir& dir) {
+    return testing::write_model(spec_of(c), dir.file(c.name + ".gguf"));
 }
 
 TEST_P(GpuModel, TeacherForcedLogitsMatchTheCpu) {
@@ -294,6 +298,30 @@ GpuOptions offload_evicting(const Model& model) {
     GpuOptions g = strategy(MoeStrategy::kOffload);
     g.moe_slots = model.config().n_expert;
     return g;
+}
+
+// Split models on the GPU: a model written as 7 parts, so that layers' expert tensors lie in
+// different parts (separate mappings), gives the whole file's logits bit for bit with every
+// expert in VRAM and under hybrid, whose expert slots read the host experts in place.
+TEST(GpuSplitModel, PartsGiveTheWholeFilesLogits) {
+    TANDEM_REQUIRE_GPU();
+    testing::TempDir dir;
+    const SynthCase c{"split", "qwen3moe", GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ6_K};
+    const SynthSpec spec = spec_of(c);
+    write_synthetic_model(spec, dir.file("whole.gguf"));
+    const std::vector<std::string> parts =
+        write_synthetic_model(spec, dir.file("split.gguf"), GgufSplitLayout{7});
+    ASSERT_EQ(parts.size(), 7u);
+    auto whole = Model::load(dir.file("whole.gguf"));
+    auto split = Model::load(parts[3]);
+    const std::vector<int32_t> tokens = testing::random_tokens(24, whole->config().n_vocab, 3);
+    GpuOptions hybrid = strategy(MoeStrategy::kHybrid);
+    hybrid.moe_slots = whole->config().n_expert;
+    for (const GpuOptions& g : {strategy(MoeStrategy::kFused), hybrid}) {
+        EXPECT_EQ(all_logits(*whole, tokens, Device::kCuda, KvType::kF32, g, 8),
+                  all_logits(*split, tokens, Device::kCuda, KvType::kF32, g, 8))
+            << moe_strategy_name(g.moe_strategy);
+    }
 }
 
 const std::vector<SynthCase>& strategy_cases() {
