@@ -15,14 +15,24 @@ namespace {
 
 constexpr int kThreads = 128;
 
-struct AttentionArgs {
+// What both kernels take of the layer's cache and its attention parameters.
+struct LayerArgs {
     const void* k;
     const void* v;
-    int n_seq, n_ctx, n_kv, dk, dv;
-    int layer;
-    int n_head;
+    int positions, n_kv, dk, dv;
     int group;  // query heads per kv head
     float scale;
+    int window;          // > 0: the last `window` positions only
+    const float* sinks;  // [n_head], or nullptr
+};
+
+LayerArgs layer_args(const KvLayer& kv, const Attention::Params& p) {
+    return {kv.k,    kv.v,     kv.positions, kv.n_kv, kv.dk, kv.dv, p.n_head / kv.n_kv,
+            p.scale, p.window, p.sinks};
+}
+
+struct AttentionArgs : LayerArgs {
+    int n_head;
     int n_chunks;
     int chunk;      // positions per chunk (0: (pos + 1) / n_chunks, rounded up, per query)
     int max_chunk;  // the most a chunk may hold
@@ -43,6 +53,17 @@ __device__ __forceinline__ float load_value(const void* base, int64_t offset) {
     }
 }
 
+// The slot of position j in a cache of `positions` slots per sequence: j itself in a full
+// layer's (no division on that path), j mod positions in a ring.
+__device__ __forceinline__ int64_t ring_slot(int j, int positions) {
+    return j < positions ? j : j % positions;
+}
+
+// The first position a token at `pos` sees.
+__device__ __forceinline__ int first_seen(int pos, int window) {
+    return window > 0 ? max(0, pos - window + 1) : 0;
+}
+
 __device__ __forceinline__ float warp_sum(float v) {
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
     return v;
@@ -54,7 +75,7 @@ constexpr int kMaxDimsPerLane = kMaxHeadDim / 32;
 // Block (chunk, head, query of the slice): the scores of the chunk's positions, their softmax
 // against the chunk's own max, and the weighted sum of the values. Warps take positions in
 // turn; the lanes of a warp split a key's (or value's) dimensions, so every load of a row is
-// coalesced, and a score is a warp sum.
+// coalesced, and a score is a warp sum. Position j sits in slot j mod positions.
 template <bool kF16>
 __global__ void __launch_bounds__(kThreads)
     attention_chunk_kernel(const __grid_constant__ AttentionArgs a) {
@@ -70,8 +91,9 @@ __global__ void __launch_bounds__(kThreads)
     const TokenPlace place = a.places[t];
     const int64_t slot = (static_cast<int64_t>(tq) * a.n_head + h) * a.n_chunks + c;
     // chunk 0: the query's positions split evenly over the n_chunks blocks.
-    const int chunk = a.chunk > 0 ? a.chunk : (place.pos + a.n_chunks) / a.n_chunks;
-    const int j0 = c * chunk;
+    const int first = first_seen(place.pos, a.window);
+    const int chunk = a.chunk > 0 ? a.chunk : (place.pos - first + a.n_chunks) / a.n_chunks;
+    const int j0 = first + c * chunk;
     const int j1 = min(j0 + chunk, place.pos + 1);
     if (j0 >= j1) {
         if (threadIdx.x == 0) {
@@ -85,18 +107,18 @@ __global__ void __launch_bounds__(kThreads)
     for (int d = threadIdx.x; d < a.dk; d += kThreads) q[d] = qsrc[d] * a.scale;
     __syncthreads();
 
-    const int64_t seq_base = (static_cast<int64_t>(a.layer) * a.n_seq + place.seq) * a.n_ctx;
+    const int64_t seq_base = static_cast<int64_t>(place.seq) * a.positions;
     const int64_t k_row = static_cast<int64_t>(a.n_kv) * a.dk;
     const int64_t v_row = static_cast<int64_t>(a.n_kv) * a.dv;
-    const int64_t k_base = seq_base * k_row + static_cast<int64_t>(kvh) * a.dk;
-    const int64_t v_base = seq_base * v_row + static_cast<int64_t>(kvh) * a.dv;
+    const int64_t k_head = static_cast<int64_t>(kvh) * a.dk;
+    const int64_t v_head = static_cast<int64_t>(kvh) * a.dv;
     float local_max = -FLT_MAX;
     // Unrolled: a warp's next positions' loads go out before this one's sum comes back.
 #pragma unroll 4
     for (int j = j0 + warp; j < j1; j += kWarps) {
+        const int64_t row = k_head + (seq_base + ring_slot(j, a.positions)) * k_row;
         float s = 0.0f;
-        for (int d = lane; d < a.dk; d += 32)
-            s = fmaf(load_value<kF16>(a.k, k_base + j * k_row + d), q[d], s);
+        for (int d = lane; d < a.dk; d += 32) s = fmaf(load_value<kF16>(a.k, row + d), q[d], s);
         s = warp_sum(s);
         if (lane == 0) p[j - j0] = s;
         local_max = fmaxf(local_max, s);
@@ -125,7 +147,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll 4
     for (int j = j0 + warp; j < j1; j += kWarps) {
         const float pj = p[j - j0];
-        const int64_t row = v_base + j * v_row;
+        const int64_t row = v_head + (seq_base + ring_slot(j, a.positions)) * v_row;
 #pragma unroll
         for (int i = 0; i < kMaxDimsPerLane; ++i) {
             const int d = lane + 32 * i;
@@ -153,7 +175,8 @@ __global__ void __launch_bounds__(kThreads)
 // Block (head, query of the slice): the chunks' results rescaled to the common max and summed.
 // The threads take the chunks' statistics in parallel (the common max, each chunk's weight
 // exp(m_c - m) into shared memory, the common sum), then each output dimension adds the chunks'
-// weighted values in chunk order. Empty chunks (weight 0) wrote no values and are skipped.
+// weighted values in chunk order. Empty chunks (weight 0) wrote no values and are skipped. A
+// sink joins the max and the sum, and no values.
 __global__ void attention_combine_kernel(const __grid_constant__ AttentionArgs a, float* out,
                                          int64_t out_stride) {
     extern __shared__ float weight[];  // [n_chunks]
@@ -172,6 +195,7 @@ __global__ void attention_combine_kernel(const __grid_constant__ AttentionArgs a
     __syncthreads();
     m = red[0];
     for (int w = 1; w < kWarps; ++w) m = fmaxf(m, red[w]);
+    if (a.sinks != nullptr) m = fmaxf(m, a.sinks[h]);
     __syncthreads();
     float l = 0.0f;
     for (int c = threadIdx.x; c < a.n_chunks; c += kThreads) {
@@ -185,6 +209,7 @@ __global__ void attention_combine_kernel(const __grid_constant__ AttentionArgs a
     __syncthreads();  // also publishes weight
     l = 0.0f;
     for (int w = 0; w < kWarps; ++w) l += red[w];
+    if (a.sinks != nullptr) l += expf(a.sinks[h] - m);
     float* dst = out + (a.token0 + tq) * out_stride + static_cast<int64_t>(h) * a.dv;
     const float* values = a.values + slot0 * a.dv;
     for (int d = threadIdx.x; d < a.dv; d += kThreads) {
@@ -201,21 +226,15 @@ __global__ void attention_combine_kernel(const __grid_constant__ AttentionArgs a
 // Block (tile of kTileQueries queries, head): the tile's queries against key tiles of
 // kTileKeys positions staged in shared memory, with an online softmax (running max and sum per
 // query), so the keys and values are read once per tile instead of once per query. Queries of
-// different sequences in one tile are taken a sequence at a time (the others masked). Thread i
-// owns query i / 8 of the tile: its scores for keys i % 8 + 8 u, and its output dimensions
-// 4 (i % 8) + 32 u .. + 3.
+// different sequences in one tile are taken a sequence at a time (the others masked), over the
+// positions from the first any of them sees to the last. Thread i owns query i / 8 of the tile:
+// its scores for keys i % 8 + 8 u, and its output dimensions 4 (i % 8) + 32 u .. + 3.
 constexpr int kTileQueries = 16;
 constexpr int kTileKeys = 32;
 constexpr int kLanesPerQuery = kThreads / kTileQueries;  // 8
 static_assert(kTileKeys / kLanesPerQuery == 4);
 
-struct TiledArgs {
-    const void* k;
-    const void* v;
-    int n_seq, n_ctx, n_kv, dk, dv;
-    int layer;
-    int group;  // query heads per kv head
-    float scale;
+struct TiledArgs : LayerArgs {
     int n_tokens;
     const float* q;
     int64_t q_stride;
@@ -226,12 +245,14 @@ struct TiledArgs {
 
 template <bool kF16>
 __device__ __forceinline__ void load_rows(const void* base, int64_t first, int64_t row_stride,
-                                          int n_rows, int dim, float* dst, int ld) {
-    // n_rows rows of dim values (dim a multiple of 8) as floats, 8 values a thread at a time.
+                                          int j0, int positions, int n_rows, int dim, float* dst,
+                                          int ld) {
+    // Positions j0 .. j0 + n_rows - 1 (position j in row j mod positions after `first`) of dim
+    // values (a multiple of 8) as floats, 8 values a thread at a time.
     const int per_row = dim / 8;
     for (int job = threadIdx.x; job < n_rows * per_row; job += kThreads) {
         const int r = job / per_row, c = 8 * (job % per_row);
-        const int64_t at = first + r * row_stride + c;
+        const int64_t at = first + ring_slot(j0 + r, positions) * row_stride + c;
         float v[8];
         if constexpr (kF16) {
             const uint4 raw =
@@ -266,7 +287,7 @@ __global__ void __launch_bounds__(kThreads)
     float* KVs = Qs + kTileQueries * qld;  // [kTileKeys][kvld]: keys, then values
     float* Ps = KVs + kTileKeys * kvld;    // [kTileQueries][kTileKeys]
     __shared__ int q_pos[kTileQueries], q_seq[kTileQueries];
-    __shared__ int next_seq, seq_end;
+    __shared__ int next_seq, seq_begin, seq_end;
     const int h = blockIdx.y, t0 = blockIdx.x * kTileQueries;
     const int kvh = h / a.group;
     const int qi = threadIdx.x / kLanesPerQuery, sub = threadIdx.x % kLanesPerQuery;
@@ -294,26 +315,30 @@ __global__ void __launch_bounds__(kThreads)
     for (;;) {
         __syncthreads();
         if (threadIdx.x == 0) {
-            int s = INT_MAX, end = -1;
+            int s = INT_MAX, begin = INT_MAX, end = -1;
             for (int i = 0; i < kTileQueries; ++i)
                 if (q_seq[i] > done_seq && q_seq[i] < s) s = q_seq[i];
-            for (int i = 0; i < kTileQueries; ++i)
-                if (q_seq[i] == s) end = max(end, q_pos[i] + 1);
+            for (int i = 0; i < kTileQueries; ++i) {
+                if (q_seq[i] != s) continue;
+                begin = min(begin, first_seen(q_pos[i], a.window));
+                end = max(end, q_pos[i] + 1);
+            }
             next_seq = s;
+            seq_begin = begin;
             seq_end = end;
         }
         __syncthreads();
-        const int seq = next_seq, n_keys = seq_end;
+        const int seq = next_seq, first_key = seq_begin, n_keys = seq_end;
         if (seq == INT_MAX) break;
         done_seq = seq;
         const bool mine = q_seq[qi] == seq;
-        const int my_pos = q_pos[qi];
-        const int64_t seq_base = (static_cast<int64_t>(a.layer) * a.n_seq + seq) * a.n_ctx;
-        for (int j0 = 0; j0 < n_keys; j0 += kTileKeys) {
+        const int my_pos = q_pos[qi], my_first = first_seen(my_pos, a.window);
+        const int64_t seq_base = static_cast<int64_t>(seq) * a.positions;
+        for (int j0 = first_key; j0 < n_keys; j0 += kTileKeys) {
             const int n = min(kTileKeys, n_keys - j0);
             __syncthreads();  // the last tile's values are read
-            load_rows<kF16>(a.k, (seq_base + j0) * k_row + static_cast<int64_t>(kvh) * a.dk, k_row,
-                            n, a.dk, KVs, kvld);
+            load_rows<kF16>(a.k, seq_base * k_row + static_cast<int64_t>(kvh) * a.dk, k_row, j0,
+                            a.positions, n, a.dk, KVs, kvld);
             __syncthreads();
             // Scores of keys sub + 8 u.
             float s[4];
@@ -335,7 +360,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
             for (int u = 0; u < 4; ++u) {
                 const int j = j0 + sub + 8 * u;
-                const bool visible = mine && sub + 8 * u < n && j <= my_pos;
+                const bool visible = mine && sub + 8 * u < n && j >= my_first && j <= my_pos;
                 s[u] = visible ? s[u] : -INFINITY;
                 tile_max = fmaxf(tile_max, s[u]);
             }
@@ -362,8 +387,8 @@ __global__ void __launch_bounds__(kThreads)
                 }
             }
             __syncthreads();  // scores done with the keys
-            load_rows<kF16>(a.v, (seq_base + j0) * v_row + static_cast<int64_t>(kvh) * a.dv, v_row,
-                            n, a.dv, KVs, kvld);
+            load_rows<kF16>(a.v, seq_base * v_row + static_cast<int64_t>(kvh) * a.dv, v_row, j0,
+                            a.positions, n, a.dv, KVs, kvld);
             __syncthreads();
             if (!mine) continue;
             for (int j = 0; j < n; ++j) {
@@ -385,6 +410,15 @@ __global__ void __launch_bounds__(kThreads)
     }
     const int t = t0 + qi;
     if (t >= a.n_tokens) return;
+    if (a.sinks != nullptr) {
+        // The sink joins the max and the sum (every query sees its own position: m is a score).
+        const float m_sink = fmaxf(m, a.sinks[h]), rescale = expf(m - m_sink);
+        l = l * rescale + expf(a.sinks[h] - m_sink);
+#pragma unroll
+        for (int u = 0; u < kMaxDimVectors; ++u) {
+            acc[u].x *= rescale, acc[u].y *= rescale, acc[u].z *= rescale, acc[u].w *= rescale;
+        }
+    }
     float* dst = a.out + t * a.out_stride + static_cast<int64_t>(h) * a.dv;
     const float inv = l > 0.0f ? 1.0f / l : 0.0f;
 #pragma unroll
@@ -397,8 +431,8 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 template <bool kF16>
-__global__ void store_kv_kernel(void* cache, int64_t layer_seq_stride, int n_ctx, int64_t row,
-                                int layer, int n_seq, DeviceRows x, const TokenPlace* places) {
+__global__ void store_kv_kernel(void* cache, int positions, int64_t row, DeviceRows x,
+                                const TokenPlace* places) {
     const int64_t n = static_cast<int64_t>(x.rows) * row;
     for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
          i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -406,7 +440,7 @@ __global__ void store_kv_kernel(void* cache, int64_t layer_seq_stride, int n_ctx
         const int64_t e = i % row;
         const TokenPlace p = places[t];
         const int64_t dst =
-            ((static_cast<int64_t>(layer) * n_seq + p.seq) * n_ctx + p.pos) * row + e;
+            (static_cast<int64_t>(p.seq) * positions + ring_slot(p.pos, positions)) * row + e;
         const float value = x.data[t * x.stride + e];
         if constexpr (kF16) {
             static_cast<__half*>(cache)[dst] = __float2half_rn(value);
@@ -414,20 +448,17 @@ __global__ void store_kv_kernel(void* cache, int64_t layer_seq_stride, int n_ctx
             static_cast<float*>(cache)[dst] = value;
         }
     }
-    (void)layer_seq_stride;
 }
 
-void store_one(void* cache, bool f16, const KvShape& s, int64_t row, int layer, DeviceRows x,
+void store_one(void* cache, bool f16, int positions, int64_t row, DeviceRows x,
                const TokenPlace* places, cudaStream_t stream) {
     const int64_t n = static_cast<int64_t>(x.rows) * row;
     if (n == 0) return;
     const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((n + 255) / 256, 65535));
     if (f16) {
-        store_kv_kernel<true>
-            <<<blocks, 256, 0, stream>>>(cache, 0, s.n_ctx, row, layer, s.n_seq, x, places);
+        store_kv_kernel<true><<<blocks, 256, 0, stream>>>(cache, positions, row, x, places);
     } else {
-        store_kv_kernel<false>
-            <<<blocks, 256, 0, stream>>>(cache, 0, s.n_ctx, row, layer, s.n_seq, x, places);
+        store_kv_kernel<false><<<blocks, 256, 0, stream>>>(cache, positions, row, x, places);
     }
     check_launch("store_kv");
 }
@@ -444,57 +475,73 @@ bool set_max_shared(Kernel kernel) {
 
 }  // namespace
 
-size_t DeviceKv::bytes() const {
-    const size_t positions =
-        static_cast<size_t>(shape.n_layer) * shape.n_seq * shape.n_ctx * shape.n_kv_head;
-    return positions * (shape.head_dim_k + shape.head_dim_v) * (f16 ? 2 : 4);
+int DeviceKv::layer_positions(int layer) const {
+    return positions.empty() ? shape.n_ctx : positions[layer];
 }
 
-void store_kv(const DeviceKv& kv, int layer, DeviceRows k, DeviceRows v, const TokenPlace* places,
+KvLayer DeviceKv::layer(int layer) const {
+    size_t slots_before = 0;  // of the layers before this one
+    for (int l = 0; l < layer; ++l)
+        slots_before += static_cast<size_t>(shape.n_seq) * layer_positions(l);
+    const size_t elt = f16 ? 2 : 4;
+    KvLayer out;
+    out.k = static_cast<uint8_t*>(k) + slots_before * shape.n_kv_head * shape.head_dim_k * elt;
+    out.v = static_cast<uint8_t*>(v) + slots_before * shape.n_kv_head * shape.head_dim_v * elt;
+    out.n_seq = shape.n_seq;
+    out.positions = layer_positions(layer);
+    out.n_kv = shape.n_kv_head;
+    out.dk = shape.head_dim_k;
+    out.dv = shape.head_dim_v;
+    out.f16 = f16;
+    return out;
+}
+
+size_t DeviceKv::key_bytes() const {
+    size_t slots = 0;
+    for (int l = 0; l < shape.n_layer; ++l)
+        slots += static_cast<size_t>(shape.n_seq) * layer_positions(l);
+    return slots * shape.n_kv_head * shape.head_dim_k * (f16 ? 2 : 4);
+}
+
+size_t DeviceKv::value_bytes() const {
+    return key_bytes() / shape.head_dim_k * shape.head_dim_v;
+}
+
+void store_kv(const KvLayer& kv, DeviceRows k, DeviceRows v, const TokenPlace* places,
               cudaStream_t stream) {
-    const KvShape& s = kv.shape;
-    store_one(kv.k, kv.f16, s, static_cast<int64_t>(s.n_kv_head) * s.head_dim_k, layer, k, places,
-              stream);
-    store_one(kv.v, kv.f16, s, static_cast<int64_t>(s.n_kv_head) * s.head_dim_v, layer, v, places,
-              stream);
+    store_one(kv.k, kv.f16, kv.positions, static_cast<int64_t>(kv.n_kv) * kv.dk, k, places, stream);
+    store_one(kv.v, kv.f16, kv.positions, static_cast<int64_t>(kv.n_kv) * kv.dv, v, places, stream);
 }
 
-void attention(const DeviceKv& kv, int layer, DeviceRows q, const TokenPlace* places, int n_head,
-               float scale, int chunk, int n_chunks, const AttentionScratch& scratch,
+void attention(const KvLayer& kv, DeviceRows q, const TokenPlace* places,
+               const Attention::Params& p, int chunk, int n_chunks, const AttentionScratch& scratch,
                DeviceRows out, cudaStream_t stream) {
-    const KvShape& s = kv.shape;
     if (q.rows == 0) return;
     AttentionArgs a{};
-    a.k = kv.k;
-    a.v = kv.v;
-    a.n_seq = s.n_seq;
-    a.n_ctx = s.n_ctx;
-    a.n_kv = s.n_kv_head;
-    a.dk = s.head_dim_k;
-    a.dv = s.head_dim_v;
-    a.layer = layer;
-    a.n_head = n_head;
-    a.group = n_head / s.n_kv_head;
-    a.scale = scale;
+    static_cast<LayerArgs&>(a) = layer_args(kv, p);
+    a.n_head = p.n_head;
     a.n_chunks = n_chunks;
     a.chunk = chunk;
-    a.max_chunk = chunk > 0 ? chunk : (s.n_ctx + n_chunks - 1) / n_chunks;
+    // The most positions a query sees: its window, or the whole cache.
+    const int seen = p.window > 0 ? std::min(p.window, kv.positions) : kv.positions;
+    a.max_chunk = chunk > 0 ? chunk : (seen + n_chunks - 1) / n_chunks;
     a.q = q.data;
     a.q_stride = q.stride;
     a.places = places;
     a.values = scratch.values;
     a.stats = scratch.stats;
-    const int64_t per_query = static_cast<int64_t>(n_head) * n_chunks;
+    const int64_t per_query = static_cast<int64_t>(p.n_head) * n_chunks;
     const int slice = static_cast<int>(std::max<int64_t>(1, scratch.capacity / per_query));
     const size_t shared = sizeof(float) * (a.dk + a.max_chunk + kWarps * a.dv);
     for (int t0 = 0; t0 < q.rows; t0 += slice) {
         const int n = std::min(slice, q.rows - t0);
         a.token0 = t0;
-        const dim3 grid(n_chunks, n_head, n);
+        const dim3 grid(n_chunks, p.n_head, n);
         launch_early(kv.f16 ? attention_chunk_kernel<true> : attention_chunk_kernel<false>, grid,
                      kThreads, shared, stream, "attention_chunk_kernel", a);
-        launch_early(attention_combine_kernel, dim3(n_head, n), kThreads, sizeof(float) * n_chunks,
-                     stream, "attention_combine_kernel", a, out.data, out.stride);
+        launch_early(attention_combine_kernel, dim3(p.n_head, n), kThreads,
+                     sizeof(float) * n_chunks, stream, "attention_combine_kernel", a, out.data,
+                     out.stride);
     }
 }
 
@@ -503,21 +550,11 @@ size_t tiled_attention_shared_bytes(int dk, int dv) {
     return sizeof(float) * (kTileQueries * (dk + 4) + kTileKeys * kvld + kTileQueries * kTileKeys);
 }
 
-void attention_tiled(const DeviceKv& kv, int layer, DeviceRows q, const TokenPlace* places,
-                     int n_head, float scale, DeviceRows out, cudaStream_t stream) {
-    const KvShape& s = kv.shape;
+void attention_tiled(const KvLayer& kv, DeviceRows q, const TokenPlace* places,
+                     const Attention::Params& p, DeviceRows out, cudaStream_t stream) {
     if (q.rows == 0) return;
     TiledArgs a{};
-    a.k = kv.k;
-    a.v = kv.v;
-    a.n_seq = s.n_seq;
-    a.n_ctx = s.n_ctx;
-    a.n_kv = s.n_kv_head;
-    a.dk = s.head_dim_k;
-    a.dv = s.head_dim_v;
-    a.layer = layer;
-    a.group = n_head / s.n_kv_head;
-    a.scale = scale;
+    static_cast<LayerArgs&>(a) = layer_args(kv, p);
     a.n_tokens = q.rows;
     a.q = q.data;
     a.q_stride = q.stride;
@@ -525,7 +562,7 @@ void attention_tiled(const DeviceKv& kv, int layer, DeviceRows q, const TokenPla
     a.out = out.data;
     a.out_stride = out.stride;
     const size_t shared = tiled_attention_shared_bytes(a.dk, a.dv);
-    const dim3 grid((q.rows + kTileQueries - 1) / kTileQueries, n_head);
+    const dim3 grid((q.rows + kTileQueries - 1) / kTileQueries, p.n_head);
     if (kv.f16) {
         static const bool ready = set_max_shared(attention_tiled_kernel<true>);
         (void)ready;

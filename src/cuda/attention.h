@@ -3,12 +3,14 @@
 // chunks of positions computed in parallel (flash-decoding: each chunk keeps its max, sum and
 // weighted values; a second kernel combines them), so one decoded token spreads over the whole
 // GPU however long its sequence. Prefill takes tiles of queries that share each tile of keys
-// and values staged in shared memory.
+// and values staged in shared memory. Both take sliding windows (over a layer's ring of
+// positions) and attention sinks.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <vector>
 
 #include "cpu/attention.h"
 #include "cpu/kv_cache.h"
@@ -26,19 +28,38 @@ inline int decode_chunks(int n_ctx) {
 }
 constexpr int kMaxHeadDim = 256;  // head sizes (keys and values) the kernels take
 
-// The cache of every layer and sequence slot: keys and values of position p of sequence s in
-// layer l at ((l · n_seq + s) · n_ctx + p) · n_kv · head_dim (keys head_dim_k, values head_dim_v).
+// One layer's cache: position p of sequence s in slot p mod `positions` (the whole context for
+// full attention; a sliding layer's ring of kv_cache_positions(), as the CPU's KvCache), its keys
+// at k + (s · positions + slot) · n_kv · dk, its values at v + (s · positions + slot) · n_kv · dv.
+struct KvLayer {
+    void* k = nullptr;
+    void* v = nullptr;
+    int n_seq = 0;
+    int positions = 0;
+    int n_kv = 0;
+    int dk = 0;
+    int dv = 0;
+    bool f16 = true;
+};
+
+// The caches of every layer, one after the other in one allocation for the keys and one for the
+// values: layer l's positions[l] slots per sequence (empty positions: shape.n_ctx for every layer).
 struct DeviceKv {
     void* k = nullptr;
     void* v = nullptr;
     KvShape shape;
     bool f16 = true;
+    std::vector<int> positions;
 
-    size_t bytes() const;
+    int layer_positions(int layer) const;
+    KvLayer layer(int layer) const;
+    size_t key_bytes() const;
+    size_t value_bytes() const;
+    size_t bytes() const { return key_bytes() + value_bytes(); }
 };
 
-// Stores row t of k and v at places[t] (a device array) in `layer`.
-void store_kv(const DeviceKv& kv, int layer, DeviceRows k, DeviceRows v, const TokenPlace* places,
+// Stores row t of k and v at places[t] (a device array), position p in slot p mod kv.positions.
+void store_kv(const KvLayer& kv, DeviceRows k, DeviceRows v, const TokenPlace* places,
               cudaStream_t stream);
 
 // Scratch for the chunks' partial results: `capacity` (query head, chunk) pairs.
@@ -48,20 +69,23 @@ struct AttentionScratch {
     int64_t capacity = 0;
 };
 
-// out[t][h] = softmax(q[t][h] · K · scale) · V over positions 0..places[t].pos of the token's
-// sequence, K and V from kv head h / (n_head / n_kv). n_chunks chunks of `chunk` positions of
-// every query are computed (those past the query's position cost a block that returns at once),
-// or with chunk 0 each query's positions split evenly over its n_chunks blocks; either way the
-// launch is the same for every position: what a replayed CUDA graph needs. Queries are
-// processed in slices that fit the scratch, which must hold n_head · n_chunks pairs at least.
-void attention(const DeviceKv& kv, int layer, DeviceRows q, const TokenPlace* places, int n_head,
-               float scale, int chunk, int n_chunks, const AttentionScratch& scratch,
+// out[t][h] = softmax(q[t][h] · K · p.scale) · V over the positions the token at places[t] sees
+// (j <= pos of its sequence, and pos - p.window < j with a window), K and V from kv head
+// h / (p.n_head / n_kv); with p.sinks (a device array of p.n_head values) exp(sink[h] - max)
+// joins head h's denominator (cpu/attention.h). n_chunks chunks of `chunk` positions of every
+// query are computed from the first it sees (those past the query's position cost a block that
+// returns at once), or with chunk 0 each query's positions split evenly over its n_chunks blocks;
+// either way the launch is the same for every position: what a replayed CUDA graph needs. Queries
+// are processed in slices that fit the scratch, which must hold p.n_head · n_chunks pairs at least.
+void attention(const KvLayer& kv, DeviceRows q, const TokenPlace* places,
+               const Attention::Params& p, int chunk, int n_chunks, const AttentionScratch& scratch,
                DeviceRows out, cudaStream_t stream);
 
 // The same for prefill batches, in tiles of queries that share each staged tile of keys and
-// values (online softmax; no scratch, one launch). Any mix of sequences and positions.
-void attention_tiled(const DeviceKv& kv, int layer, DeviceRows q, const TokenPlace* places,
-                     int n_head, float scale, DeviceRows out, cudaStream_t stream);
+// values (online softmax; no scratch, one launch). Any mix of sequences and positions; a tile
+// reads only the positions its queries see.
+void attention_tiled(const KvLayer& kv, DeviceRows q, const TokenPlace* places,
+                     const Attention::Params& p, DeviceRows out, cudaStream_t stream);
 // Its shared memory per block.
 size_t tiled_attention_shared_bytes(int dk, int dv);
 

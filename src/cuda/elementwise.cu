@@ -91,6 +91,12 @@ __global__ void argmax_kernel(DeviceRows x, int32_t* ids) {
 // act(gate) · up, as glu() computes it.
 __device__ __forceinline__ float glu_value(GluKind kind, float g, float u) {
     if (kind == GluKind::kSilu) return g / (1.0f + expf(-g)) * u;
+    if (kind == GluKind::kSwigluOai) {
+        // gpt-oss: the gate clamped above and the up clamped both ways at 7, alpha 1.702.
+        constexpr float kAlpha = 1.702f, kLimit = 7.0f;
+        const float x = fminf(g, kLimit), y = fminf(fmaxf(u, -kLimit), kLimit);
+        return x / (1.0f + expf(kAlpha * (-x))) * (y + 1.0f);
+    }
     constexpr float kSqrt2OverPi = 0.79788456080286535587989211986876f;
     constexpr float kCoef = 0.044715f;
     return 0.5f * g * (1.0f + tanhf(kSqrt2OverPi * g * (1.0f + kCoef * g * g))) * u;

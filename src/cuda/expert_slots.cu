@@ -117,6 +117,11 @@ __global__ void fill_slots_kernel(SlotLayer l, SlotTable t, SlotMemory m) {
         }
         if (blockIdx.x == 0 && threadIdx.x == 0 && l.scales[p] != nullptr)
             m.scales[p][slot] = l.scales[p][e];
+        if (l.biases[p] != nullptr) {
+            const float* b = l.biases[p] + e * l.bias_stride[p];
+            float* d = m.biases[p] + slot * m.bias_stride[p];
+            for (int64_t i = first; i < l.bias_rows[p]; i += step) d[i] = b[i];
+        }
     }
 }
 

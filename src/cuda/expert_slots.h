@@ -39,13 +39,19 @@ struct SlotLayer {
     int64_t bytes[3] = {};           // bytes of one expert
     int64_t offset[3] = {};          // where the part starts within a slot
     const float* scales[3] = {};     // per-expert second-level scales on the device, or nullptr
+    const float* biases[3] = {};     // per-expert biases on the device, or nullptr ...
+    int64_t bias_stride[3] = {};     // ... floats from one expert's to the next
+    int64_t bias_rows[3] = {};       // ... floats of one expert
 };
 
-// The slots' memory: n_slots slots of slot_bytes, and the per-slot copies of the scales.
+// The slots' memory: n_slots slots of slot_bytes, and the per-slot copies of the scales and
+// biases.
 struct SlotMemory {
     uint8_t* base = nullptr;
     int64_t slot_bytes = 0;
-    float* scales[3] = {};  // [n_slots] each
+    float* scales[3] = {};       // [n_slots] each
+    float* biases[3] = {};       // [n_slots][bias_stride[p]] each
+    int64_t bias_stride[3] = {};  // floats from one slot's biases to the next
 };
 
 // offload: gives every expert that `routes` (n_routes <= kMaxSlotRoutes, experts of `layer`)
@@ -64,7 +70,8 @@ void split_slot_routes(const Route* routes, int n_routes, int layer, const SlotT
                        int max_fetch, Route* slot_routes, Route* cpu_routes, cudaStream_t stream);
 
 // Copies the experts that the last assign_slots or split_slot_routes call gave slots (at most
-// max_fills: its n_routes, or max_fetch) from host memory into their slots, with their scales.
+// max_fills: its n_routes, or max_fetch) from host memory into their slots, with their scales
+// and biases.
 void fill_slots(const SlotLayer& layer, const SlotTable& table, const SlotMemory& memory,
                 int max_fills, cudaStream_t stream);
 

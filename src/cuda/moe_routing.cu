@@ -11,53 +11,56 @@ namespace {
 
 constexpr int kRouteWarps = 4;  // tokens per block of route_topk
 
-// Warp per token: softmax of the router logits (max-subtracted), then top_k rounds of a warp
-// argmax (the larger probability first, the lower id among equals). Lane l holds the
-// probabilities of experts l, l + 32, ... in registers (kPerLane of them), so a round is a scan
-// of registers and one warp reduction.
+// Warp per token: softmax of the router logits (max-subtracted; kSoftmaxSelected: the logits
+// themselves), then top_k rounds of a warp argmax (the larger score first, the lower id among
+// equals), then kSoftmaxSelected's softmax over the chosen. Lane l holds the scores of experts
+// l, l + 32, ... in registers (kPerLane of them), so a round is a scan of registers and one warp
+// reduction.
 template <int kPerLane>
 __global__ void route_topk_kernel(DeviceRows logits, DeviceRows probs, RoutingParams p,
                                   Route* routes) {
     wait_for_previous_kernel();
+    constexpr float kTaken = -INFINITY;  // below every score: never chosen
     const int t = blockIdx.x * kRouteWarps + threadIdx.x / 32;
     const int lane = threadIdx.x % 32;
     if (t >= logits.rows) return;
     const float* in = logits.data + t * logits.stride;
     float* x = probs.data + t * probs.stride;
     float v[kPerLane];
-    float m = -FLT_MAX;
 #pragma unroll
     for (int i = 0; i < kPerLane; ++i) {
         const int e = lane + 32 * i;
-        v[i] = e < p.n_expert ? in[e] : -FLT_MAX;
-        m = fmaxf(m, v[i]);
+        v[i] = e < p.n_expert ? in[e] : kTaken;
     }
-    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-    double sum = 0.0;  // in f64, as the CPU's softmax
+    if (p.gating == ExpertGating::kSoftmax) {
+        float m = -FLT_MAX;
 #pragma unroll
-    for (int i = 0; i < kPerLane; ++i) {
-        if (lane + 32 * i < p.n_expert) {
-            v[i] = expf(v[i] - m);
-            sum += v[i];
+        for (int i = 0; i < kPerLane; ++i) m = fmaxf(m, v[i]);
+        for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+        double sum = 0.0;  // in f64, as the CPU's softmax
+#pragma unroll
+        for (int i = 0; i < kPerLane; ++i) {
+            if (lane + 32 * i < p.n_expert) {
+                v[i] = expf(v[i] - m);
+                sum += v[i];
+            }
+        }
+        for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+        const float inv = static_cast<float>(1.0 / sum);
+#pragma unroll
+        for (int i = 0; i < kPerLane; ++i) {
+            if (lane + 32 * i < p.n_expert) v[i] *= inv;
         }
     }
-    for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
-    const float inv = static_cast<float>(1.0 / sum);
 #pragma unroll
     for (int i = 0; i < kPerLane; ++i) {
         const int e = lane + 32 * i;
-        if (e < p.n_expert) {
-            v[i] *= inv;
-            x[e] = v[i];
-        } else {
-            v[i] = -2.0f;  // never chosen
-        }
+        if (e < p.n_expert) x[e] = v[i];
     }
 
     Route* out = routes + static_cast<int64_t>(t) * p.top_k;
-    float chosen_sum = 0.0f;
     for (int k = 0; k < p.top_k; ++k) {
-        float best = -1.0f;
+        float best = kTaken;
         int best_e = -1;
 #pragma unroll
         for (int i = 0; i < kPerLane; ++i) {
@@ -70,13 +73,25 @@ __global__ void route_topk_kernel(DeviceRows logits, DeviceRows probs, RoutingPa
                 best = ob, best_e = oe;
         }
         if (lane == 0) out[k] = {best_e, best};
-        chosen_sum += best;
 #pragma unroll
         for (int i = 0; i < kPerLane; ++i) {
-            if (best_e >= 0 && lane + 32 * i == best_e) v[i] = -2.0f;  // taken
+            if (best_e >= 0 && lane + 32 * i == best_e) v[i] = kTaken;
         }
     }
     if (lane == 0) {
+        if (p.gating == ExpertGating::kSoftmaxSelected) {
+            // The chosen logits, best first: out[0] holds their max.
+            const float m = out[0].weight;
+            double sum = 0.0;
+            for (int i = 0; i < p.top_k; ++i) {
+                out[i].weight = expf(out[i].weight - m);
+                sum += out[i].weight;
+            }
+            const float inv = static_cast<float>(1.0 / sum);
+            for (int i = 0; i < p.top_k; ++i) out[i].weight *= inv;
+        }
+        float chosen_sum = 0.0f;
+        for (int i = 0; i < p.top_k; ++i) chosen_sum += out[i].weight;
         const float norm = fmaxf(chosen_sum, 6.103515625e-5f);
         const bool scaled = p.scale != 1.0f && p.scale != 0.0f;
         for (int i = 0; i < p.top_k; ++i) {

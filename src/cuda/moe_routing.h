@@ -1,5 +1,6 @@
 // The device side of an MoE layer's routing, as cpu/moe_routing.h computes it: softmax over the
-// router logits and the top-k experts per token; the routes grouped by expert for the tiled
+// router logits and the top-k experts per token (or gpt-oss's top-k of the logits and softmax
+// over the chosen); the routes grouped by expert for the tiled
 // products; and the weighted sum of the experts' outputs per token, in route order.
 #pragma once
 
@@ -19,7 +20,9 @@ namespace tandem::cuda {
 constexpr int kMaxRoutedExperts = 32 * 32;
 
 // routes[t · top_k + i] = the i-th best expert of token t with its weight; probs (scratch of
-// logits' shape, may be logits itself) receives the probabilities. n_expert <= kMaxRoutedExperts.
+// logits' shape, may be logits itself) receives the scores the choice is made on (the
+// probabilities; kSoftmaxSelected: the logits). Gating kSoftmax or kSoftmaxSelected, no groups.
+// n_expert <= kMaxRoutedExperts.
 void route_topk(DeviceRows logits, DeviceRows probs, const RoutingParams& params, Route* routes,
                 cudaStream_t stream);
 

@@ -112,9 +112,9 @@ template <bool kF16>
 __global__ void norm_rope_store_kernel(DeviceRows q, DeviceRows k, DeviceRows v, const float* q_w,
                                        const float* k_w, float eps, const TokenPlace* places,
                                        const float* factor, const float* ramp, RopeArgs a,
-                                       void* k_cache, void* v_cache, KvShape s, int layer) {
+                                       KvLayer kv) {
     wait_for_previous_kernel();
-    const int per_row = a.n_heads + 2 * s.n_kv_head;
+    const int per_row = a.n_heads + 2 * kv.n_kv;
     const int64_t g = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
     if (g >= static_cast<int64_t>(q.rows) * per_row) return;
     const int lane = threadIdx.x % 32;
@@ -127,20 +127,18 @@ __global__ void norm_rope_store_kernel(DeviceRows q, DeviceRows k, DeviceRows v,
         return;
     }
     h -= a.n_heads;
-    const int64_t position = (static_cast<int64_t>(layer) * s.n_seq + p.seq) * s.n_ctx + p.pos;
-    if (h < s.n_kv_head) {
-        float* head = k.data + t * k.stride + static_cast<int64_t>(h) * s.head_dim_k;
+    const int64_t slot = static_cast<int64_t>(p.seq) * kv.positions + p.pos % kv.positions;
+    if (h < kv.n_kv) {
+        float* head = k.data + t * k.stride + static_cast<int64_t>(h) * kv.dk;
         norm_rope_head(head, k_w, eps, p.pos, factor, ramp, a, lane);
         __syncwarp();
-        store_head<kF16>(k_cache,
-                         (position * s.n_kv_head + h) * static_cast<int64_t>(s.head_dim_k), head,
-                         s.head_dim_k, lane);
+        store_head<kF16>(kv.k, (slot * kv.n_kv + h) * static_cast<int64_t>(kv.dk), head, kv.dk,
+                         lane);
         return;
     }
-    h -= s.n_kv_head;
-    store_head<kF16>(v_cache, (position * s.n_kv_head + h) * static_cast<int64_t>(s.head_dim_v),
-                     v.data + t * v.stride + static_cast<int64_t>(h) * s.head_dim_v, s.head_dim_v,
-                     lane);
+    h -= kv.n_kv;
+    store_head<kF16>(kv.v, (slot * kv.n_kv + h) * static_cast<int64_t>(kv.dv),
+                     v.data + t * v.stride + static_cast<int64_t>(h) * kv.dv, kv.dv, lane);
 }
 
 RopeArgs rope_args(const RopeTable& table, int n_heads, int head_dim) {
@@ -200,17 +198,16 @@ void norm_rope(DeviceRows x, int n_heads, int head_dim, const float* w, float ep
 
 void norm_rope_store(DeviceRows q, int n_head, DeviceRows k, DeviceRows v, const float* q_w,
                      const float* k_w, float eps, const TokenPlace* places, const RopeTable& table,
-                     const float* factor, const float* ramp, const DeviceKv& kv, int layer,
+                     const float* factor, const float* ramp, const KvLayer& kv,
                      cudaStream_t stream) {
-    const KvShape& s = kv.shape;
-    const int64_t heads = static_cast<int64_t>(q.rows) * (n_head + 2 * s.n_kv_head);
+    const int64_t heads = static_cast<int64_t>(q.rows) * (n_head + 2 * kv.n_kv);
     if (heads == 0) return;
     constexpr int kWarps = 8;
     const unsigned blocks = static_cast<unsigned>((heads + kWarps - 1) / kWarps);
-    const RopeArgs a = rope_args(table, n_head, s.head_dim_k);
+    const RopeArgs a = rope_args(table, n_head, kv.dk);
     launch_early(kv.f16 ? norm_rope_store_kernel<true> : norm_rope_store_kernel<false>, blocks,
                  32 * kWarps, 0, stream, "norm_rope_store", q, k, v, q_w, k_w, eps, places, factor,
-                 ramp, a, kv.k, kv.v, s, layer);
+                 ramp, a, kv);
 }
 
 }  // namespace tandem::cuda

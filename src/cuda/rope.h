@@ -38,11 +38,11 @@ void norm_rope(DeviceRows x, int n_heads, int head_dim, const float* w, float ep
                const float* ramp, cudaStream_t stream);
 
 // The attention block's per-head work in one launch: norm_rope() of q's n_head heads (norm
-// weights q_w) and of k's heads (k_w), then k and v stored at places[t] in `layer` of the cache,
-// as store_kv() stores them. Heads of kv.shape's sizes (keys head_dim_k, values head_dim_v).
+// weights q_w) and of k's heads (k_w), then k and v stored at places[t] in the layer's cache kv,
+// as store_kv() stores them. Heads of kv's sizes (keys dk, values dv).
 void norm_rope_store(DeviceRows q, int n_head, DeviceRows k, DeviceRows v, const float* q_w,
                      const float* k_w, float eps, const TokenPlace* places, const RopeTable& table,
-                     const float* factor, const float* ramp, const DeviceKv& kv, int layer,
+                     const float* factor, const float* ramp, const KvLayer& kv,
                      cudaStream_t stream);
 
 }  // namespace tandem::cuda

@@ -145,6 +145,9 @@ GpuBackend::GpuBackend(const Model& model, ThreadPool& pool, const CpuBackendOpt
     const int T = o.max_batch, k = std::max(1, c_.n_expert_used);
     kv_.shape = {c_.n_layer, o.n_seq, o.n_ctx, c_.n_head_kv, c_.head_dim_k, c_.head_dim_v};
     kv_.f16 = o.kv_type == KvType::kF16;
+    // A sliding layer keeps a ring of its window (and a batch), as the CPU's caches do.
+    for (const LayerConfig& L : c_.layers)
+        kv_.positions.push_back(kv_cache_positions(L, o.n_ctx, o.max_batch));
     // Decode needs every chunk of kSmallBatch queries at once (prefill takes no scratch).
     attention_scratch_.capacity =
         int64_t{c_.n_head} * cuda::decode_chunks(o.n_ctx) * cuda::kSmallBatch;
@@ -226,11 +229,9 @@ GpuBackend::GpuBackend(const Model& model, ThreadPool& pool, const CpuBackendOpt
     }
 
     // The KV cache and the scratch.
-    const size_t positions = static_cast<size_t>(c_.n_layer) * o.n_seq * o.n_ctx * c_.n_head_kv;
-    const size_t elt = kv_.f16 ? 2 : 4;
-    buffers_.emplace_back(positions * c_.head_dim_k * elt, "the KV cache (keys)");
+    buffers_.emplace_back(kv_.key_bytes(), "the KV cache (keys)");
     kv_.k = buffers_.back().get();
-    buffers_.emplace_back(positions * c_.head_dim_v * elt, "the KV cache (values)");
+    buffers_.emplace_back(kv_.value_bytes(), "the KV cache (values)");
     kv_.v = buffers_.back().get();
     attention_scratch_.values =
         device_floats(attention_scratch_.capacity * c_.head_dim_v, "attention scratch");
@@ -267,6 +268,7 @@ GpuBackend::GpuBackend(const Model& model, ThreadPool& pool, const CpuBackendOpt
                  c_.n_expert, cuda::kMaxRoutedExperts);
         routing_.n_expert = c_.n_expert;
         routing_.top_k = c_.n_expert_used;
+        routing_.gating = c_.gating;
         routing_.normalize = c_.expert_weights_norm;
         routing_.scale = c_.expert_weights_scale;
         router_probs_ = allocate(T, c_.n_expert);
@@ -346,7 +348,6 @@ void GpuBackend::check_supported() const {
         fail("--device cuda: {} ({}) is not implemented on the GPU yet", what, c_.arch);
     };
     for (const LayerConfig& L : c_.layers) {
-        if (L.attention == AttentionKind::kSliding) missing("sliding-window attention");
         if (L.attention == AttentionKind::kRecurrent) missing("gated delta-net layers");
         if (L.kv_layer != &L - c_.layers.data()) missing("a KV cache shared between layers");
         if (L.n_head != c_.n_head || L.n_head_kv != c_.n_head_kv || L.head_dim_k != c_.head_dim_k ||
@@ -360,11 +361,10 @@ void GpuBackend::check_supported() const {
         }
         if (L.moe && L.dense_ffn) missing("a dense FFN beside the experts");
     }
-    if (c_.attn_sinks) missing("attention sinks");
     if (c_.v_norm) missing("the value norm (rms_norm_heads without a weight)");
-    if (c_.activation != GluKind::kSilu || c_.expert_activation != GluKind::kSilu)
-        missing("GELU (ggml's fp16 table) and gpt-oss's SwiGLU");
-    if (c_.gating != ExpertGating::kSoftmax) missing("this expert gating");
+    if (c_.activation != GluKind::kSilu || c_.expert_activation == GluKind::kGelu)
+        missing("GELU (ggml's fp16 table)");
+    if (c_.gating == ExpertGating::kSigmoid) missing("sigmoid expert gating");
     if (c_.n_expert_groups > 1) missing("group-limited routing");
     if (c_.mla.kv_lora_rank > 0) missing("multi-head latent attention");
     if (c_.attn_output_gate) missing("gated attention output");
@@ -375,7 +375,6 @@ void GpuBackend::check_supported() const {
     }
     for (const LayerWeights& L : model_.weights().layers) {
         if (!L.expert_bias.empty()) missing("the expert-selection bias (exp_probs_b)");
-        if (!L.router_bias.empty()) missing("router biases");
     }
 }
 
@@ -564,8 +563,10 @@ void GpuBackend::read(Act x, float* host) {
 size_t GpuBackend::sequence_state_bytes(int n_positions) const {
     const KvShape& s = kv_.shape;
     const size_t elt = kv_.f16 ? 2 : 4;
-    return static_cast<size_t>(s.n_layer) * std::max(0, n_positions) * s.n_kv_head *
-           (s.head_dim_k + s.head_dim_v) * elt;
+    size_t slots = 0;  // a ring's slots, not the context (cpu_backend.cpp)
+    for (int l = 0; l < s.n_layer; ++l)
+        slots += static_cast<size_t>(std::min(std::max(0, n_positions), kv_.layer_positions(l)));
+    return slots * s.n_kv_head * (s.head_dim_k + s.head_dim_v) * elt;
 }
 
 void GpuBackend::save_sequence(int seq, int n_positions, uint8_t* out) {
@@ -585,19 +586,26 @@ void GpuBackend::copy_sequence(const char* op, int seq, int n_positions, uint8_t
         fail("{}: {} positions outside the context of {}", op, n_positions, s.n_ctx);
     if (n_positions == 0) return;
     const size_t elt = kv_.f16 ? 2 : 4;
-    // A layer's rows of one sequence are contiguous (attention.h's layout): one strided copy
-    // per cache covers every layer.
-    for (const auto& [cache, head_dim] : {std::pair{kv_.k, s.head_dim_k}, {kv_.v, s.head_dim_v}}) {
-        const size_t row = static_cast<size_t>(s.n_kv_head) * head_dim * elt;
-        const size_t width = row * n_positions, pitch = row * s.n_seq * s.n_ctx;
-        uint8_t* device = static_cast<uint8_t*>(cache) + row * s.n_ctx * seq;
-        const cudaError_t e =
-            to_host ? cudaMemcpy2DAsync(host, width, device, pitch, width, s.n_layer,
-                                        cudaMemcpyDeviceToHost, stream_.get())
-                    : cudaMemcpy2DAsync(device, pitch, host, width, width, s.n_layer,
-                                        cudaMemcpyHostToDevice, stream_.get());
-        cuda::check(e, op);
-        host += width * s.n_layer;
+    // A layer's slots of one sequence are contiguous (attention.h's layout), and the layers one
+    // after the other: one strided copy per run of layers whose caches have one size. Each layer
+    // gives the first min(n_positions, its ring) slots (as the CPU's caches save them), every
+    // layer's keys, then every layer's values.
+    for (const bool keys : {true, false}) {
+        for (int l0 = 0, l1 = 0; l0 < s.n_layer; l0 = l1) {
+            while (l1 < s.n_layer && kv_.layer_positions(l1) == kv_.layer_positions(l0)) ++l1;
+            const cuda::KvLayer kv = kv_.layer(l0);
+            const size_t slot = static_cast<size_t>(kv.n_kv) * (keys ? kv.dk : kv.dv) * elt;
+            const size_t width = slot * std::min(n_positions, kv.positions),
+                         pitch = slot * kv.positions * kv.n_seq;
+            uint8_t* device = static_cast<uint8_t*>(keys ? kv.k : kv.v) + slot * kv.positions * seq;
+            const cudaError_t e =
+                to_host ? cudaMemcpy2DAsync(host, width, device, pitch, width, l1 - l0,
+                                            cudaMemcpyDeviceToHost, stream_.get())
+                        : cudaMemcpy2DAsync(device, pitch, host, width, width, l1 - l0,
+                                            cudaMemcpyHostToDevice, stream_.get());
+            cuda::check(e, op);
+            host += width * (l1 - l0);
+        }
     }
     synchronize(op);
 }
@@ -670,7 +678,7 @@ void GpuBackend::norm_rope_store(int layer, Act q, int n_head, Act k, int n_head
     written(k);
     const cuda::OpProfile::Scope scope(profile_, "norm_rope_store", stream_.get());
     cuda::norm_rope_store(rows(q), n_head, rows(k), rows(v), q_norm.data, k_norm.data, eps,
-                          places_, rope_table_, rope_factor_, rope_ramp_, kv_, layer,
+                          places_, rope_table_, rope_factor_, rope_ramp_, kv_.layer(layer),
                           stream_.get());
 }
 
@@ -756,22 +764,28 @@ void GpuBackend::rope(int layer, Act x, int n_heads, int head_dim) {
 
 void GpuBackend::store_kv(int layer, Act k, Act v) {
     const cuda::OpProfile::Scope scope(profile_, "store_kv", stream_.get());
-    cuda::store_kv(kv_, layer, rows(k), rows(v), places_, stream_.get());
+    cuda::store_kv(kv_.layer(layer), rows(k), rows(v), places_, stream_.get());
 }
 
 void GpuBackend::attention(int layer, Act q, Act out) {
     written(out);
     const cuda::OpProfile::Scope scope(profile_, "attention", stream_.get());
+    const LayerConfig& L = c_.layers[layer];
+    const WeightVector& sinks = weights_.layers[layer].attn_sinks;
+    Attention::Params params;
+    params.n_head = L.n_head;
+    params.scale = L.attn_scale;
+    params.window = L.attention == AttentionKind::kSliding ? L.window : 0;
+    params.sinks = sinks.empty() ? nullptr : sinks.data;  // on the device
+    const cuda::KvLayer kv = kv_.layer(layer);
     // Decode passes are replayed as graphs, so they cover the whole context in short chunks
     // spread over the GPU; prefill batches share each staged tile of keys among many queries.
     if (q.rows > cuda::kSmallBatch) {
-        cuda::attention_tiled(kv_, layer, rows(q), places_, c_.n_head, c_.attn_scale, rows(out),
-                              stream_.get());
+        cuda::attention_tiled(kv, rows(q), places_, params, rows(out), stream_.get());
         return;
     }
-    cuda::attention(kv_, layer, rows(q), places_, c_.n_head, c_.attn_scale, 0,
-                    cuda::decode_chunks(options_.n_ctx), attention_scratch_, rows(out),
-                    stream_.get());
+    cuda::attention(kv, rows(q), places_, params, 0, cuda::decode_chunks(options_.n_ctx),
+                    attention_scratch_, rows(out), stream_.get());
 }
 
 void GpuBackend::glu(GluKind kind, Act gate, Act up, Act out) {

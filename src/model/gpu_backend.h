@@ -89,8 +89,9 @@ class GpuBackend final : public Ops {
     void load_sequence(int seq, int n_positions, const uint8_t* in) override;
 
   private:
-    // Copies sequence seq's keys and values of positions 0..n_positions-1, every layer's, between
-    // the KV cache and host (keys of every layer, then values), as sequence_state_bytes() counts.
+    // Copies sequence seq's keys and values of positions 0..n_positions-1, every layer's (a
+    // sliding layer's: the ring's slots that hold them), between the KV cache and host (keys of
+    // every layer, then values), as sequence_state_bytes() counts.
     void copy_sequence(const char* op, int seq, int n_positions, uint8_t* host, bool to_host);
     void check_supported() const;
     // Decides which layers' experts stay on the CPU and adds what goes to the GPU to image_;

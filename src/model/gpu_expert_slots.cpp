@@ -48,8 +48,6 @@ GpuExpertSlots::GpuExpertSlots(const std::vector<MoeLayer>& layers, int n_slots)
         for (int p = 0; p < 3; ++p) {
             const ExpertMatrix& e = *part(m, p);
             if (e.matrix.empty()) continue;
-            // A bias is indexed by expert, and the slot products index by slot.
-            if (e.bias != nullptr) fail("--moe-strategy offload: expert biases are not supported");
             void* device = nullptr;
             cuda::check(cudaHostGetDevicePointer(&device, const_cast<uint8_t*>(e.matrix.data), 0),
                         "mapping host experts for the slot cache");
@@ -58,6 +56,12 @@ GpuExpertSlots::GpuExpertSlots(const std::vector<MoeLayer>& layers, int n_slots)
             s.bytes[p] = expert_bytes(e);
             s.offset[p] = at;
             s.scales[p] = e.scales;
+            if (e.bias != nullptr) {
+                s.biases[p] = e.bias;
+                s.bias_stride[p] = e.bias_stride;
+                s.bias_rows[p] = e.matrix.rows;
+                slots_.bias_stride[p] = std::max(slots_.bias_stride[p], e.matrix.rows);
+            }
             at += cuda::align_up(s.bytes[p]);
         }
     }
@@ -87,13 +91,24 @@ GpuExpertSlots::GpuExpertSlots(const std::vector<MoeLayer>& layers, int n_slots)
                 "clearing the expert slot table");
 
     slots_.slot_bytes = slot_bytes(layers);
+    // After the slots: each part's scales, then its biases (slots_.bias_stride floats a slot).
     const size_t scale_bytes = cuda::align_up(sizeof(float) * n_slots);
-    memory_ = cuda::DeviceBuffer(static_cast<size_t>(n_slots) * slots_.slot_bytes + 3 * scale_bytes,
-                                 "the expert slots");
-    slots_.base = memory_.as<uint8_t>();
+    size_t total = static_cast<size_t>(n_slots) * slots_.slot_bytes + 3 * scale_bytes;
+    size_t bias_bytes[3];
     for (int p = 0; p < 3; ++p) {
-        slots_.scales[p] = reinterpret_cast<float*>(
-            slots_.base + static_cast<size_t>(n_slots) * slots_.slot_bytes + p * scale_bytes);
+        bias_bytes[p] = cuda::align_up(sizeof(float) * n_slots * slots_.bias_stride[p]);
+        total += bias_bytes[p];
+    }
+    memory_ = cuda::DeviceBuffer(total, "the expert slots");
+    slots_.base = memory_.as<uint8_t>();
+    uint8_t* at = slots_.base + static_cast<size_t>(n_slots) * slots_.slot_bytes;
+    for (int p = 0; p < 3; ++p) {
+        slots_.scales[p] = reinterpret_cast<float*>(at);
+        at += scale_bytes;
+    }
+    for (int p = 0; p < 3; ++p) {
+        slots_.biases[p] = reinterpret_cast<float*>(at);
+        at += bias_bytes[p];
     }
 }
 
@@ -112,6 +127,10 @@ MoeLayer GpuExpertSlots::view(int layer) const {
         e.matrix.data = slots_.base + sources_[layer].offset[p];
         e.expert_stride = slots_.slot_bytes;
         if (e.scales != nullptr) e.scales = slots_.scales[p];
+        if (e.bias != nullptr) {
+            e.bias = slots_.biases[p];
+            e.bias_stride = slots_.bias_stride[p];
+        }
     }
     v.n_expert = table_.n_slots;  // the routes name slots
     return v;

@@ -148,8 +148,8 @@ TEST(GpuExpertSlots, NegativeRoutesNameNoSlot) {
     EXPECT_EQ(assign(table, 0, {-1, 3}, stream.get()), (std::vector<int32_t>{-1, 0}));
 }
 
-// Fills copy each missed expert's gate, up and down bytes (and scales) from mapped host memory
-// into their place in its slot; hits copy nothing.
+// Fills copy each missed expert's gate, up and down bytes (and scales and biases) from mapped host
+// memory into their place in its slot; hits copy nothing.
 TEST(GpuExpertSlots, FillsCopyMissedExpertsFromHostMemory) {
     TANDEM_REQUIRE_GPU();
     cuda::Stream stream;
@@ -178,12 +178,22 @@ TEST(GpuExpertSlots, FillsCopyMissedExpertsFromHostMemory) {
         layer.offset[p] = offset[p];
     }
     layer.scales[2] = device_scales.get();
+    // The up projection's biases (gpt-oss): 40 floats an expert, 48 apart; 40 a slot.
+    constexpr int kBiasRows = 40, kBiasStride = 48;
+    const std::vector<float> biases = testing::random_floats(kExperts * kBiasStride, 7);
+    DeviceArray<float> device_biases(biases);
+    layer.biases[1] = device_biases.get();
+    layer.bias_stride[1] = kBiasStride;
+    layer.bias_rows[1] = kBiasRows;
     DeviceArray<uint8_t> memory(static_cast<size_t>(slot_bytes) * kSlots);
     DeviceArray<float> slot_scales(std::vector<float>(kSlots, 0.0f));
+    DeviceArray<float> slot_biases(std::vector<float>(kSlots * kBiasRows, 0.0f));
     cuda::SlotMemory m;
     m.base = memory.get();
     m.slot_bytes = slot_bytes;
     m.scales[2] = slot_scales.get();
+    m.biases[1] = slot_biases.get();
+    m.bias_stride[1] = kBiasRows;
     TestTable table(1, kExperts, kSlots);
     const std::vector<int32_t> first = {5, 2};
     const std::vector<int32_t> second = {2, 3, 1};  // expert 2 hits
@@ -192,6 +202,7 @@ TEST(GpuExpertSlots, FillsCopyMissedExpertsFromHostMemory) {
         cuda::fill_slots(layer, table.t, m, static_cast<int>(experts.size()), st);
         const std::vector<uint8_t> got = memory.download();
         const std::vector<float> got_scales = slot_scales.download();
+        const std::vector<float> got_biases = slot_biases.download();
         for (size_t j = 0; j < experts.size(); ++j) {
             const int e = experts[j], s = slots[j];
             for (int p = 0; p < 3; ++p) {
@@ -202,6 +213,11 @@ TEST(GpuExpertSlots, FillsCopyMissedExpertsFromHostMemory) {
                 EXPECT_EQ(have, want) << "expert " << e << " part " << p;
             }
             EXPECT_EQ(got_scales[s], scales[e]) << "expert " << e;
+            EXPECT_EQ(std::vector<float>(got_biases.begin() + s * kBiasRows,
+                                         got_biases.begin() + (s + 1) * kBiasRows),
+                      std::vector<float>(biases.begin() + e * kBiasStride,
+                                         biases.begin() + e * kBiasStride + kBiasRows))
+                << "expert " << e << " biases";
         }
     }
     EXPECT_EQ(table.counts.download(), (std::vector<uint64_t>{1, 4}));

@@ -88,6 +88,7 @@ struct SynthCase {
     GgmlType attn, experts, output;
     std::vector<GgmlType> layer_exp_types = {};
     bool tied = false;
+    float yarn_factor = 0.0f;  // YaRN rope (gpt-oss's real files: 32)
 };
 
 std::ostream& operator<<(std::ostream& os, const SynthCase& c) {
@@ -115,6 +116,9 @@ SynthSpec spec_of(const SynthCase& c) {
     s.out_type = c.output;
     s.layer_exp_types = c.layer_exp_types;
     s.tied_output = c.tied;
+    s.yarn_factor = c.yarn_factor;
+    s.yarn_orig_ctx = c.yarn_factor > 0.0f ? 32 : 0;
+    s.sliding_window = 8;  // gpt-oss: layers 0 and 2 slide, far shorter than the prompts
     // Quantized random floats (the i-quants get random valid blocks either way): random blocks
     // everywhere make deep random models chaotic, where float-level differences grow into
     // argmax flips (the oracle kit's README, "--fast-random").
@@ -126,6 +130,8 @@ std::string write_case(const SynthCase& c, testing::TempDir& dir) {
     return testing::write_model(spec_of(c), dir.file(c.name + ".gguf"));
 }
 
+// With sliding windows, also in batches of 16 (prefill tiles) and 4 (the decode kernel), whose
+// caches are rings of the window and a batch (23 and 11 positions) that the 70 tokens wrap.
 TEST_P(GpuModel, TeacherForcedLogitsMatchTheCpu) {
     TANDEM_REQUIRE_GPU();
     testing::TempDir dir;
@@ -133,12 +139,18 @@ TEST_P(GpuModel, TeacherForcedLogitsMatchTheCpu) {
     auto model = Model::load(write_case(c, dir));
     const std::vector<int32_t> tokens = testing::random_tokens(70, model->config().n_vocab, 5);
     const std::vector<float> cpu = all_logits(*model, tokens, Device::kCpu);
-    const std::vector<float> gpu = all_logits(*model, tokens, Device::kCuda);
-    const LogitComparison cmp = compare_logits(cpu, gpu, model->config().n_vocab);
-    if (model->config().is_moe()) {
-        expect_conformant_routed(cmp, c.name + " gpu vs cpu");
-    } else {
-        expect_conformant(cmp, c.name + " gpu vs cpu");
+    std::vector<int> batches = {70};
+    if (model->config().has_sliding_layers()) batches.insert(batches.end(), {16, 4});
+    for (const int batch : batches) {
+        const std::vector<float> gpu =
+            all_logits(*model, tokens, Device::kCuda, KvType::kF32, {}, batch);
+        const LogitComparison cmp = compare_logits(cpu, gpu, model->config().n_vocab);
+        const std::string what = c.name + " gpu vs cpu, batches of " + std::to_string(batch);
+        if (model->config().is_moe()) {
+            expect_conformant_routed(cmp, what);
+        } else {
+            expect_conformant(cmp, what);
+        }
     }
 }
 
@@ -154,6 +166,7 @@ TEST_P(GpuModel, DecodeStepsMatchPrefill) {
     const std::vector<float> prefill = all_logits(*model, tokens, Device::kCuda);
     SessionOptions o;
     o.n_ctx = 64;
+    o.max_batch = 8;  // sliding layers: rings of 15 positions, wrapped
     o.kv_type = KvType::kF32;
     o.device = Device::kCuda;
     Session session(*model, pool(), o);
@@ -186,6 +199,9 @@ const std::vector<SynthCase>& cases() {
         {"qwen3_f16", "qwen3", T::kF16, T::kF16, T::kF16, {}, true},
         {"llama_q6_K", "llama", T::kQ6_K, T::kQ6_K, T::kQ8_0},
         {"llama_iq3_xxs", "llama", T::kIQ3_XXS, T::kIQ3_XXS, T::kQ5_0},
+        // Sliding windows of 8 with sinks, biases, the clamped SwiGLU, softmax over the chosen.
+        {"gpt_oss_f32", "gpt-oss", T::kF32, T::kF32, T::kF32},
+        {"gpt_oss_q8_0_mxfp4_yarn", "gpt-oss", T::kQ8_0, T::kMXFP4, T::kQ8_0, {}, false, 32.0f},
     };
     return list;
 }
@@ -239,47 +255,65 @@ TEST(GpuModelGreedy, TheCpuAgreesWithEveryDecisiveToken) {
 
 // The prefix cache's copies (--cache-mem) on the GPU: a sequence's KV saved to host memory and
 // loaded into another sequence slot continues exactly as the original (bit for bit), where the
-// slot without it does not; the bytes saved from the loaded slot are the bytes loaded.
+// slot without it does not; the bytes saved from the loaded slot are the bytes loaded, as many as
+// the CPU's. gpt-oss: a prompt of 50 tokens in batches of 8 over sliding layers' rings of 15.
 TEST(GpuSequenceCopy, ALoadedSequenceContinuesAsTheSavedOne) {
     TANDEM_REQUIRE_GPU();
     testing::TempDir dir;
-    const SynthCase c{"copy_q4_K", "qwen3moe", GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ6_K};
-    auto model = Model::load(write_case(c, dir));
-    const int V = model->config().n_vocab;
-    for (const KvType kv : {KvType::kF32, KvType::kF16}) {
-        BackendOptions o;
-        o.device = Device::kCuda;
-        o.n_seq = 3;
-        o.n_ctx = 64;
-        o.max_batch = 32;
-        o.kv_type = kv;
-        const std::unique_ptr<Ops> backend = make_backend(*model, pool(), o);
-        Decoder decoder(*model, *backend, o.max_batch);
-        const std::vector<int32_t> prompt = testing::random_tokens(21, V, 12);
-        const auto feed = [&](int seq, std::span<const int32_t> tokens, int pos0) {
-            std::vector<TokenPlace> places;
-            for (size_t i = 0; i < tokens.size(); ++i)
-                places.push_back({seq, pos0 + static_cast<int>(i)});
-            std::vector<uint8_t> want(tokens.size(), 0);
-            want.back() = 1;
-            std::vector<float> logits(V);
-            decoder.eval(tokens, places, want, logits.data());
-            return logits;
-        };
-        const int n = static_cast<int>(prompt.size()) - 1;
-        feed(0, std::span<const int32_t>(prompt).first(n), 0);
-        const size_t bytes = backend->sequence_state_bytes(n);
-        ASSERT_GT(bytes, 0u);
-        std::vector<uint8_t> saved(bytes), again(bytes);
-        backend->save_sequence(0, n, saved.data());
-        backend->load_sequence(2, n, saved.data());
-        const std::span<const int32_t> next(&prompt[n], 1);
-        const std::vector<float> original = feed(0, next, n), loaded = feed(2, next, n),
-                                 empty = feed(1, next, n);
-        EXPECT_EQ(original, loaded) << "f16 cache " << (kv == KvType::kF16);
-        EXPECT_NE(original, empty);
-        backend->save_sequence(2, n, again.data());
-        EXPECT_EQ(saved, again);
+    struct CopyCase {
+        SynthCase model;
+        int max_batch, prompt;
+    };
+    const CopyCase cases[] = {
+        {{"copy_q4_K", "qwen3moe", GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ6_K}, 32, 21},
+        {{"copy_gpt_oss", "gpt-oss", GgmlType::kQ8_0, GgmlType::kMXFP4, GgmlType::kQ8_0}, 8, 50},
+    };
+    for (const CopyCase& c : cases) {
+        auto model = Model::load(write_case(c.model, dir));
+        const int V = model->config().n_vocab;
+        for (const KvType kv : {KvType::kF32, KvType::kF16}) {
+            const std::string what = c.model.name + (kv == KvType::kF16 ? ", f16" : ", f32");
+            BackendOptions o;
+            o.device = Device::kCuda;
+            o.n_seq = 3;
+            o.n_ctx = 64;
+            o.max_batch = c.max_batch;
+            o.kv_type = kv;
+            const std::unique_ptr<Ops> backend = make_backend(*model, pool(), o);
+            Decoder decoder(*model, *backend, o.max_batch);
+            const std::vector<int32_t> prompt = testing::random_tokens(c.prompt, V, 12);
+            // The tokens in batches of max_batch; the last one's logits.
+            const auto feed = [&](int seq, std::span<const int32_t> tokens, int pos0) {
+                std::vector<float> logits(V);
+                for (size_t b = 0; b < tokens.size(); b += o.max_batch) {
+                    const std::span<const int32_t> batch =
+                        tokens.subspan(b, std::min<size_t>(o.max_batch, tokens.size() - b));
+                    std::vector<TokenPlace> places;
+                    for (size_t i = 0; i < batch.size(); ++i)
+                        places.push_back({seq, pos0 + static_cast<int>(b + i)});
+                    std::vector<uint8_t> want(batch.size(), 0);
+                    want.back() = 1;
+                    decoder.eval(batch, places, want, logits.data());
+                }
+                return logits;
+            };
+            const int n = static_cast<int>(prompt.size()) - 1;
+            feed(0, std::span<const int32_t>(prompt).first(n), 0);
+            const size_t bytes = backend->sequence_state_bytes(n);
+            ASSERT_GT(bytes, 0u) << what;
+            o.device = Device::kCpu;
+            EXPECT_EQ(bytes, make_backend(*model, pool(), o)->sequence_state_bytes(n)) << what;
+            std::vector<uint8_t> saved(bytes), again(bytes);
+            backend->save_sequence(0, n, saved.data());
+            backend->load_sequence(2, n, saved.data());
+            const std::span<const int32_t> next(&prompt[n], 1);
+            const std::vector<float> original = feed(0, next, n), loaded = feed(2, next, n),
+                                     empty = feed(1, next, n);
+            EXPECT_EQ(original, loaded) << what;
+            EXPECT_NE(original, empty) << what;
+            backend->save_sequence(2, n, again.data());
+            EXPECT_EQ(saved, again) << what;
+        }
     }
 }
 
@@ -330,6 +364,7 @@ const std::vector<SynthCase>& strategy_cases() {
         {"mixed_layers", "qwen3moe", T::kQ8_0, T::kQ4_K, T::kQ6_K, {T::kQ5_K, T::kIQ4_XS, T::kMXFP4}},
         {"mxfp4", "qwen3moe", T::kQ8_0, T::kMXFP4, T::kQ8_0},
         {"nvfp4", "qwen3moe", T::kNVFP4, T::kNVFP4, T::kQ8_0},
+        {"gpt_oss_mxfp4", "gpt-oss", T::kQ8_0, T::kMXFP4, T::kQ8_0},  // expert biases in slots
     };
     return list;
 }
@@ -489,6 +524,15 @@ std::vector<OracleCase> oracle_cases() {
          40},
         {"llama_f32_tied", "--arch llama --tied " + kSmall, 20},
         {"qwen3moe_nvfp4_scales", "--arch qwen3moe --wtype nvfp4 --nvfp4-scales " + kSmall, 48},
+        // gpt-oss as the CPU's conformance takes it (tests/engine/arch_conformance_test.cpp).
+        {"gpt_oss_f32",
+         "--arch gpt-oss --n-embd 128 --n-head 4 --n-head-kv 2 --head-dim 32 --n-ff-exp 64 "
+         "--n-layer 4",
+         64},
+        {"gpt_oss_q8_0_mxfp4",
+         "--arch gpt-oss --wtype q8_0 --exp-type mxfp4 --n-embd 256 --n-head 4 --n-head-kv 2 "
+         "--head-dim 64 --n-ff-exp 256 --n-layer 3 --sliding-window 16",
+         64},
         {"qwen3moe_q4_K_200tok",
          "--arch qwen3moe --wtype q4_K --n-embd 256 --n-head 4 --n-head-kv 1 --head-dim 128 "
          "--n-expert 16 --n-expert-used 4 --n-ff-exp 256",

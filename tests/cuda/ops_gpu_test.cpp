@@ -1,6 +1,7 @@
 // The GPU's row operations against the CPU's: attention over the KV cache (several sequences,
 // grouped-query heads, contexts across many chunks, f32 and f16 caches), rope (NORMAL, NEOX,
-// YaRN, frequency factors), RMS norms, and the MoE routing (top-k and weights).
+// YaRN, frequency factors), RMS norms, the gated activations, and the MoE routing (top-k and
+// weights). Attention with sliding windows over ring caches and sinks (gpt-oss).
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -38,6 +39,8 @@ double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
 struct AttentionCase {
     int n_head, n_kv, head_dim, n_ctx;
     bool f16;
+    int window = 0;      // > 0: a sliding window over a ring of window + 15 positions
+    bool sinks = false;  // a learnt sink per head (gpt-oss)
 };
 
 class GpuAttention : public ::testing::TestWithParam<AttentionCase> {};
@@ -46,11 +49,16 @@ TEST_P(GpuAttention, MatchesTheCpu) {
     TANDEM_REQUIRE_GPU();
     const AttentionCase c = GetParam();
     const int n_seq = 2, n_layer = 2, layer = 1;
+    // Layer 1's cache: the whole context, or a ring that holds a window and 16 queries' positions
+    // (kv_cache_positions() with a batch of 16); layer 0 keeps the whole context before it.
+    const int ring = c.window > 0 ? std::min(c.n_ctx, c.window + 15) : c.n_ctx;
     const KvShape shape{n_layer, n_seq, c.n_ctx, c.n_kv, c.head_dim, c.head_dim};
     const KvType type = c.f16 ? KvType::kF16 : KvType::kF32;
-    KvCache cpu(shape, type);
-    // Fill sequence s up to len[s] positions in one batch; then queries at the last positions
-    // (and a prefill-like batch of queries at many positions).
+    KvShape cpu_shape = shape;
+    cpu_shape.n_ctx = ring;
+    KvCache cpu(cpu_shape, type);
+    // Fill sequence s up to len[s] positions; then queries at the last positions (and a
+    // prefill-like batch of queries at many positions).
     const int len[2] = {c.n_ctx, c.n_ctx / 3 + 1};
     std::vector<TokenPlace> places;
     for (int s = 0; s < n_seq; ++s)
@@ -64,29 +72,45 @@ TEST_P(GpuAttention, MatchesTheCpu) {
         cpu.store_v(layer, places[t].seq, places[t].pos, v.data() + t * kv_cols);
     }
     cuda::Stream stream;
-    DeviceArray<uint8_t> dk(static_cast<size_t>(n_layer) * n_seq * c.n_ctx * kv_cols *
-                            (c.f16 ? 2 : 4));
-    DeviceArray<uint8_t> dv(dk.size());
-    cuda::DeviceKv kv{dk.get(), dv.get(), shape, c.f16};
+    cuda::DeviceKv kv{nullptr, nullptr, shape, c.f16, {c.n_ctx, ring}};
+    DeviceArray<uint8_t> dk(kv.key_bytes()), dv(kv.value_bytes());
+    kv.k = dk.get();
+    kv.v = dv.get();
+    const cuda::KvLayer cache = kv.layer(layer);
+    ASSERT_EQ(cache.positions, ring);
     DeviceArray<float> dkin(k), dvin(v);
     DeviceArray<TokenPlace> dplaces(places);
-    cuda::store_kv(kv, layer, {dkin.get(), n, kv_cols, kv_cols}, {dvin.get(), n, kv_cols, kv_cols},
-                   dplaces.get(), stream.get());
+    // In batches of at most a ring's positions: a batch never stores two positions in one slot.
+    for (int t0 = 0; t0 < n; t0 += ring) {
+        const int rows = std::min(ring, n - t0);
+        cuda::store_kv(cache, {dkin.get() + t0 * kv_cols, rows, kv_cols, kv_cols},
+                       {dvin.get() + t0 * kv_cols, rows, kv_cols, kv_cols}, dplaces.get() + t0,
+                       stream.get());
+    }
 
-    // Queries: the last position of each sequence, and every 7th position of sequence 0.
+    // Queries: the last position of each sequence, and every 7th position of sequence 0 (with a
+    // ring: its last 16, whose windows it still holds).
     std::vector<TokenPlace> qp = {{0, len[0] - 1}, {1, len[1] - 1}};
-    for (int p = 0; p < len[0]; p += 7) qp.push_back({0, p});
+    if (c.window > 0) {
+        for (int p = len[0] - 16; p < len[0]; ++p) qp.push_back({0, p});
+    } else {
+        for (int p = 0; p < len[0]; p += 7) qp.push_back({0, p});
+    }
     const int nq = static_cast<int>(qp.size());
     const int64_t q_cols = int64_t{c.n_head} * c.head_dim;
     const std::vector<float> q = testing::random_floats(nq * q_cols, 3);
-    const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+    const std::vector<float> sinks = testing::random_floats(c.n_head, 4, 2.0f);
+    DeviceArray<float> dsinks(sinks);
     std::vector<float> ref(nq * q_cols);
     ThreadPool pool(1);
-    Attention attention(1, c.n_ctx, c.head_dim, c.n_head / c.n_kv);
+    Attention attention(1, c.n_ctx, c.head_dim, c.n_head / c.n_kv, c.window);
     Attention::Params params;
     params.n_head = c.n_head;
-    params.scale = scale;
+    params.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+    params.window = c.window;
+    params.sinks = c.sinks ? sinks.data() : nullptr;
     attention.run(cpu, layer, q.data(), qp.data(), nq, params, ref.data(), pool);
+    params.sinks = c.sinks ? dsinks.get() : nullptr;  // the GPU's copy
 
     // Fixed chunks of 64 and 256 positions; the decode split (chunk 0) of each query's positions.
     for (int chunk : {64, 256, 0}) {
@@ -97,9 +121,8 @@ TEST_P(GpuAttention, MatchesTheCpu) {
             const cuda::AttentionScratch scratch{values.get(), stats.get(), capacity};
             DeviceArray<float> dq(q), dout(std::vector<float>(nq * q_cols, NAN));
             DeviceArray<TokenPlace> dqp(qp);
-            cuda::attention(kv, layer, {dq.get(), nq, q_cols, q_cols}, dqp.get(), c.n_head, scale,
-                            chunk, n_chunks, scratch, {dout.get(), nq, q_cols, q_cols},
-                            stream.get());
+            cuda::attention(cache, {dq.get(), nq, q_cols, q_cols}, dqp.get(), params, chunk,
+                            n_chunks, scratch, {dout.get(), nq, q_cols, q_cols}, stream.get());
             // The CPU rounds the query and the softmax weights to the cache type (llama.cpp's
             // non-flash path); the GPU keeps them in f32.
             EXPECT_LE(max_abs_diff(dout.download(), ref), c.f16 ? 3e-3 : 2e-5)
@@ -110,18 +133,26 @@ TEST_P(GpuAttention, MatchesTheCpu) {
         // The prefill kernel: tiles of queries, the first mixing both sequences.
         DeviceArray<float> dq(q), dout(std::vector<float>(nq * q_cols, NAN));
         DeviceArray<TokenPlace> dqp(qp);
-        cuda::attention_tiled(kv, layer, {dq.get(), nq, q_cols, q_cols}, dqp.get(), c.n_head, scale,
+        cuda::attention_tiled(cache, {dq.get(), nq, q_cols, q_cols}, dqp.get(), params,
                               {dout.get(), nq, q_cols, q_cols}, stream.get());
         EXPECT_LE(max_abs_diff(dout.download(), ref), c.f16 ? 3e-3 : 2e-5) << "query tiles";
     }
 }
 
+// Windows and sinks (gpt-oss): windows shorter than a decode chunk and longer than a prefill
+// tile of keys, sinks with and without a window, f16 and f32 caches.
 INSTANTIATE_TEST_SUITE_P(Shapes, GpuAttention,
                          ::testing::Values(AttentionCase{4, 4, 64, 300, false},
                                            AttentionCase{8, 2, 128, 700, false},
                                            AttentionCase{16, 2, 64, 1100, true},
                                            AttentionCase{6, 1, 96, 256, false},
-                                           AttentionCase{4, 2, 256, 520, true}));
+                                           AttentionCase{4, 2, 256, 520, true},
+                                           AttentionCase{8, 2, 64, 700, false, 40, true},
+                                           AttentionCase{8, 2, 64, 700, true, 40, true},
+                                           AttentionCase{4, 2, 64, 300, false, 8, false},
+                                           AttentionCase{4, 1, 64, 1100, true, 128, false},
+                                           AttentionCase{4, 4, 64, 300, false, 0, true},
+                                           AttentionCase{4, 4, 64, 300, true, 0, true}));
 
 TEST(GpuRope, MatchesTheCpu) {
     TANDEM_REQUIRE_GPU();
@@ -191,7 +222,8 @@ TEST(GpuRope, NormThenRopeInOneKernelMatchesBoth) {
 }
 
 // The queries' and keys' norms and rotations and the cache store in one kernel: every byte as
-// norm_rope() twice and store_kv() give it (f16 and f32 caches, values wider than keys).
+// norm_rope() twice and store_kv() give it (f16 and f32 caches, values wider than keys, a layer
+// whose cache is a ring of 6 positions after one of 16).
 TEST(GpuRope, NormRopeStoreMatchesNormRopeAndStoreKv) {
     TANDEM_REQUIRE_GPU();
     RopeParams p;
@@ -221,18 +253,18 @@ TEST(GpuRope, NormRopeStoreMatchesNormRopeAndStoreKv) {
         cudaMemset(got_v.get(), 0, got_v.size());
         DeviceArray<float> rq(q), rk(k), rv(v), gq(q), gk(k), gv(v);
         cuda::Stream stream;
-        const cuda::DeviceKv ref_kv{ref_k.get(), ref_v.get(), shape, f16},
-            got_kv{got_k.get(), got_v.get(), shape, f16};
+        const cuda::DeviceKv ref_kv{ref_k.get(), ref_v.get(), shape, f16, {16, 6}},
+            got_kv{got_k.get(), got_v.get(), shape, f16, {16, 6}};
         cuda::norm_rope({rq.get(), rows, q_cols, q_cols}, n_head, dk, dqw.get(), 1e-6f, dp.get(),
                         table, factor.get(), ramp.get(), stream.get());
         cuda::norm_rope({rk.get(), rows, k_cols, k_cols}, n_kv, dk, dkw.get(), 1e-6f, dp.get(),
                         table, factor.get(), ramp.get(), stream.get());
-        cuda::store_kv(ref_kv, layer, {rk.get(), rows, k_cols, k_cols},
+        cuda::store_kv(ref_kv.layer(layer), {rk.get(), rows, k_cols, k_cols},
                        {rv.get(), rows, v_cols, v_cols}, dp.get(), stream.get());
         cuda::norm_rope_store({gq.get(), rows, q_cols, q_cols}, n_head,
                               {gk.get(), rows, k_cols, k_cols}, {gv.get(), rows, v_cols, v_cols},
                               dqw.get(), dkw.get(), 1e-6f, dp.get(), table, factor.get(),
-                              ramp.get(), got_kv, layer, stream.get());
+                              ramp.get(), got_kv.layer(layer), stream.get());
         EXPECT_EQ(rq.download(), gq.download()) << "queries, f16 " << f16;
         EXPECT_EQ(rk.download(), gk.download()) << "keys, f16 " << f16;
         EXPECT_EQ(ref_k.download(), got_k.download()) << "key cache, f16 " << f16;
@@ -362,7 +394,7 @@ TEST(GpuActivationRounding, FusedGluMatchesGluThenRounding) {
     const int rows = 3, cols = 512;
     const std::vector<float> g = testing::random_floats(rows * cols, 21, 3.0f),
                              u = testing::random_floats(rows * cols, 22);
-    for (GluKind kind : {GluKind::kSilu, GluKind::kGelu}) {
+    for (GluKind kind : {GluKind::kSilu, GluKind::kGelu, GluKind::kSwigluOai}) {
         for (GgmlType dot : {GgmlType::kQ8_0, GgmlType::kQ8_K}) {
             DeviceArray<float> dg(g), du(u), act(g.size()), ref(g.size()), got(g.size());
             DeviceArray<int8_t> q_ref(g.size()), q_got(g.size());
@@ -384,35 +416,60 @@ TEST(GpuActivationRounding, FusedGluMatchesGluThenRounding) {
     }
 }
 
+// The activations against the CPU's, the gate and up past gpt-oss's clamps at ±7.
+TEST(GpuGlu, MatchesTheCpu) {
+    TANDEM_REQUIRE_GPU();
+    const int rows = 3, cols = 512;
+    const std::vector<float> g = testing::random_floats(rows * cols, 23, 10.0f),
+                             u = testing::random_floats(rows * cols, 24, 10.0f);
+    for (GluKind kind : {GluKind::kSilu, GluKind::kSwigluOai}) {
+        std::vector<float> ref(g.size());
+        tandem::glu(kind, g.data(), u.data(), static_cast<int64_t>(g.size()), ref.data());
+        DeviceArray<float> dg(g), du(u), out(g.size());
+        cuda::Stream stream;
+        cuda::glu(kind, {dg.get(), rows, cols, cols}, {du.get(), rows, cols, cols},
+                  {out.get(), rows, cols, cols}, stream.get());
+        const std::vector<float> got = out.download();
+        for (size_t i = 0; i < ref.size(); ++i)
+            ASSERT_NEAR(got[i], ref[i], 1e-5f * (1.0f + std::fabs(ref[i])))
+                << "kind " << static_cast<int>(kind) << " value " << i;
+    }
+}
+
+// Softmax then top-k, and gpt-oss's top-k of the logits then softmax over the chosen.
 TEST(GpuRouting, TopKMatchesTheCpu) {
     TANDEM_REQUIRE_GPU();
-    for (int n_expert : {8, 60, 128, 256}) {
-        for (int k : {1, 2, 8}) {
-            const int rows = 33;
-            std::vector<float> logits = testing::random_floats(rows * n_expert, n_expert + k, 2.0f);
-            logits[5] = logits[6];  // a tie: the lower id first
-            RoutingParams p;
-            p.n_expert = n_expert;
-            p.top_k = k;
-            p.normalize = k > 1;
-            p.scale = k == 2 ? 2.5f : 1.0f;
-            std::vector<Route> ref(rows * k);
-            std::vector<float> cpu = logits;
-            for (int t = 0; t < rows; ++t)
-                route_experts(p, cpu.data() + t * n_expert, ref.data() + t * k);
-            DeviceArray<float> dl(logits);
-            DeviceArray<Route> routes(rows * k);
-            cuda::Stream stream;
-            DeviceArray<float> probs(logits.size());
-            cuda::route_topk({dl.get(), rows, n_expert, n_expert},
-                             {probs.get(), rows, n_expert, n_expert}, p, routes.get(),
-                             stream.get());
-            const std::vector<Route> got = routes.download();
-            for (int i = 0; i < rows * k; ++i) {
-                ASSERT_EQ(got[i].expert, ref[i].expert)
-                    << n_expert << " experts, top " << k << ", route " << i;
-                ASSERT_NEAR(got[i].weight, ref[i].weight, 1e-6f)
-                    << n_expert << " experts, top " << k;
+    for (ExpertGating gating : {ExpertGating::kSoftmax, ExpertGating::kSoftmaxSelected}) {
+        for (int n_expert : {8, 60, 128, 256}) {
+            for (int k : {1, 2, 8}) {
+                const int rows = 33;
+                std::vector<float> logits = testing::random_floats(rows * n_expert, n_expert + k, 2.0f);
+                logits[5] = logits[6];  // a tie: the lower id first
+                RoutingParams p;
+                p.n_expert = n_expert;
+                p.top_k = k;
+                p.gating = gating;
+                p.normalize = k > 1 && gating == ExpertGating::kSoftmax;
+                p.scale = k == 2 ? 2.5f : 1.0f;
+                std::vector<Route> ref(rows * k);
+                std::vector<float> cpu = logits;
+                for (int t = 0; t < rows; ++t)
+                    route_experts(p, cpu.data() + t * n_expert, ref.data() + t * k);
+                DeviceArray<float> dl(logits);
+                DeviceArray<Route> routes(rows * k);
+                cuda::Stream stream;
+                DeviceArray<float> probs(logits.size());
+                cuda::route_topk({dl.get(), rows, n_expert, n_expert},
+                                 {probs.get(), rows, n_expert, n_expert}, p, routes.get(),
+                                 stream.get());
+                const std::vector<Route> got = routes.download();
+                for (int i = 0; i < rows * k; ++i) {
+                    ASSERT_EQ(got[i].expert, ref[i].expert) << n_expert << " experts, top " << k
+                                                            << ", route " << i << ", gating "
+                                                            << static_cast<int>(gating);
+                    ASSERT_NEAR(got[i].weight, ref[i].weight, 1e-6f)
+                        << n_expert << " experts, top " << k << ", gating " << static_cast<int>(gating);
+                }
             }
         }
     }
