@@ -69,19 +69,12 @@ void residual_norm(DeviceRows x, DeviceRows residual, const float* w, float eps,
     const int block = gpu::rounding_block(r);
     const Q8Rows codes = q8 != nullptr && block >= 32 ? *q8 : Q8Rows{};
     const unsigned threads = static_cast<unsigned>(x.cols / kPerThread);
-    if (r == gpu::ActivationRounding::kNone) {
-        launch_early(residual_norm_kernel<0>, x.rows, threads, 0, stream, "residual_norm", x,
-                     residual, w, eps, out, r, rounded, codes);
-    } else if (block == 1) {
-        launch_early(residual_norm_kernel<1>, x.rows, threads, 0, stream, "residual_norm", x,
-                     residual, w, eps, out, r, rounded, codes);
-    } else if (block == 32) {
-        launch_early(residual_norm_kernel<32>, x.rows, threads, 0, stream, "residual_norm", x,
-                     residual, w, eps, out, r, rounded, codes);
-    } else {
-        launch_early(residual_norm_kernel<256>, x.rows, threads, 0, stream, "residual_norm", x,
-                     residual, w, eps, out, r, rounded, codes);
-    }
+    const auto kernel = r == gpu::ActivationRounding::kNone ? residual_norm_kernel<0>
+                        : block == 1                        ? residual_norm_kernel<1>
+                        : block == 32                       ? residual_norm_kernel<32>
+                                                            : residual_norm_kernel<256>;
+    launch_early(kernel, x.rows, threads, 0, stream, "residual_norm", x, residual, w, eps, out, r,
+                 rounded, codes);
 }
 
 }  // namespace tandem::cuda

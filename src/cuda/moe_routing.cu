@@ -158,20 +158,13 @@ void route_topk(DeviceRows logits, DeviceRows probs, const RoutingParams& params
                 cudaStream_t stream) {
     if (logits.rows == 0) return;
     const unsigned blocks = (logits.rows + kRouteWarps - 1) / kRouteWarps;
-    const int per_lane = (params.n_expert + 31) / 32;
-    if (per_lane <= 4) {
-        launch_early(route_topk_kernel<4>, blocks, 32 * kRouteWarps, 0, stream, "route_topk",
-                     logits, probs, params, routes);
-    } else if (per_lane <= 8) {
-        launch_early(route_topk_kernel<8>, blocks, 32 * kRouteWarps, 0, stream, "route_topk",
-                     logits, probs, params, routes);
-    } else if (per_lane <= 16) {
-        launch_early(route_topk_kernel<16>, blocks, 32 * kRouteWarps, 0, stream, "route_topk",
-                     logits, probs, params, routes);
-    } else {  // n_expert <= kMaxRoutedExperts, checked at load
-        launch_early(route_topk_kernel<32>, blocks, 32 * kRouteWarps, 0, stream, "route_topk",
-                     logits, probs, params, routes);
-    }
+    const int per_lane = (params.n_expert + 31) / 32;  // <= 32: checked at load
+    const auto kernel = per_lane <= 4    ? route_topk_kernel<4>
+                        : per_lane <= 8  ? route_topk_kernel<8>
+                        : per_lane <= 16 ? route_topk_kernel<16>
+                                         : route_topk_kernel<32>;
+    launch_early(kernel, blocks, 32 * kRouteWarps, 0, stream, "route_topk", logits, probs, params,
+                 routes);
 }
 
 int max_group_tiles(int max_routes, int n_expert) {

@@ -668,12 +668,8 @@ void GpuBackend::norm_rope_heads(int layer, Act x, int n_heads, int head_dim,
 void GpuBackend::norm_rope_store(int layer, Act q, int n_head, Act k, int n_head_kv, Act v,
                                  int head_dim, const WeightVector& q_norm,
                                  const WeightVector& k_norm, float eps) {
-    const KvShape& s = kv_.shape;
-    if (n_head_kv != s.n_kv_head || head_dim != s.head_dim_k ||
-        v.cols != int64_t{s.n_kv_head} * s.head_dim_v) {  // (check_supported() rules these out)
-        Ops::norm_rope_store(layer, q, n_head, k, n_head_kv, v, head_dim, q_norm, k_norm, eps);
-        return;
-    }
+    // Every layer's heads are the cache's (check_supported()).
+    (void)n_head_kv, (void)head_dim;
     written(q);
     written(k);
     const cuda::OpProfile::Scope scope(profile_, "norm_rope_store", stream_.get());
