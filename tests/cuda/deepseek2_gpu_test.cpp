@@ -197,7 +197,7 @@ TEST_P(GpuDeepseek2Attention, DecodeAndPrefillMatchTheCpu) {
     const int64_t q_cols = int64_t{c.n_head} * c.dk, out_cols = int64_t{c.n_head} * c.dv;
     const std::vector<float> q = testing::random_floats(nq * q_cols, 72);
     std::vector<float> ref(nq * out_cols);
-    Attention attention(1, c.n_ctx, c.dk, c.n_head);
+    Attention attention(pool().size(), c.n_ctx, c.dk, c.n_head);
     Attention::Params params;
     params.n_head = c.n_head;
     params.scale = 1.0f / std::sqrt(static_cast<float>(c.dk));
