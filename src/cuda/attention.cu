@@ -24,11 +24,36 @@ struct LayerArgs {
     float scale;
     int window;          // > 0: the last `window` positions only
     const float* sinks;  // [n_head], or nullptr
+    // Where values sit: v + (slot · v_pos_stride + kv head · v_head_stride) (with the values in
+    // the keys, the keys' strides).
+    int64_t v_pos_stride;
+    int v_head_stride;
+    bool values_in_keys;
 };
 
 LayerArgs layer_args(const KvLayer& kv, const Attention::Params& p) {
-    return {kv.k,    kv.v,     kv.positions, kv.n_kv, kv.dk, kv.dv, p.n_head / kv.n_kv,
-            p.scale, p.window, p.sinks};
+    const int v_head = kv.values_in_keys ? kv.dk : kv.dv;
+    return {kv.k,
+            kv.values_in_keys ? kv.k : kv.v,
+            kv.positions,
+            kv.n_kv,
+            kv.dk,
+            kv.dv,
+            p.n_head / kv.n_kv,
+            p.scale,
+            p.window,
+            p.sinks,
+            static_cast<int64_t>(kv.n_kv) * v_head,
+            v_head,
+            kv.values_in_keys};
+}
+
+// Dimensions of a value a lane (decode) or a thread (float4s, prefill) accumulates: the common
+// path's and the wide heads'.
+constexpr int kDimsPerLane = kMaxHeadDim / 32;
+constexpr int kWideDimsPerLane = kMaxWideValueDim / 32;
+bool wide(int dk, int dv) {
+    return dk > kMaxHeadDim || dv > kMaxHeadDim;
 }
 
 struct AttentionArgs : LayerArgs {
@@ -70,13 +95,13 @@ __device__ __forceinline__ float warp_sum(float v) {
 }
 
 constexpr int kWarps = kThreads / 32;
-constexpr int kMaxDimsPerLane = kMaxHeadDim / 32;
 
 // Block (chunk, head, query of the slice): the scores of the chunk's positions, their softmax
 // against the chunk's own max, and the weighted sum of the values. Warps take positions in
 // turn; the lanes of a warp split a key's (or value's) dimensions, so every load of a row is
-// coalesced, and a score is a warp sum. Position j sits in slot j mod positions.
-template <bool kF16>
+// coalesced, and a score is a warp sum. Position j sits in slot j mod positions. A lane
+// accumulates kDims value dimensions (dv <= 32 · kDims).
+template <bool kF16, int kDims>
 __global__ void __launch_bounds__(kThreads)
     attention_chunk_kernel(const __grid_constant__ AttentionArgs a) {
     extern __shared__ float shared[];
@@ -109,9 +134,9 @@ __global__ void __launch_bounds__(kThreads)
 
     const int64_t seq_base = static_cast<int64_t>(place.seq) * a.positions;
     const int64_t k_row = static_cast<int64_t>(a.n_kv) * a.dk;
-    const int64_t v_row = static_cast<int64_t>(a.n_kv) * a.dv;
+    const int64_t v_row = a.v_pos_stride;
     const int64_t k_head = static_cast<int64_t>(kvh) * a.dk;
-    const int64_t v_head = static_cast<int64_t>(kvh) * a.dv;
+    const int64_t v_head = static_cast<int64_t>(kvh) * a.v_head_stride;
     float local_max = -FLT_MAX;
     // Unrolled: a warp's next positions' loads go out before this one's sum comes back.
 #pragma unroll 4
@@ -141,21 +166,21 @@ __global__ void __launch_bounds__(kThreads)
     for (int w = 0; w < kWarps; ++w) l += red[w];
 
     // Each warp sums its positions' values; lane l holds dimensions l, l + 32, ...
-    float acc[kMaxDimsPerLane];
+    float acc[kDims];
 #pragma unroll
-    for (int i = 0; i < kMaxDimsPerLane; ++i) acc[i] = 0.0f;
+    for (int i = 0; i < kDims; ++i) acc[i] = 0.0f;
 #pragma unroll 4
     for (int j = j0 + warp; j < j1; j += kWarps) {
         const float pj = p[j - j0];
         const int64_t row = v_head + (seq_base + ring_slot(j, a.positions)) * v_row;
 #pragma unroll
-        for (int i = 0; i < kMaxDimsPerLane; ++i) {
+        for (int i = 0; i < kDims; ++i) {
             const int d = lane + 32 * i;
             if (d < a.dv) acc[i] = fmaf(pj, load_value<kF16>(a.v, row + d), acc[i]);
         }
     }
 #pragma unroll
-    for (int i = 0; i < kMaxDimsPerLane; ++i) {
+    for (int i = 0; i < kDims; ++i) {
         const int d = lane + 32 * i;
         if (d < a.dv) part[warp * a.dv + d] = acc[i];
     }
@@ -228,7 +253,8 @@ __global__ void attention_combine_kernel(const __grid_constant__ AttentionArgs a
 // query), so the keys and values are read once per tile instead of once per query. Queries of
 // different sequences in one tile are taken a sequence at a time (the others masked), over the
 // positions from the first any of them sees to the last. Thread i owns query i / 8 of the tile:
-// its scores for keys i % 8 + 8 u, and its output dimensions 4 (i % 8) + 32 u .. + 3.
+// its scores for keys i % 8 + 8 u, and its output dimensions 4 (i % 8) + 32 u .. + 3 (u <
+// kVectors: dv <= 32 · kVectors). With the values in the keys, the staged keys are the values.
 constexpr int kTileQueries = 16;
 constexpr int kTileKeys = 32;
 constexpr int kLanesPerQuery = kThreads / kTileQueries;  // 8
@@ -277,7 +303,7 @@ __device__ __forceinline__ void load_rows(const void* base, int64_t first, int64
     }
 }
 
-template <bool kF16>
+template <bool kF16, int kVectors>
 __global__ void __launch_bounds__(kThreads)
     attention_tiled_kernel(const __grid_constant__ TiledArgs a) {
     extern __shared__ float4 shared4[];
@@ -305,8 +331,8 @@ __global__ void __launch_bounds__(kThreads)
                               : 0.0f;
     }
     const int64_t k_row = static_cast<int64_t>(a.n_kv) * a.dk;
-    const int64_t v_row = static_cast<int64_t>(a.n_kv) * a.dv;
-    constexpr int kMaxDimVectors = kMaxHeadDim / 32;  // float4s of output per thread
+    const int64_t v_row = a.v_pos_stride;
+    constexpr int kMaxDimVectors = kVectors;  // float4s of output per thread
     float4 acc[kMaxDimVectors];
 #pragma unroll
     for (int u = 0; u < kMaxDimVectors; ++u) acc[u] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
@@ -386,10 +412,12 @@ __global__ void __launch_bounds__(kThreads)
                         acc[u].w *= rescale;
                 }
             }
-            __syncthreads();  // scores done with the keys
-            load_rows<kF16>(a.v, seq_base * v_row + static_cast<int64_t>(kvh) * a.dv, v_row, j0,
-                            a.positions, n, a.dv, KVs, kvld);
-            __syncthreads();
+            __syncthreads();  // scores done with the keys (and Ps published)
+            if (!a.values_in_keys) {
+                load_rows<kF16>(a.v, seq_base * v_row + static_cast<int64_t>(kvh) * a.v_head_stride,
+                                v_row, j0, a.positions, n, a.dv, KVs, kvld);
+                __syncthreads();
+            }
             if (!mine) continue;
             for (int j = 0; j < n; ++j) {
                 const float p = Ps[qi * kTileKeys + j];
@@ -463,20 +491,53 @@ void store_one(void* cache, bool f16, int positions, int64_t row, DeviceRows x,
     check_launch("store_kv");
 }
 
-// Lets kernel take the shared memory of the largest head sizes (past the default 48 KiB).
+// The most shared memory a block may take on the current device.
+size_t max_block_shared_bytes() {
+    static const size_t bytes = [] {
+        int device = 0, optin = 0;
+        check(cudaGetDevice(&device), "cudaGetDevice");
+        check(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device),
+              "cudaDeviceGetAttribute");
+        return static_cast<size_t>(optin);
+    }();
+    return bytes;
+}
+
+// Lets kernel take the shared memory of heads of dk / dv (past the default 48 KiB), or what the
+// GPU gives, if less (a launch that needs more then fails: tiled_attention_fits()).
 template <typename Kernel>
-bool set_max_shared(Kernel kernel) {
-    check(cudaFuncSetAttribute(
-              kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-              static_cast<int>(tiled_attention_shared_bytes(kMaxHeadDim, kMaxHeadDim))),
+bool set_max_shared(Kernel kernel, int dk, int dv) {
+    const size_t bytes = std::min(tiled_attention_shared_bytes(dk, dv), max_block_shared_bytes());
+    check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               static_cast<int>(bytes)),
           "cudaFuncSetAttribute");
     return true;
+}
+
+template <bool kF16, int kVectors>
+void launch_tiled(dim3 grid, size_t shared, cudaStream_t stream, const TiledArgs& a) {
+    static const bool ready =
+        kVectors == kDimsPerLane
+            ? set_max_shared(attention_tiled_kernel<kF16, kVectors>, kMaxHeadDim, kMaxHeadDim)
+            : set_max_shared(attention_tiled_kernel<kF16, kVectors>, kMaxWideKeyDim,
+                             kMaxWideValueDim);
+    (void)ready;
+    attention_tiled_kernel<kF16, kVectors><<<grid, kThreads, shared, stream>>>(a);
 }
 
 }  // namespace
 
 int DeviceKv::layer_positions(int layer) const {
     return positions.empty() ? shape.n_ctx : positions[layer];
+}
+
+bool attention_takes(int dk, int dv) {
+    return dk > 0 && dv > 0 && dk % 8 == 0 && dv % 8 == 0 && dk <= kMaxWideKeyDim &&
+           dv <= kMaxWideValueDim;
+}
+
+bool tiled_attention_fits(int dk, int dv) {
+    return tiled_attention_shared_bytes(dk, dv) <= max_block_shared_bytes();
 }
 
 KvLayer DeviceKv::layer(int layer) const {
@@ -486,7 +547,10 @@ KvLayer DeviceKv::layer(int layer) const {
     const size_t elt = f16 ? 2 : 4;
     KvLayer out;
     out.k = static_cast<uint8_t*>(k) + slots_before * shape.n_kv_head * shape.head_dim_k * elt;
-    out.v = static_cast<uint8_t*>(v) + slots_before * shape.n_kv_head * shape.head_dim_v * elt;
+    out.v = shape.values_in_keys
+                ? out.k
+                : static_cast<uint8_t*>(v) + slots_before * shape.n_kv_head * shape.head_dim_v * elt;
+    out.values_in_keys = shape.values_in_keys;
     out.n_seq = shape.n_seq;
     out.positions = layer_positions(layer);
     out.n_kv = shape.n_kv_head;
@@ -504,12 +568,14 @@ size_t DeviceKv::key_bytes() const {
 }
 
 size_t DeviceKv::value_bytes() const {
+    if (shape.values_in_keys) return 0;
     return key_bytes() / shape.head_dim_k * shape.head_dim_v;
 }
 
 void store_kv(const KvLayer& kv, DeviceRows k, DeviceRows v, const TokenPlace* places,
               cudaStream_t stream) {
     store_one(kv.k, kv.f16, kv.positions, static_cast<int64_t>(kv.n_kv) * kv.dk, k, places, stream);
+    if (kv.values_in_keys) return;
     store_one(kv.v, kv.f16, kv.positions, static_cast<int64_t>(kv.n_kv) * kv.dv, v, places, stream);
 }
 
@@ -537,8 +603,13 @@ void attention(const KvLayer& kv, DeviceRows q, const TokenPlace* places,
         const int n = std::min(slice, q.rows - t0);
         a.token0 = t0;
         const dim3 grid(n_chunks, p.n_head, n);
-        launch_early(kv.f16 ? attention_chunk_kernel<true> : attention_chunk_kernel<false>, grid,
-                     kThreads, shared, stream, "attention_chunk_kernel", a);
+        const auto kernel =
+            wide(kv.dk, kv.dv)
+                ? (kv.f16 ? attention_chunk_kernel<true, kWideDimsPerLane>
+                          : attention_chunk_kernel<false, kWideDimsPerLane>)
+                : (kv.f16 ? attention_chunk_kernel<true, kDimsPerLane>
+                          : attention_chunk_kernel<false, kDimsPerLane>);
+        launch_early(kernel, grid, kThreads, shared, stream, "attention_chunk_kernel", a);
         launch_early(attention_combine_kernel, dim3(p.n_head, n), kThreads,
                      sizeof(float) * n_chunks, stream, "attention_combine_kernel", a, out.data,
                      out.stride);
@@ -563,14 +634,16 @@ void attention_tiled(const KvLayer& kv, DeviceRows q, const TokenPlace* places,
     a.out_stride = out.stride;
     const size_t shared = tiled_attention_shared_bytes(a.dk, a.dv);
     const dim3 grid((q.rows + kTileQueries - 1) / kTileQueries, p.n_head);
-    if (kv.f16) {
-        static const bool ready = set_max_shared(attention_tiled_kernel<true>);
-        (void)ready;
-        attention_tiled_kernel<true><<<grid, kThreads, shared, stream>>>(a);
+    if (wide(kv.dk, kv.dv)) {  // (callers check tiled_attention_fits())
+        if (kv.f16) {
+            launch_tiled<true, kWideDimsPerLane>(grid, shared, stream, a);
+        } else {
+            launch_tiled<false, kWideDimsPerLane>(grid, shared, stream, a);
+        }
+    } else if (kv.f16) {
+        launch_tiled<true, kDimsPerLane>(grid, shared, stream, a);
     } else {
-        static const bool ready = set_max_shared(attention_tiled_kernel<false>);
-        (void)ready;
-        attention_tiled_kernel<false><<<grid, kThreads, shared, stream>>>(a);
+        launch_tiled<false, kDimsPerLane>(grid, shared, stream, a);
     }
     check_launch("attention_tiled_kernel");
 }

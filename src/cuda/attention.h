@@ -26,11 +26,19 @@ inline int decode_chunks(int n_ctx) {
     const int needed = (n_ctx + kMaxChunk - 1) / kMaxChunk;
     return needed > kChunks ? needed : kChunks;
 }
-constexpr int kMaxHeadDim = 256;  // head sizes (keys and values) the kernels take
+constexpr int kMaxHeadDim = 256;  // head sizes (keys and values) of the kernels' common path
+// The wide path (Gemma-4's global layers, multi-head latent attention's 576-wide keys over
+// 512-wide values): twice the output registers a thread, and more shared memory.
+constexpr int kMaxWideKeyDim = 576;
+constexpr int kMaxWideValueDim = 512;
+// Whether the kernels take heads of dk keys and dv values (multiples of 8, within the limits).
+bool attention_takes(int dk, int dv);
 
 // One layer's cache: position p of sequence s in slot p mod `positions` (the whole context for
 // full attention; a sliding layer's ring of kv_cache_positions(), as the CPU's KvCache), its keys
-// at k + (s · positions + slot) · n_kv · dk, its values at v + (s · positions + slot) · n_kv · dv.
+// at k + (s · positions + slot) · n_kv · dk, its values at v + (s · positions + slot) · n_kv · dv;
+// with values_in_keys (multi-head latent attention) no values are stored: a head's values are
+// the first dv of its key, and v == k.
 struct KvLayer {
     void* k = nullptr;
     void* v = nullptr;
@@ -40,10 +48,12 @@ struct KvLayer {
     int dk = 0;
     int dv = 0;
     bool f16 = true;
+    bool values_in_keys = false;
 };
 
 // The caches of every layer, one after the other in one allocation for the keys and one for the
 // values: layer l's positions[l] slots per sequence (empty positions: shape.n_ctx for every layer).
+// With shape.values_in_keys there is no value allocation (value_bytes() is 0).
 struct DeviceKv {
     void* k = nullptr;
     void* v = nullptr;
@@ -58,7 +68,8 @@ struct DeviceKv {
     size_t bytes() const { return key_bytes() + value_bytes(); }
 };
 
-// Stores row t of k and v at places[t] (a device array), position p in slot p mod kv.positions.
+// Stores row t of k and v at places[t] (a device array), position p in slot p mod kv.positions
+// (v is not read when the values are in the keys).
 void store_kv(const KvLayer& kv, DeviceRows k, DeviceRows v, const TokenPlace* places,
               cudaStream_t stream);
 
@@ -88,5 +99,8 @@ void attention_tiled(const KvLayer& kv, DeviceRows q, const TokenPlace* places,
                      const Attention::Params& p, DeviceRows out, cudaStream_t stream);
 // Its shared memory per block.
 size_t tiled_attention_shared_bytes(int dk, int dv);
+// Whether this GPU gives a block of the tiled kernel the shared memory of heads of dk / dv (the
+// wide heads need more than some GPUs give: attention() then takes prefill batches too).
+bool tiled_attention_fits(int dk, int dv);
 
 }  // namespace tandem::cuda

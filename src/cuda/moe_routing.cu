@@ -12,18 +12,22 @@ namespace {
 constexpr int kRouteWarps = 4;  // tokens per block of route_topk
 
 // Warp per token: softmax of the router logits (max-subtracted; kSoftmaxSelected: the logits
-// themselves), then top_k rounds of a warp argmax (the larger score first, the lower id among
-// equals), then kSoftmaxSelected's softmax over the chosen. Lane l holds the scores of experts
-// l, l + 32, ... in registers (kPerLane of them), so a round is a scan of registers and one warp
-// reduction.
-template <int kPerLane>
+// themselves) or their sigmoids, then top_k rounds of a warp argmax (the larger score first, the
+// lower id among equals), then kSoftmaxSelected's softmax over the chosen. Lane l holds the
+// scores of experts l, l + 32, ... in registers (kPerLane of them), so a round is a scan of
+// registers and one warp reduction. kSelect (a selection bias or groups, DeepSeek-V3): the rounds
+// choose on selection scores (the scores plus the bias, those of experts outside the best
+// groups -inf) held beside the scores, which stay the weights; the group scores are worked out in
+// the warp's share of the launch's shared memory.
+template <int kPerLane, bool kSelect>
 __global__ void route_topk_kernel(DeviceRows logits, DeviceRows probs, RoutingParams p,
-                                  Route* routes) {
+                                  const float* bias, Route* routes) {
+    extern __shared__ float route_shared[];
     wait_for_previous_kernel();
     constexpr float kTaken = -INFINITY;  // below every score: never chosen
     const int t = blockIdx.x * kRouteWarps + threadIdx.x / 32;
     const int lane = threadIdx.x % 32;
-    if (t >= logits.rows) return;
+    if (t >= logits.rows) return;  // (the whole warp)
     const float* in = logits.data + t * logits.stride;
     float* x = probs.data + t * probs.stride;
     float v[kPerLane];
@@ -51,6 +55,11 @@ __global__ void route_topk_kernel(DeviceRows logits, DeviceRows probs, RoutingPa
         for (int i = 0; i < kPerLane; ++i) {
             if (lane + 32 * i < p.n_expert) v[i] *= inv;
         }
+    } else if (p.gating == ExpertGating::kSigmoid) {
+#pragma unroll
+        for (int i = 0; i < kPerLane; ++i) {
+            if (lane + 32 * i < p.n_expert) v[i] = 1.0f / (1.0f + expf(-v[i]));
+        }
     }
 #pragma unroll
     for (int i = 0; i < kPerLane; ++i) {
@@ -58,30 +67,111 @@ __global__ void route_topk_kernel(DeviceRows logits, DeviceRows probs, RoutingPa
         if (e < p.n_expert) x[e] = v[i];
     }
 
+    [[maybe_unused]] float s[kPerLane];  // kSelect: the selection scores
+    if constexpr (kSelect) {
+#pragma unroll
+        for (int i = 0; i < kPerLane; ++i) {
+            const int e = lane + 32 * i;
+            s[i] = e < p.n_expert ? (bias != nullptr ? v[i] + bias[e] : v[i]) : kTaken;
+        }
+        if (p.n_groups > 1) {
+            // A group's score: the sum of its two best selection scores (route_experts' scan);
+            // the n_groups_used best groups stay (the lower group first among equals).
+            const int G = p.n_groups, per_group = p.n_expert / G;
+            float* sel = route_shared + (threadIdx.x / 32) * (p.n_expert + 2 * G);
+            float* group_score = sel + p.n_expert;
+            float* kept = group_score + G;
+#pragma unroll
+            for (int i = 0; i < kPerLane; ++i) {
+                const int e = lane + 32 * i;
+                if (e < p.n_expert) sel[e] = s[i];
+            }
+            __syncwarp();
+            for (int g = lane; g < G; g += 32) {
+                float best = -INFINITY, second = -INFINITY;
+                for (int i = 0; i < per_group; ++i) {
+                    const float y = sel[g * per_group + i];
+                    if (y > best) {
+                        second = best;
+                        best = y;
+                    } else if (y > second) {
+                        second = y;
+                    }
+                }
+                group_score[g] = best + second;
+                kept[g] = 0.0f;
+            }
+            __syncwarp();
+            for (int r = 0; r < p.n_groups_used; ++r) {
+                float best = -INFINITY;
+                int best_g = -1;
+                for (int g = lane; g < G; g += 32) {
+                    if (kept[g] == 0.0f && (best_g < 0 || group_score[g] > best))
+                        best = group_score[g], best_g = g;
+                }
+                for (int o = 16; o > 0; o >>= 1) {
+                    const float ob = __shfl_xor_sync(0xffffffffu, best, o);
+                    const int og = __shfl_xor_sync(0xffffffffu, best_g, o);
+                    if (og >= 0 && (best_g < 0 || ob > best || (ob == best && og < best_g)))
+                        best = ob, best_g = og;
+                }
+                if (lane == 0 && best_g >= 0) kept[best_g] = 1.0f;
+                __syncwarp();
+            }
+#pragma unroll
+            for (int i = 0; i < kPerLane; ++i) {
+                const int e = lane + 32 * i;
+                if (e < p.n_expert && kept[e / per_group] == 0.0f) s[i] = kTaken;
+            }
+        }
+    }
+
     Route* out = routes + static_cast<int64_t>(t) * p.top_k;
     for (int k = 0; k < p.top_k; ++k) {
-        float best = kTaken;
+        float best = kTaken, best_w = 0.0f;
         int best_e = -1;
 #pragma unroll
         for (int i = 0; i < kPerLane; ++i) {
-            if (v[i] > best) best = v[i], best_e = lane + 32 * i;  // ascending e: the first of equals
+            float c;
+            if constexpr (kSelect) {
+                c = s[i];
+            } else {
+                c = v[i];
+            }
+            if (c > best) {  // ascending e: the first of equals
+                best = c, best_e = lane + 32 * i;
+                if constexpr (kSelect) best_w = v[i];
+            }
         }
         for (int o = 16; o > 0; o >>= 1) {
             const float ob = __shfl_xor_sync(0xffffffffu, best, o);
             const int oe = __shfl_xor_sync(0xffffffffu, best_e, o);
-            if (ob > best || (ob == best && oe >= 0 && (best_e < 0 || oe < best_e)))
+            float ow = 0.0f;
+            if constexpr (kSelect) ow = __shfl_xor_sync(0xffffffffu, best_w, o);
+            if (ob > best || (ob == best && oe >= 0 && (best_e < 0 || oe < best_e))) {
                 best = ob, best_e = oe;
+                if constexpr (kSelect) best_w = ow;
+            }
         }
-        if (lane == 0) out[k] = {best_e, best};
+        if (lane == 0) out[k] = {best_e, kSelect ? best_w : best};
 #pragma unroll
         for (int i = 0; i < kPerLane; ++i) {
-            if (best_e >= 0 && lane + 32 * i == best_e) v[i] = kTaken;
+            if (best_e >= 0 && lane + 32 * i == best_e) {
+                if constexpr (kSelect) {
+                    s[i] = kTaken;
+                } else {
+                    v[i] = kTaken;
+                }
+            }
         }
     }
     if (lane == 0) {
         if (p.gating == ExpertGating::kSoftmaxSelected) {
-            // The chosen logits, best first: out[0] holds their max.
-            const float m = out[0].weight;
+            // The chosen logits: without a selection bias best first, out[0] holding their max.
+            float m = out[0].weight;
+            if constexpr (kSelect) {
+                for (int i = 1; i < p.top_k; ++i) m = fmaxf(m, out[i].weight);
+            }
             double sum = 0.0;
             for (int i = 0; i < p.top_k; ++i) {
                 out[i].weight = expf(out[i].weight - m);
@@ -155,16 +245,29 @@ __global__ void weighted_sum_kernel(const float* y, int64_t y_stride, const Rout
 }  // namespace
 
 void route_topk(DeviceRows logits, DeviceRows probs, const RoutingParams& params, Route* routes,
-                cudaStream_t stream) {
+                cudaStream_t stream, const float* selection_bias) {
     if (logits.rows == 0) return;
     const unsigned blocks = (logits.rows + kRouteWarps - 1) / kRouteWarps;
     const int per_lane = (params.n_expert + 31) / 32;  // <= 32: checked at load
-    const auto kernel = per_lane <= 4    ? route_topk_kernel<4>
-                        : per_lane <= 8  ? route_topk_kernel<8>
-                        : per_lane <= 16 ? route_topk_kernel<16>
-                                         : route_topk_kernel<32>;
-    launch_early(kernel, blocks, 32 * kRouteWarps, 0, stream, "route_topk", logits, probs, params,
-                 routes);
+    const bool groups = params.n_groups > 1;
+    if (selection_bias == nullptr && !groups) {
+        const auto kernel = per_lane <= 4    ? route_topk_kernel<4, false>
+                            : per_lane <= 8  ? route_topk_kernel<8, false>
+                            : per_lane <= 16 ? route_topk_kernel<16, false>
+                                             : route_topk_kernel<32, false>;
+        launch_early(kernel, blocks, 32 * kRouteWarps, 0, stream, "route_topk", logits, probs,
+                     params, selection_bias, routes);
+        return;
+    }
+    // A warp's selection scores, group scores and kept flags.
+    const size_t shared =
+        groups ? sizeof(float) * kRouteWarps * (params.n_expert + 2 * params.n_groups) : 0;
+    const auto kernel = per_lane <= 4    ? route_topk_kernel<4, true>
+                        : per_lane <= 8  ? route_topk_kernel<8, true>
+                        : per_lane <= 16 ? route_topk_kernel<16, true>
+                                         : route_topk_kernel<32, true>;
+    launch_early(kernel, blocks, 32 * kRouteWarps, shared, stream, "route_topk", logits, probs,
+                 params, selection_bias, routes);
 }
 
 int max_group_tiles(int max_routes, int n_expert) {

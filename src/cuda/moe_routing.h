@@ -1,7 +1,8 @@
-// The device side of an MoE layer's routing, as cpu/moe_routing.h computes it: softmax over the
-// router logits and the top-k experts per token (or gpt-oss's top-k of the logits and softmax
-// over the chosen); the routes grouped by expert for the tiled
-// products; and the weighted sum of the experts' outputs per token, in route order.
+// The device side of an MoE layer's routing, as cpu/moe_routing.h computes it: softmax or sigmoid
+// over the router logits and the top-k experts per token (or gpt-oss's top-k of the logits and
+// softmax over the chosen), chosen on the scores plus a selection bias and among the best groups
+// where the model asks (DeepSeek-V3); the routes grouped by expert for the tiled products; and
+// the weighted sum of the experts' outputs per token, in route order.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -19,12 +20,15 @@ namespace tandem::cuda {
 // warp's registers, 32 a lane at most. The backend refuses larger models when it loads them.
 constexpr int kMaxRoutedExperts = 32 * 32;
 
-// routes[t · top_k + i] = the i-th best expert of token t with its weight; probs (scratch of
-// logits' shape, may be logits itself) receives the scores the choice is made on (the
-// probabilities; kSoftmaxSelected: the logits). Gating kSoftmax or kSoftmaxSelected, no groups.
-// n_expert <= kMaxRoutedExperts.
+// routes[t · top_k + i] = the i-th best expert of token t with its weight, as route_experts()
+// gives them: every gating, the normalisation and scale, groups (params.n_groups > 1: only the
+// params.n_groups_used groups whose two best selection scores sum highest compete; at least
+// top_k experts must be in them), and selection_bias (a device array of n_expert values, or
+// nullptr) added to the scores for the choice only, the weights staying the unbiased scores.
+// probs (scratch of logits' shape, may be logits itself) receives the unbiased scores (the
+// probabilities, sigmoids; kSoftmaxSelected: the logits). n_expert <= kMaxRoutedExperts.
 void route_topk(DeviceRows logits, DeviceRows probs, const RoutingParams& params, Route* routes,
-                cudaStream_t stream);
+                cudaStream_t stream, const float* selection_bias = nullptr);
 
 // Device arrays for grouping up to max_routes routes of n_expert experts.
 struct GroupBuffers {

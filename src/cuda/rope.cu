@@ -107,14 +107,15 @@ __device__ __forceinline__ void store_head(void* cache, int64_t at, const float*
 }
 
 // One warp per head of every row: the row's a.n_heads query heads, then its n_kv key heads
-// (normed, rotated and stored), then its n_kv value heads (stored).
+// (normed, rotated and stored), then its n_kv value heads (stored; none when the values are
+// in the keys).
 template <bool kF16>
 __global__ void norm_rope_store_kernel(DeviceRows q, DeviceRows k, DeviceRows v, const float* q_w,
                                        const float* k_w, float eps, const TokenPlace* places,
                                        const float* factor, const float* ramp, RopeArgs a,
                                        KvLayer kv) {
     wait_for_previous_kernel();
-    const int per_row = a.n_heads + 2 * kv.n_kv;
+    const int per_row = a.n_heads + (kv.values_in_keys ? 1 : 2) * kv.n_kv;
     const int64_t g = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
     if (g >= static_cast<int64_t>(q.rows) * per_row) return;
     const int lane = threadIdx.x % 32;
@@ -200,7 +201,8 @@ void norm_rope_store(DeviceRows q, int n_head, DeviceRows k, DeviceRows v, const
                      const float* k_w, float eps, const TokenPlace* places, const RopeTable& table,
                      const float* factor, const float* ramp, const KvLayer& kv,
                      cudaStream_t stream) {
-    const int64_t heads = static_cast<int64_t>(q.rows) * (n_head + 2 * kv.n_kv);
+    const int64_t heads =
+        static_cast<int64_t>(q.rows) * (n_head + (kv.values_in_keys ? 1 : 2) * kv.n_kv);
     if (heads == 0) return;
     constexpr int kWarps = 8;
     const unsigned blocks = static_cast<unsigned>((heads + kWarps - 1) / kWarps);

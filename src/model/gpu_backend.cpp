@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdint>
 #include <cstring>
 #include <optional>
 
@@ -143,7 +144,11 @@ GpuBackend::GpuBackend(const Model& model, ThreadPool& pool, const CpuBackendOpt
 
     // What the model needs, before anything is allocated.
     const int T = o.max_batch, k = std::max(1, c_.n_expert_used);
-    kv_.shape = {c_.n_layer, o.n_seq, o.n_ctx, c_.n_head_kv, c_.head_dim_k, c_.head_dim_v};
+    // Multi-head latent attention keeps no values: they are the first head_dim_v of the keys
+    // (every layer alike: check_supported()).
+    const bool values_in_keys = !c_.layers.empty() && c_.layers[0].values_in_keys;
+    kv_.shape = {c_.n_layer,     o.n_seq,         o.n_ctx,       c_.n_head_kv,
+                 c_.head_dim_k, c_.head_dim_v, values_in_keys};
     kv_.f16 = o.kv_type == KvType::kF16;
     // A sliding layer keeps a ring of its window (and a batch), as the CPU's caches do.
     for (const LayerConfig& L : c_.layers)
@@ -151,13 +156,29 @@ GpuBackend::GpuBackend(const Model& model, ThreadPool& pool, const CpuBackendOpt
     // Decode needs every chunk of kSmallBatch queries at once (prefill takes no scratch).
     attention_scratch_.capacity =
         int64_t{c_.n_head} * cuda::decode_chunks(o.n_ctx) * cuda::kSmallBatch;
+    // The widest input of a product: of the dense FFNs, shared experts, the attention's output
+    // projection, and multi-head latent attention's low-rank queries and per-head up-projections
+    // (matmul_heads rounds all heads' inputs at once).
+    const ModelConfig::Latent& mla = c_.mla;
+    int n_ff_shexp = 0;
+    bool dense_ffn = false;
+    for (const LayerConfig& L : c_.layers) {
+        n_ff_shexp = std::max(n_ff_shexp, L.n_ff_shexp);
+        dense_ffn = dense_ffn || L.dense_ffn || L.n_ff_shexp > 0;
+    }
+    const int64_t H = c_.n_head;
     const int64_t widest_input =
-        std::max<int64_t>({c_.n_embd, int64_t{c_.n_head} * c_.head_dim_v, c_.n_ff});
+        std::max<int64_t>({c_.n_embd, H * c_.head_dim_v, c_.n_ff, n_ff_shexp, mla.q_lora_rank,
+                           H * mla.v_head, H * mla.qk_nope});
+    const int64_t mla_floats = mla.kv_lora_rank > 0
+                                   ? H * (mla.qk_nope + mla.qk_rope) + mla.q_lora_rank +
+                                         H * mla.v_head + 4 * H
+                                   : 0;
     const size_t decoder_floats =
         static_cast<size_t>(T) *
-            (4 * int64_t{c_.n_embd} + widest_input + int64_t{c_.n_head} * c_.head_dim_k * 2 +
+            (4 * int64_t{c_.n_embd} + widest_input + H * c_.head_dim_k * 2 +
              int64_t{c_.n_head_kv} * (c_.head_dim_k + c_.head_dim_v) +
-             (c_.is_moe() ? 0 : 2 * int64_t{c_.n_ff}) + c_.n_vocab) +
+             (dense_ffn ? 2 * int64_t{c_.n_ff} : 0) + mla_floats + c_.n_vocab) +
         q8_floats(T, widest_input);
     const size_t moe_floats =
         c_.is_moe() ? static_cast<size_t>(T) *
@@ -258,6 +279,27 @@ GpuBackend::GpuBackend(const Model& model, ThreadPool& pool, const CpuBackendOpt
         cuda::PinnedBuffer(sizeof(int32_t) * 4 * static_cast<size_t>(T), "batch staging");
     read_staging_ = cuda::PinnedBuffer(kReadStagingBytes, "logit staging");
     rounded_ = device_floats(static_cast<size_t>(T) * widest_input, "rounded activations");
+    if (mla.kv_lora_rank > 0) {
+        // matmul_heads' routes: row t · H + h of the heads' inputs to head h, for any batch.
+        const int n_routes = T * c_.n_head;
+        std::vector<Route> host(n_routes);
+        for (int r = 0; r < n_routes; ++r) host[r] = {r % c_.n_head, 1.0f};
+        head_routes_ =
+            reinterpret_cast<Route*>(device_floats(2 * static_cast<size_t>(n_routes), "head routes"));
+        cuda::check(cudaMemcpy(head_routes_, host.data(), sizeof(Route) * host.size(),
+                               cudaMemcpyHostToDevice),
+                    "head routes upload");
+        head_groups_.max_routes = n_routes;
+        head_groups_.max_tiles = cuda::max_group_tiles(n_routes, c_.n_head);
+        const auto ints = [&](size_t n) {
+            return reinterpret_cast<int32_t*>(device_floats(n, "head groups"));
+        };
+        head_groups_.sorted = ints(head_groups_.max_routes);
+        head_groups_.tile_expert = ints(head_groups_.max_tiles);
+        head_groups_.tile_begin = ints(head_groups_.max_tiles);
+        head_groups_.tile_end = ints(head_groups_.max_tiles);
+        head_groups_.n_tiles = ints(1);
+    }
     rounded_q8_ = q8_rows(T, widest_input);
     cuda::check(cudaEventCreateWithFlags(&batch_copied_, cudaEventDisableTiming),
                 "cudaEventCreate");
@@ -271,6 +313,8 @@ GpuBackend::GpuBackend(const Model& model, ThreadPool& pool, const CpuBackendOpt
         routing_.gating = c_.gating;
         routing_.normalize = c_.expert_weights_norm;
         routing_.scale = c_.expert_weights_scale;
+        routing_.n_groups = c_.n_expert_groups;
+        routing_.n_groups_used = c_.n_group_used;
         router_probs_ = allocate(T, c_.n_expert);
         routes_ = reinterpret_cast<Route*>(device_floats(2 * static_cast<size_t>(T) * k, "routes"));
         expert_gate_ =
@@ -292,12 +336,17 @@ GpuBackend::GpuBackend(const Model& model, ThreadPool& pool, const CpuBackendOpt
     }
     ctx_.stream = stream_.get();
     ctx_.tables = dequant_tables_.tables();
+    // What the caches of all layers hold for one position (latent attention: the latent and the
+    // rotated key only), as the CPU backend counts it.
+    const size_t kv_per_position = static_cast<size_t>(c_.n_layer) * c_.n_head_kv *
+                                   (c_.head_dim_k + (values_in_keys ? 0 : c_.head_dim_v)) *
+                                   (kv_.f16 ? 2 : 4);
     log_info(
         "backend: cuda on {} ({:.0f} GiB, compute {}.{}, driver CUDA {}); {:.2f} GiB of weights, "
-        "KV cache {:.2f} GiB ({}); experts: {}; ready in {:.2f} s",
+        "KV cache {:.2f} GiB ({}, {} bytes per position); experts: {}; ready in {:.2f} s",
         gpu.name, gib(gpu.total_bytes), gpu.cc_major, gpu.cc_minor,
         cuda::cuda_version_text(gpu.driver_version), gib(weight_bytes), gib(kv_.bytes()),
-        kv_.f16 ? "f16" : "f32",
+        kv_.f16 ? "f16" : "f32", kv_per_position,
         c_.is_moe()
             ? describe(placement_) +
                   fmt::format(" (--moe-strategy {})", moe_strategy_name(gpu_options.moe_strategy))
@@ -331,17 +380,22 @@ void GpuBackend::check_supported() const {
     check_matrix(w.output, "output");
     for (const LayerWeights& L : w.layers) {
         for (const WeightMatrix* m : {&L.wq, &L.wk, &L.wv, &L.wo}) check_matrix(*m, "attention");
+        for (const WeightMatrix* m : {&L.wq_a, &L.wq_b, &L.wkv_a, &L.wk_b.matrix, &L.wv_b.matrix})
+            check_matrix(*m, "latent attention");
         for (const WeightMatrix* m : {&L.ffn_gate, &L.ffn_up, &L.ffn_down}) check_matrix(*m, "ffn");
+        for (const WeightMatrix* m : {&L.shexp_gate, &L.shexp_up, &L.shexp_down})
+            check_matrix(*m, "shared experts");
         check_matrix(L.router, "router");
         for (const ExpertMatrix* e : {&L.experts.gate, &L.experts.up, &L.experts.down})
             check_matrix(e->matrix, "experts");
     }
-    if (c_.head_dim_k % 8 != 0)
-        fail("--device cuda: key head size {} (the GPU kernels need a multiple of 8)",
-             c_.head_dim_k);
-    if (std::max(c_.head_dim_k, c_.head_dim_v) > cuda::kMaxHeadDim) {
-        fail("--device cuda: head size {} (the GPU attention takes up to {})",
-             std::max(c_.head_dim_k, c_.head_dim_v), cuda::kMaxHeadDim);
+    if (c_.head_dim_k % 8 != 0 || c_.head_dim_v % 8 != 0)
+        fail("--device cuda: heads of {} key and {} value dims (the GPU kernels need multiples of 8)",
+             c_.head_dim_k, c_.head_dim_v);
+    if (!cuda::attention_takes(c_.head_dim_k, c_.head_dim_v)) {
+        fail("--device cuda: heads of {} key and {} value dims (the GPU attention takes up to {} / "
+             "{})",
+             c_.head_dim_k, c_.head_dim_v, cuda::kMaxWideKeyDim, cuda::kMaxWideValueDim);
     }
     // What the GPU's operations do not implement yet (they would compute something else).
     auto missing = [&](const char* what) {
@@ -360,22 +414,20 @@ void GpuBackend::check_supported() const {
             missing("per-layer rope");
         }
         if (L.moe && L.dense_ffn) missing("a dense FFN beside the experts");
+        if (L.values_in_keys != c_.layers[0].values_in_keys)
+            missing("values in the keys on some layers only");
     }
     if (c_.v_norm) missing("the value norm (rms_norm_heads without a weight)");
     if (c_.activation != GluKind::kSilu || c_.expert_activation == GluKind::kGelu)
         missing("GELU (ggml's fp16 table)");
-    if (c_.gating == ExpertGating::kSigmoid) missing("sigmoid expert gating");
-    if (c_.n_expert_groups > 1) missing("group-limited routing");
-    if (c_.mla.kv_lora_rank > 0) missing("multi-head latent attention");
+    // Group-limited routing where the used groups hold fewer experts than a token takes
+    // (route_experts() then picks experts of the other groups, which route_topk does not).
+    if (c_.n_expert_groups > 1 &&
+        c_.n_group_used * (c_.n_expert / c_.n_expert_groups) < c_.n_expert_used)
+        missing("group-limited routing with fewer experts in the used groups than experts used");
     if (c_.attn_output_gate) missing("gated attention output");
     if (c_.rope.imrope) missing("interleaved multimodal rope");
-    for (const LayerConfig& L : c_.layers) {
-        if (L.n_ff_shexp > 0) missing("shared experts");
-        if (L.moe != c_.is_moe()) missing("dense layers beside MoE layers");
-    }
-    for (const LayerWeights& L : model_.weights().layers) {
-        if (!L.expert_bias.empty()) missing("the expert-selection bias (exp_probs_b)");
-    }
+    if (c_.shared_expert_gate) missing("the shared expert's gate");
 }
 
 size_t GpuBackend::place_weights(const GpuOptions& gpu, size_t kv_and_activation_bytes) {
@@ -589,8 +641,9 @@ void GpuBackend::copy_sequence(const char* op, int seq, int n_positions, uint8_t
     // A layer's slots of one sequence are contiguous (attention.h's layout), and the layers one
     // after the other: one strided copy per run of layers whose caches have one size. Each layer
     // gives the first min(n_positions, its ring) slots (as the CPU's caches save them), every
-    // layer's keys, then every layer's values.
+    // layer's keys, then every layer's values (none when they are in the keys).
     for (const bool keys : {true, false}) {
+        if (!keys && s.values_in_keys) break;
         for (int l0 = 0, l1 = 0; l0 < s.n_layer; l0 = l1) {
             while (l1 < s.n_layer && kv_.layer_positions(l1) == kv_.layer_positions(l0)) ++l1;
             const cuda::KvLayer kv = kv_.layer(l0);
@@ -775,8 +828,9 @@ void GpuBackend::attention(int layer, Act q, Act out) {
     params.sinks = sinks.empty() ? nullptr : sinks.data;  // on the device
     const cuda::KvLayer kv = kv_.layer(layer);
     // Decode passes are replayed as graphs, so they cover the whole context in short chunks
-    // spread over the GPU; prefill batches share each staged tile of keys among many queries.
-    if (q.rows > cuda::kSmallBatch) {
+    // spread over the GPU; prefill batches share each staged tile of keys among many queries
+    // (where the GPU gives a tile of wide heads its shared memory).
+    if (q.rows > cuda::kSmallBatch && cuda::tiled_attention_fits(kv.dk, kv.dv)) {
         cuda::attention_tiled(kv, rows(q), places_, params, rows(out), stream_.get());
         return;
     }
@@ -803,7 +857,9 @@ void GpuBackend::moe(int layer, Act logits, Act in, Act out) {
     written(out);
     std::optional<cuda::OpProfile::Scope> scope(std::in_place, profile_, "moe router", st);
     // The probabilities go to scratch: the logits stay as the decoder left them.
-    cuda::route_topk(rows(logits), rows(router_probs_.first_rows(n)), routing_, routes_, st);
+    const WeightVector& bias = weights_.layers[layer].expert_bias;  // on the device, or empty
+    cuda::route_topk(rows(logits), rows(router_probs_.first_rows(n)), routing_, routes_, st,
+                     bias.data);
     if (!placement_.experts_on_cpu[layer]) {
         scope.reset();
         gpu_experts(m, routes_, in, out);
@@ -887,8 +943,69 @@ void GpuBackend::gpu_experts(const MoeLayer& m, const Route* routes, Act in, Act
 
 void GpuBackend::matmul_heads(const ExpertMatrix& w, int n_heads, Act in, int64_t in_head_stride,
                               Act out, int64_t out_head_stride) {
-    (void)w, (void)n_heads, (void)in, (void)in_head_stride, (void)out, (void)out_head_stride;
-    fail("--device cuda: matmul_heads is not implemented on the GPU yet");
+    // Row t · H + h of the heads' inputs is a route of token row t to "expert" h: the routed
+    // products (matrix-vector per route for decode, tiles per head for prefill) over them.
+    const int n = in.rows, n_rows = n * n_heads;
+    const int64_t cols = w.matrix.cols;
+    const GgmlType type = w.matrix.format->dot_type;
+    const FormatTraits& act = format_of(type);
+    if (cols % act.block_size != 0)
+        fail("matmul_heads: heads of {} values for {} activations", cols, act.name);
+    if (head_routes_ == nullptr || n_rows > head_groups_.max_routes)
+        fail("matmul_heads: {} heads of {} rows (the backend was made for {})", n_heads, n,
+             head_groups_.max_routes);
+    if (out.stride != n_heads * out_head_stride)
+        fail("matmul_heads: output heads {} apart in rows of {} (the GPU needs them to tile the "
+             "rows)",
+             out_head_stride, out.stride);
+    written(out);
+    const cudaStream_t st = stream_.get();
+    const cuda::OpProfile::Scope scope(profile_, "matmul_heads", st);
+    // Each head's input through the weights' activation type on its own, packed as rows of
+    // `cols` in rounded_ (blocks never straddle two heads: the check above); f32 weights read
+    // the input in place where its heads tile the rows (rows of whole float4s, which the tiles
+    // load).
+    const bool tiled_rows = in.stride == n_heads * in_head_stride;
+    const bool in_place = type == GgmlType::kF32 && tiled_rows && in_head_stride % 4 == 0 &&
+                          reinterpret_cast<uintptr_t>(in.data) % 16 == 0;
+    const float* x = in.data;
+    int64_t x_stride = in_head_stride;
+    cuda::Q8Rows codes;
+    const cuda::Q8Rows* xq = nullptr;
+    if (!in_place) {
+        const bool has_codes = cuda::has_q8_codes(type);
+        codes = rounded_q8_;
+        codes.q_stride = cols;  // bytes: one code per value
+        codes.d_stride = (cols + 31) / 32;
+        if (tiled_rows) {
+            cuda::round_activations({in.data, n_rows, cols, in_head_stride}, type,
+                                    {rounded_, n_rows, cols, cols}, st,
+                                    has_codes ? &codes : nullptr);
+        } else {
+            for (int h = 0; h < n_heads; ++h) {
+                cuda::Q8Rows head = codes;
+                head.q += h * codes.q_stride;
+                head.d += h * codes.d_stride;
+                head.q_stride *= n_heads;
+                head.d_stride *= n_heads;
+                cuda::round_activations({in.data + h * in_head_stride, n, cols, in.stride}, type,
+                                        {rounded_ + h * cols, n, cols, n_heads * cols}, st,
+                                        has_codes ? &head : nullptr);
+            }
+        }
+        rounded_from_ = nullptr;  // rounded_ holds no remembered input now
+        x = rounded_;
+        x_stride = cols;
+        xq = has_codes ? &codes : nullptr;
+    }
+    cuda::ExpertGroups groups;
+    const cuda::ExpertGroups* grouped = nullptr;
+    if (n > cuda::kSmallBatch) {
+        groups = cuda::group_routes(head_routes_, n_rows, n_heads, head_groups_, st);
+        grouped = &groups;
+    }
+    cuda::matmul_routed(ctx_, w, head_routes_, n_rows, 1, x, x_stride, out.data, out_head_stride,
+                        grouped, xq);
 }
 
 void GpuBackend::scale(Act x, float s) {
@@ -910,9 +1027,11 @@ void GpuBackend::softcap(Act x, float cap) {
 }
 
 void GpuBackend::copy(Act src, Act dst) {
-    (void)src;
-    (void)dst;
-    fail("--device cuda: copy is not implemented on the GPU yet");
+    if (src.rows != dst.rows || src.cols != dst.cols)
+        fail("copy: {} x {} into {} x {}", src.rows, src.cols, dst.rows, dst.cols);
+    written(dst);
+    const cuda::OpProfile::Scope scope(profile_, "copy", stream_.get());
+    cuda::copy_rows(rows(src), rows(dst), stream_.get());
 }
 
 void GpuBackend::sigmoid(Act x) {

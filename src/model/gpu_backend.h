@@ -175,6 +175,11 @@ class GpuBackend final : public Ops {
     float* expert_up_ = nullptr;    // [T · k × n_ff_exp]
     float* expert_down_ = nullptr;  // [T · k × n_embd]
     cuda::GroupBuffers groups_;
+
+    // matmul_heads (multi-head latent attention): the heads' input rows t · H + h as routes to
+    // "expert" h (the routed products' kernels), and their grouping for prefill batches.
+    Route* head_routes_ = nullptr;  // [T · n_head]
+    cuda::GroupBuffers head_groups_;
 };
 
 }  // namespace tandem
