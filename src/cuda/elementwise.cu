@@ -220,6 +220,15 @@ void glu(GluKind kind, DeviceRows gate, DeviceRows up, DeviceRows out, cudaStrea
         stream, "glu");
 }
 
+void copy_rows(DeviceRows src, DeviceRows dst, cudaStream_t stream) {
+    for_each_element(
+        src.rows, src.cols,
+        [=] __device__(int r, int64_t c) {
+            dst.data[r * dst.stride + c] = src.data[r * src.stride + c];
+        },
+        stream, "copy_rows");
+}
+
 void gather_rows(DeviceRows x, const int32_t* rows, DeviceRows out, cudaStream_t stream) {
     for_each_element(
         out.rows, out.cols,

@@ -31,6 +31,9 @@ void add_bias(DeviceRows x, const float* bias, cudaStream_t stream);
 void add(DeviceRows y, DeviceRows x, cudaStream_t stream);
 // out = act(gate) · up.
 void glu(GluKind kind, DeviceRows gate, DeviceRows up, DeviceRows out, cudaStream_t stream);
+// dst = src, row by row (the same rows and cols; either may be a strided view, e.g. every head's
+// slice of rows). The two must not overlap.
+void copy_rows(DeviceRows src, DeviceRows dst, cudaStream_t stream);
 // out[i] = x[rows[i]] for i < out.rows (rows: a device array).
 void gather_rows(DeviceRows x, const int32_t* rows, DeviceRows out, cudaStream_t stream);
 // Activations as the q8 codes behind their rounding (q8_0, q8_1, q8_K): row r's codes at
