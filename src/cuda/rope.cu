@@ -26,12 +26,21 @@ struct RopeArgs {
     int neox;
     int n_heads;
     int head_dim;
+    int imrope;        // RopeTable::imrope
+    int sections[3];   // ... its temporal, height and width sections
+    int sector_count;
 };
 
 // Rotates pair i of one head (head_dim values at `head`) of a token at position pos.
 __device__ __forceinline__ void rope_pair(float* head, int i, int pos, const float* factor,
                                           const float* ramp, const RopeArgs& a) {
     const int half = a.n_dims / 2;
+    if (a.imrope) {
+        // Positions (pos, pos, pos, 0): a pair outside the first three sections turns by 0.
+        const int sector = i % a.sector_count, axis = sector % 3;
+        const int section = axis == 0 ? a.sections[0] : axis == 1 ? a.sections[1] : a.sections[2];
+        if (sector >= 3 * section) pos = 0;
+    }
     float theta_extrap = static_cast<float>(pos);
     for (int j = 0; j < i; ++j) theta_extrap = __fmul_rn(theta_extrap, a.theta_scale);
     const float theta_base = theta_extrap / factor[i];
@@ -143,8 +152,16 @@ __global__ void norm_rope_store_kernel(DeviceRows q, DeviceRows k, DeviceRows v,
 }
 
 RopeArgs rope_args(const RopeTable& table, int n_heads, int head_dim) {
-    return {table.theta_scale,  table.freq_scale, table.mscale, table.n_dims,
-            table.neox ? 1 : 0, n_heads,          head_dim};
+    return {table.theta_scale,
+            table.freq_scale,
+            table.mscale,
+            table.n_dims,
+            table.neox ? 1 : 0,
+            n_heads,
+            head_dim,
+            table.imrope ? 1 : 0,
+            {table.sections[0], table.sections[1], table.sections[2]},
+            table.sector_count};
 }
 
 }  // namespace
@@ -157,6 +174,9 @@ RopeTable make_rope_table(const RopeParams& p) {
     t.mscale = p.attn_factor;
     if (p.ext_factor != 0.0f) t.mscale *= 1.0f + 0.1f * std::log(1.0f / p.freq_scale);
     t.theta_scale = std::pow(p.freq_base, -2.0f / static_cast<float>(p.n_dims));
+    t.sector_count = p.sections[0] + p.sections[1] + p.sections[2] + p.sections[3];
+    t.imrope = p.imrope && t.sector_count > 0;
+    for (int i = 0; i < 3; ++i) t.sections[i] = p.sections[i];
     const int n_ctx_orig = p.n_ctx_orig > 0 ? p.n_ctx_orig : 4096;
     const float low =
         std::max(0.0f, std::floor(yarn_corr_dim(p.n_dims, n_ctx_orig, p.beta_fast, p.freq_base)));

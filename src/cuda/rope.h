@@ -1,6 +1,7 @@
 // Rotary position embedding on the device, as cpu/rope.h computes it (NORMAL and NEOX, linear
-// and YaRN scaling, llama-3 frequency factors): the per-pair frequencies and YaRN ramps are
-// worked out once on the host (make_rope_table), the angles per token on the device.
+// and YaRN scaling, llama-3 frequency factors, qwen3.5's interleaved multimodal sections): the
+// per-pair frequencies and YaRN ramps are worked out once on the host (make_rope_table), the
+// angles per token on the device.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -25,6 +26,12 @@ struct RopeTable {
     float mscale = 1.0f;
     bool neox = false;
     int n_dims = 0;
+    // Interleaved multimodal rope over text (RopeParams::imrope): pair i of sector
+    // i mod Σsections rotates by the position only in the temporal, height and width sectors
+    // (sector % 3 == 0, 1, 2 and below 3 · its section), else by position 0.
+    bool imrope = false;
+    int sections[3] = {0, 0, 0};
+    int sector_count = 0;  // Σ of the four sections
 };
 RopeTable make_rope_table(const RopeParams& params);
 

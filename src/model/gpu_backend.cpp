@@ -5,8 +5,10 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <iterator>
 #include <optional>
 
 #include "base/error.h"
@@ -16,6 +18,7 @@
 #include "cuda/device.h"
 #include "cuda/elementwise.h"
 #include "cuda/fused_norm.h"
+#include "cuda/sigmoid.h"
 
 namespace tandem {
 namespace {
@@ -156,9 +159,23 @@ GpuBackend::GpuBackend(const Model& model, ThreadPool& pool, const CpuBackendOpt
     // Decode needs every chunk of kSmallBatch queries at once (prefill takes no scratch).
     attention_scratch_.capacity =
         int64_t{c_.n_head} * cuda::decode_chunks(o.n_ctx) * cuda::kSmallBatch;
+    // The gated delta-net layers (qwen3.5): their states, and which layers have them.
+    const ModelConfig::DeltaNet& dn = c_.delta;
+    recurrent_index_.assign(c_.n_layer, -1);
+    for (int il = 0; il < c_.n_layer; ++il) {
+        if (c_.layers[il].attention == AttentionKind::kRecurrent)
+            recurrent_index_[il] = n_recurrent_++;
+    }
+    if (n_recurrent_ > 0) {
+        recurrent_conv_floats_ = static_cast<size_t>(dn.conv_kernel - 1) * dn.conv_width();
+        recurrent_seq_floats_ =
+            recurrent_conv_floats_ + static_cast<size_t>(dn.value_width()) * dn.head_dim;
+    }
+    const size_t recurrent_bytes =
+        sizeof(float) * recurrent_seq_floats_ * static_cast<size_t>(n_recurrent_) * o.n_seq;
     // The widest input of a product: of the dense FFNs, shared experts, the attention's output
-    // projection, and multi-head latent attention's low-rank queries and per-head up-projections
-    // (matmul_heads rounds all heads' inputs at once).
+    // projection, multi-head latent attention's low-rank queries and per-head up-projections
+    // (matmul_heads rounds all heads' inputs at once), and the delta-net's values.
     const ModelConfig::Latent& mla = c_.mla;
     int n_ff_shexp = 0;
     bool dense_ffn = false;
@@ -169,16 +186,24 @@ GpuBackend::GpuBackend(const Model& model, ThreadPool& pool, const CpuBackendOpt
     const int64_t H = c_.n_head;
     const int64_t widest_input =
         std::max<int64_t>({c_.n_embd, H * c_.head_dim_v, c_.n_ff, n_ff_shexp, mla.q_lora_rank,
-                           H * mla.v_head, H * mla.qk_nope});
+                           H * mla.v_head, H * mla.qk_nope, dn.value_width()});
     const int64_t mla_floats = mla.kv_lora_rank > 0
                                    ? H * (mla.qk_nope + mla.qk_rope) + mla.q_lora_rank +
                                          H * mla.v_head + 4 * H
                                    : 0;
+    // The decoder's buffers beside the attention's: qwen3.5's delta-net layers, attention gates
+    // and shared expert gate.
+    int64_t extra_per_token = 0;
+    if (n_recurrent_ > 0)
+        extra_per_token += 2 * (dn.conv_width() + dn.value_width() + dn.n_v_heads);
+    if (c_.attn_output_gate) extra_per_token += 3 * int64_t{c_.n_head} * c_.head_dim_k;
+    if (c_.shared_expert_gate) extra_per_token += 1;
     const size_t decoder_floats =
         static_cast<size_t>(T) *
             (4 * int64_t{c_.n_embd} + widest_input + H * c_.head_dim_k * 2 +
              int64_t{c_.n_head_kv} * (c_.head_dim_k + c_.head_dim_v) +
-             (dense_ffn ? 2 * int64_t{c_.n_ff} : 0) + mla_floats + c_.n_vocab) +
+             (dense_ffn ? 2 * int64_t{std::max(c_.n_ff, n_ff_shexp)} : 0) + mla_floats +
+             c_.n_vocab + extra_per_token) +
         q8_floats(T, widest_input);
     const size_t moe_floats =
         c_.is_moe() ? static_cast<size_t>(T) *
@@ -191,7 +216,8 @@ GpuBackend::GpuBackend(const Model& model, ThreadPool& pool, const CpuBackendOpt
         (size_t{16} << 20);
     size_t weight_bytes = 0;
     try {
-        weight_bytes = place_weights(gpu_options, kv_.bytes() + activation_bytes);
+        weight_bytes =
+            place_weights(gpu_options, kv_.bytes() + recurrent_bytes + activation_bytes);
     } catch (const Error& e) {
         fail("{} on {} ({}): {}", model.file().path(), gpu.name,
              gpu_mem_gib > 0 ? "--gpu-mem" : "its free memory", e.what());
@@ -254,6 +280,18 @@ GpuBackend::GpuBackend(const Model& model, ThreadPool& pool, const CpuBackendOpt
     kv_.k = buffers_.back().get();
     buffers_.emplace_back(kv_.value_bytes(), "the KV cache (values)");
     kv_.v = buffers_.back().get();
+    if (n_recurrent_ > 0) {
+        recurrent_ = device_floats(recurrent_bytes / sizeof(float), "the recurrent state");
+        cuda::check(cudaMemset(recurrent_, 0, recurrent_bytes), "the recurrent state");
+        recurrent_pos_.assign(o.n_seq, 0);
+        span_of_seq_.assign(o.n_seq, -1);
+        spans_.reserve(T);
+        seq_rows_ = reinterpret_cast<int32_t*>(device_floats(T, "batch"));
+        seq_spans_ = reinterpret_cast<cuda::SequenceSpan*>(device_floats(
+            sizeof(cuda::SequenceSpan) / sizeof(float) * static_cast<size_t>(T), "batch"));
+        log_info("recurrent state: {:.2f} MiB for {} sequence(s)",
+                 static_cast<double>(recurrent_bytes) / (1 << 20), o.n_seq);
+    }
     attention_scratch_.values =
         device_floats(attention_scratch_.capacity * c_.head_dim_v, "attention scratch");
     attention_scratch_.stats = device_floats(attention_scratch_.capacity * 2, "attention scratch");
@@ -275,8 +313,11 @@ GpuBackend::GpuBackend(const Model& model, ThreadPool& pool, const CpuBackendOpt
     places_ = reinterpret_cast<TokenPlace*>(device_floats(2 * static_cast<size_t>(T), "batch"));
     logit_rows_ = reinterpret_cast<int32_t*>(device_floats(T, "batch"));
     argmax_ids_ = reinterpret_cast<int32_t*>(device_floats(T, "batch"));
-    batch_staging_ =
-        cuda::PinnedBuffer(sizeof(int32_t) * 4 * static_cast<size_t>(T), "batch staging");
+    // tokens, places and logit rows; for recurrent layers also the rows by sequence and the spans.
+    const size_t staged_per_token =
+        sizeof(int32_t) * 4 +
+        (n_recurrent_ > 0 ? sizeof(int32_t) + sizeof(cuda::SequenceSpan) : 0);
+    batch_staging_ = cuda::PinnedBuffer(staged_per_token * static_cast<size_t>(T), "batch staging");
     read_staging_ = cuda::PinnedBuffer(kReadStagingBytes, "logit staging");
     rounded_ = device_floats(static_cast<size_t>(T) * widest_input, "rounded activations");
     if (mla.kv_lora_rank > 0) {
@@ -386,6 +427,11 @@ void GpuBackend::check_supported() const {
         for (const WeightMatrix* m : {&L.shexp_gate, &L.shexp_up, &L.shexp_down})
             check_matrix(*m, "shared experts");
         check_matrix(L.router, "router");
+        for (const WeightMatrix* m : {&L.wqkv, &L.wqkv_gate, &L.ssm_beta, &L.ssm_alpha, &L.ssm_out})
+            check_matrix(*m, "delta-net");
+        for (const WeightMatrix* m :
+             {&L.shexp_gate, &L.shexp_up, &L.shexp_down, &L.shexp_gate_inp})
+            check_matrix(*m, "shared expert");
         for (const ExpertMatrix* e : {&L.experts.gate, &L.experts.up, &L.experts.down})
             check_matrix(e->matrix, "experts");
     }
@@ -401,8 +447,12 @@ void GpuBackend::check_supported() const {
     auto missing = [&](const char* what) {
         fail("--device cuda: {} ({}) is not implemented on the GPU yet", what, c_.arch);
     };
+    bool recurrent = false;
     for (const LayerConfig& L : c_.layers) {
-        if (L.attention == AttentionKind::kRecurrent) missing("gated delta-net layers");
+        if (L.attention == AttentionKind::kRecurrent) {
+            recurrent = true;  // no attention, KV cache or rope: the gated delta-net
+            continue;
+        }
         if (L.kv_layer != &L - c_.layers.data()) missing("a KV cache shared between layers");
         if (L.n_head != c_.n_head || L.n_head_kv != c_.n_head_kv || L.head_dim_k != c_.head_dim_k ||
             L.head_dim_v != c_.head_dim_v) {
@@ -410,7 +460,10 @@ void GpuBackend::check_supported() const {
         }
         if (L.attn_scale != c_.attn_scale) missing("a per-layer attention scale");
         if (L.rope.freq_base != c_.rope.freq_base || L.rope.freq_scale != c_.rope.freq_scale ||
-            L.rope.n_dims != c_.rope.n_dims || L.rope.freq_factors != c_.rope.freq_factors) {
+            L.rope.n_dims != c_.rope.n_dims || L.rope.freq_factors != c_.rope.freq_factors ||
+            L.rope.imrope != c_.rope.imrope ||
+            !std::equal(std::begin(L.rope.sections), std::end(L.rope.sections),
+                        std::begin(c_.rope.sections))) {
             missing("per-layer rope");
         }
         if (L.moe && L.dense_ffn) missing("a dense FFN beside the experts");
@@ -425,9 +478,14 @@ void GpuBackend::check_supported() const {
     if (c_.n_expert_groups > 1 &&
         c_.n_group_used * (c_.n_expert / c_.n_expert_groups) < c_.n_expert_used)
         missing("group-limited routing with fewer experts in the used groups than experts used");
-    if (c_.attn_output_gate) missing("gated attention output");
-    if (c_.rope.imrope) missing("interleaved multimodal rope");
-    if (c_.shared_expert_gate) missing("the shared expert's gate");
+    if (recurrent && c_.delta.conv_kernel > cuda::kMaxConvTaps) {
+        fail("--device cuda: a delta-net convolution of {} taps (the GPU kernel takes up to {})",
+             c_.delta.conv_kernel, cuda::kMaxConvTaps);
+    }
+    if (recurrent && c_.delta.head_dim > cuda::kMaxDeltaHeadDim) {
+        fail("--device cuda: delta-net heads of {} values (the GPU kernel takes up to {})",
+             c_.delta.head_dim, cuda::kMaxDeltaHeadDim);
+    }
 }
 
 size_t GpuBackend::place_weights(const GpuOptions& gpu, size_t kv_and_activation_bytes) {
@@ -552,24 +610,92 @@ void GpuBackend::set_batch(std::span<const int32_t> tokens, std::span<const Toke
     // The last batch's copies must have left the staging buffer before it is overwritten.
     if (batch_staged_) cuda::check(cudaEventSynchronize(batch_copied_), "batch upload");
     uint8_t* staging = batch_staging_.as<uint8_t>();
+    const size_t places_at = n * sizeof(int32_t);
+    const size_t logit_rows_at = places_at + n * sizeof(TokenPlace);
+    const size_t recurrent_at = logit_rows_at + m * sizeof(int32_t);
+    // Checked before anything is uploaded: a batch a recurrent state refuses changes nothing.
+    if (n_recurrent_ > 0) stage_recurrent_batch(places, staging + recurrent_at);
     std::memcpy(staging, tokens.data(), n * sizeof(int32_t));
-    std::memcpy(staging + n * sizeof(int32_t), places.data(), n * sizeof(TokenPlace));
-    std::memcpy(staging + n * (sizeof(int32_t) + sizeof(TokenPlace)), logit_rows.data(),
-                m * sizeof(int32_t));
+    std::memcpy(staging + places_at, places.data(), n * sizeof(TokenPlace));
+    std::memcpy(staging + logit_rows_at, logit_rows.data(), m * sizeof(int32_t));
     cudaStream_t st = stream_.get();
     cuda::check(cudaMemcpyAsync(tokens_, staging, n * sizeof(int32_t), cudaMemcpyHostToDevice, st),
                 "batch upload");
-    cuda::check(cudaMemcpyAsync(places_, staging + n * sizeof(int32_t), n * sizeof(TokenPlace),
+    cuda::check(cudaMemcpyAsync(places_, staging + places_at, n * sizeof(TokenPlace),
                                 cudaMemcpyHostToDevice, st),
                 "batch upload");
     if (m > 0) {
-        cuda::check(
-            cudaMemcpyAsync(logit_rows_, staging + n * (sizeof(int32_t) + sizeof(TokenPlace)),
-                            m * sizeof(int32_t), cudaMemcpyHostToDevice, st),
-            "batch upload");
+        cuda::check(cudaMemcpyAsync(logit_rows_, staging + logit_rows_at, m * sizeof(int32_t),
+                                    cudaMemcpyHostToDevice, st),
+                    "batch upload");
+    }
+    if (n_recurrent_ > 0) {
+        cuda::check(cudaMemcpyAsync(seq_rows_, staging + recurrent_at, n * sizeof(int32_t),
+                                    cudaMemcpyHostToDevice, st),
+                    "batch upload");
+        cuda::check(cudaMemcpyAsync(seq_spans_, staging + recurrent_at + n * sizeof(int32_t),
+                                    n * sizeof(cuda::SequenceSpan), cudaMemcpyHostToDevice, st),
+                    "batch upload");
     }
     cuda::check(cudaEventRecord(batch_copied_, st), "cudaEventRecord");
     batch_staged_ = true;
+}
+
+size_t GpuBackend::stage_recurrent_batch(std::span<const TokenPlace> places, uint8_t* staging) {
+    // As CpuBackend::sequence_rows() checks it, for every recurrent layer at once: a sequence's
+    // first token in the batch at position 0 starts its states over, every token continues at
+    // the position its sequence's states stand at. Nothing moves on unless the whole batch does.
+    const int n = static_cast<int>(places.size());
+    staged_pos_ = recurrent_pos_;
+    spans_.clear();
+    for (int t = 0; t < n; ++t) {
+        const TokenPlace p = places[t];
+        int& span = span_of_seq_[p.seq];
+        if (span < 0) {
+            span = static_cast<int>(spans_.size());
+            spans_.push_back({p.seq, 0, 0, p.pos == 0 ? 1 : 0});
+            if (p.pos == 0) staged_pos_[p.seq] = 0;
+        }
+        if (p.pos != staged_pos_[p.seq]) {
+            const int at = staged_pos_[p.seq];
+            for (const cuda::SequenceSpan& sp : spans_) span_of_seq_[sp.seq] = -1;
+            fail("batch: sequence {} continues at position {} but its recurrent state is at {} (a "
+                 "recurrent state cannot be rewound)",
+                 p.seq, p.pos, at);
+        }
+        ++staged_pos_[p.seq];
+        ++spans_[span].count;
+    }
+    // Rows grouped by sequence, in batch order within each.
+    int32_t* rows = reinterpret_cast<int32_t*>(staging);
+    int32_t first = 0;
+    for (cuda::SequenceSpan& sp : spans_) {
+        sp.first = first;
+        first += sp.count;
+        sp.count = 0;  // counts again as the rows are placed
+    }
+    for (int t = 0; t < n; ++t) {
+        cuda::SequenceSpan& sp = spans_[span_of_seq_[places[t].seq]];
+        rows[sp.first + sp.count++] = t;
+    }
+    for (const cuda::SequenceSpan& sp : spans_) span_of_seq_[sp.seq] = -1;
+    n_spans_ = static_cast<int>(spans_.size());
+    spans_.resize(n);  // past the batch's sequences: spans of no rows
+    std::memcpy(staging + n * sizeof(int32_t), spans_.data(), n * sizeof(cuda::SequenceSpan));
+    recurrent_pos_.swap(staged_pos_);
+    return n * (sizeof(int32_t) + sizeof(cuda::SequenceSpan));
+}
+
+cuda::RecurrentBatch GpuBackend::recurrent_batch(int rows) const {
+    return {seq_rows_, seq_spans_, rows <= cuda::kSmallBatch ? rows : n_spans_};
+}
+
+cuda::RecurrentState GpuBackend::recurrent_state(int layer, bool conv) const {
+    const int r = recurrent_index_[layer];
+    if (r < 0) fail("layer {} has no recurrent state", layer);
+    const size_t seq_floats = recurrent_seq_floats_;
+    float* base = recurrent_ + static_cast<size_t>(r) * options_.n_seq * seq_floats;
+    return {conv ? base : base + recurrent_conv_floats_, static_cast<int64_t>(seq_floats)};
 }
 
 void GpuBackend::run(uint64_t key, const std::function<void()>& pass) {
@@ -618,7 +744,8 @@ size_t GpuBackend::sequence_state_bytes(int n_positions) const {
     size_t slots = 0;  // a ring's slots, not the context (cpu_backend.cpp)
     for (int l = 0; l < s.n_layer; ++l)
         slots += static_cast<size_t>(std::min(std::max(0, n_positions), kv_.layer_positions(l)));
-    return slots * s.n_kv_head * (s.head_dim_k + s.head_dim_v) * elt;
+    return slots * s.n_kv_head * (s.head_dim_k + s.head_dim_v) * elt +
+           sizeof(float) * recurrent_seq_floats_ * static_cast<size_t>(n_recurrent_);
 }
 
 void GpuBackend::save_sequence(int seq, int n_positions, uint8_t* out) {
@@ -636,7 +763,11 @@ void GpuBackend::copy_sequence(const char* op, int seq, int n_positions, uint8_t
         fail("{}: sequence {} outside the cache's {} sequences", op, seq, s.n_seq);
     if (n_positions < 0 || n_positions > s.n_ctx)
         fail("{}: {} positions outside the context of {}", op, n_positions, s.n_ctx);
-    if (n_positions == 0) return;
+    // A recurrent state stands at one position: it can only be saved there.
+    if (n_recurrent_ > 0 && to_host && recurrent_pos_[seq] != n_positions) {
+        fail("{}: sequence {}'s recurrent state is at position {}, not {}", op, seq,
+             recurrent_pos_[seq], n_positions);
+    }
     const size_t elt = kv_.f16 ? 2 : 4;
     // A layer's slots of one sequence are contiguous (attention.h's layout), and the layers one
     // after the other: one strided copy per run of layers whose caches have one size. Each layer
@@ -650,6 +781,7 @@ void GpuBackend::copy_sequence(const char* op, int seq, int n_positions, uint8_t
             const size_t slot = static_cast<size_t>(kv.n_kv) * (keys ? kv.dk : kv.dv) * elt;
             const size_t width = slot * std::min(n_positions, kv.positions),
                          pitch = slot * kv.positions * kv.n_seq;
+            if (width == 0) continue;  // no positions yet, or recurrent layers (no KV cache)
             uint8_t* device = static_cast<uint8_t*>(keys ? kv.k : kv.v) + slot * kv.positions * seq;
             const cudaError_t e =
                 to_host ? cudaMemcpy2DAsync(host, width, device, pitch, width, l1 - l0,
@@ -659,6 +791,20 @@ void GpuBackend::copy_sequence(const char* op, int seq, int n_positions, uint8_t
             cuda::check(e, op);
             host += width * (l1 - l0);
         }
+    }
+    if (n_recurrent_ > 0) {
+        // Each recurrent layer's states of the sequence (conv, then delta rule), layer after
+        // layer: one strided copy.
+        const size_t width = sizeof(float) * recurrent_seq_floats_,
+                     pitch = width * static_cast<size_t>(s.n_seq);
+        float* device = recurrent_ + recurrent_seq_floats_ * static_cast<size_t>(seq);
+        const cudaError_t e =
+            to_host ? cudaMemcpy2DAsync(host, width, device, pitch, width, n_recurrent_,
+                                        cudaMemcpyDeviceToHost, stream_.get())
+                    : cudaMemcpy2DAsync(device, pitch, host, width, width, n_recurrent_,
+                                        cudaMemcpyHostToDevice, stream_.get());
+        cuda::check(e, op);
+        if (!to_host) recurrent_pos_[seq] = n_positions;
     }
     synchronize(op);
 }
@@ -1035,33 +1181,47 @@ void GpuBackend::copy(Act src, Act dst) {
 }
 
 void GpuBackend::sigmoid(Act x) {
-    (void)x;
-    fail("--device cuda: sigmoid is not implemented on the GPU yet");
+    written(x);
+    const cuda::OpProfile::Scope scope(profile_, "sigmoid", stream_.get());
+    cuda::sigmoid(rows(x), stream_.get());
 }
 
 void GpuBackend::mul_sigmoid(Act x, Act gate) {
-    (void)x, (void)gate;
-    fail("--device cuda: mul_sigmoid is not implemented on the GPU yet");
+    if (gate.cols != x.cols && gate.cols != 1)
+        fail("mul_sigmoid: a gate of {} columns for rows of {}", gate.cols, x.cols);
+    written(x);
+    const cuda::OpProfile::Scope scope(profile_, "mul_sigmoid", stream_.get());
+    cuda::mul_sigmoid(rows(x), rows(gate), stream_.get());
 }
 
 void GpuBackend::l2_norm_heads(Act x, int head_dim, float eps) {
-    (void)x, (void)head_dim, (void)eps;
-    fail("--device cuda: l2_norm_heads is not implemented on the GPU yet");
+    written(x);
+    const cuda::OpProfile::Scope scope(profile_, "l2_norm_heads", stream_.get());
+    cuda::l2_norm_heads(rows(x), head_dim, eps, stream_.get());
 }
 
 void GpuBackend::ssm_decay(Act x, const WeightVector& bias, const WeightVector& a) {
-    (void)x, (void)bias, (void)a;
-    fail("--device cuda: ssm_decay is not implemented on the GPU yet");
+    written(x);
+    const cuda::OpProfile::Scope scope(profile_, "ssm_decay", stream_.get());
+    cuda::ssm_decay(rows(x), bias.data, a.data, stream_.get());
 }
 
 void GpuBackend::short_conv(int layer, Act x, Act out) {
-    (void)layer, (void)x, (void)out;
-    fail("--device cuda: short_conv is not implemented on the GPU yet");
+    written(out);
+    const cuda::OpProfile::Scope scope(profile_, "short_conv", stream_.get());
+    cuda::short_conv(rows(x), weights_.layers[layer].ssm_conv.data, c_.delta.conv_kernel,
+                     recurrent_batch(x.rows), recurrent_state(layer, true), rows(out),
+                     stream_.get());
 }
 
 void GpuBackend::delta_net(int layer, Act q, Act k, Act v, Act g, Act beta, Act out) {
-    (void)layer, (void)q, (void)k, (void)v, (void)g, (void)beta, (void)out;
-    fail("--device cuda: delta_net is not implemented on the GPU yet");
+    written(out);
+    const cuda::OpProfile::Scope scope(profile_, "delta_net", stream_.get());
+    const ModelConfig::DeltaNet& d = c_.delta;
+    cuda::delta_net(rows(q), rows(k), rows(v), rows(g), rows(beta), d.n_k_heads, d.n_v_heads,
+                    d.head_dim, 1.0f / std::sqrt(static_cast<float>(d.head_dim)),
+                    recurrent_batch(q.rows), recurrent_state(layer, false), rows(out),
+                    stream_.get());
 }
 
 void GpuBackend::gather_logit_rows(Act x, Act out) {

@@ -17,6 +17,7 @@
 #include "base/thread_pool.h"
 #include "cpu/moe_routing.h"
 #include "cuda/attention.h"
+#include "cuda/delta_net.h"
 #include "cuda/dequant_tables.h"
 #include "cuda/host_image.h"
 #include "cuda/matmul.h"
@@ -91,8 +92,18 @@ class GpuBackend final : public Ops {
   private:
     // Copies sequence seq's keys and values of positions 0..n_positions-1, every layer's (a
     // sliding layer's: the ring's slots that hold them), between the KV cache and host (keys of
-    // every layer, then values), as sequence_state_bytes() counts.
+    // every layer, then values), then its recurrent layers' states, as sequence_state_bytes()
+    // counts.
     void copy_sequence(const char* op, int seq, int n_positions, uint8_t* host, bool to_host);
+    // Recurrent models: checks that each sequence of the batch continues where its states stand
+    // (or starts over at position 0), moves them on, and writes the batch grouped by sequence
+    // (rows, then n SequenceSpans) at `staging`; returns the bytes written.
+    size_t stage_recurrent_batch(std::span<const TokenPlace> places, uint8_t* staging);
+    // The batch's sequences as the recurrent kernels take them: a decode batch (a graph replayed
+    // for any mix of sequences) as many spans as rows, a prefill batch its own.
+    cuda::RecurrentBatch recurrent_batch(int rows) const;
+    // Layer `layer`'s conv or delta-rule state of every sequence.
+    cuda::RecurrentState recurrent_state(int layer, bool conv) const;
     void check_supported() const;
     // Decides which layers' experts stay on the CPU and adds what goes to the GPU to image_;
     // returns the bytes the GPU holds.
@@ -141,6 +152,23 @@ class GpuBackend final : public Ops {
     std::vector<cuda::DeviceBuffer> buffers_;
 
     cuda::DeviceKv kv_;
+    // The gated delta-net layers' states (qwen3.5), in one allocation: recurrent layer r's of
+    // sequence s at recurrent_ + (r · n_seq + s) · recurrent_seq_floats_, its conv state
+    // ((taps-1) × conv width) then its delta-rule state (value heads × head_dim²), as the CPU's.
+    float* recurrent_ = nullptr;
+    std::vector<int> recurrent_index_;  // per layer: its index among the recurrent layers, or -1
+    int n_recurrent_ = 0;
+    size_t recurrent_conv_floats_ = 0;  // per layer and sequence
+    size_t recurrent_seq_floats_ = 0;   // ... conv and delta-rule state
+    std::vector<int> recurrent_pos_;    // per sequence: the position its states continue at
+    // Scratch of stage_recurrent_batch: the positions after the batch, each sequence's span in
+    // it (or -1), the batch's spans.
+    std::vector<int> staged_pos_;
+    std::vector<int> span_of_seq_;
+    std::vector<cuda::SequenceSpan> spans_;
+    int32_t* seq_rows_ = nullptr;            // [T] the batch's rows grouped by sequence
+    cuda::SequenceSpan* seq_spans_ = nullptr;  // [T]
+    int n_spans_ = 0;                          // of the current batch
     cuda::AttentionScratch attention_scratch_;
     cuda::RopeTable rope_table_;
     const float* rope_factor_ = nullptr;  // device copies of rope_table_'s vectors

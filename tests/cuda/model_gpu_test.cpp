@@ -487,11 +487,13 @@ TEST(GpuExpertStrategies, GreedyTokensMatchFused) {
     }
 }
 
-// Conformance against llama.cpp (the kit's llama_logits, f32 KV) on the kit's models.
+// Conformance against llama.cpp (the kit's llama_logits, f32 KV) on the kit's models, and on
+// models of architectures the kit does not write (qwen35, qwen35moe) from tandem synth.
 struct OracleCase {
     std::string name;
-    std::string args;
+    std::string args;  // make_gguf.py's, or empty: `synth`
     int n_tokens;
+    SynthSpec synth = {};
 };
 
 class GpuLlamaConformance : public ::testing::TestWithParam<OracleCase> {};
@@ -500,7 +502,10 @@ TEST_P(GpuLlamaConformance, TeacherForcedLogits) {
     TANDEM_REQUIRE_GPU();
     TANDEM_REQUIRE_ORACLE();
     const OracleCase& c = GetParam();
-    const std::string path = testing::oracle_model(c.args);
+    testing::TempDir dir;
+    const std::string path = c.args.empty()
+                                 ? testing::write_model(c.synth, dir.file(c.name + ".gguf"))
+                                 : testing::oracle_model(c.args);
     auto model = Model::load(path);
     const int V = model->config().n_vocab;
     const std::vector<int32_t> tokens = testing::random_tokens(c.n_tokens, V, 1000 + c.n_tokens);
@@ -538,6 +543,31 @@ std::vector<OracleCase> oracle_cases() {
          "--n-expert 16 --n-expert-used 4 --n-ff-exp 256",
          200},
     };
+    // qwen3.5 as the CPU's conformance takes it (tests/engine/arch_conformance_test.cpp): the
+    // recurrent state over hundreds of tokens, key heads shared by value heads, rope sections.
+    {
+        SynthSpec q = testing::tiny_spec("qwen35moe");
+        q.n_layer = 4;
+        q.n_embd = 128;
+        q.head_dim = 32;
+        q.n_ff = 256;
+        q.n_expert = 8;
+        q.n_ff_exp = 64;
+        q.n_ctx = 4096;
+        out.push_back({"qwen35moe_f32_300tok", "", 300, q});
+        SynthSpec d = q;
+        d.arch = "qwen35";
+        d.n_layer = 3;
+        d.full_attn_interval = 3;
+        d.conv_kernel = 2;
+        d.head_dim = 64;
+        d.rope_dims = 64;
+        d.rope_sections = {11, 11, 10, 0};
+        d.ssm_k_heads = 1;
+        d.ssm_v_heads = 4;
+        d.ssm_state = 32;
+        out.push_back({"qwen35_f32_sections_200tok", "", 200, d});
+    }
     for (const char* type : {"f16", "bf16", "q8_0", "q4_0", "q4_K", "q5_K", "q6_K", "mxfp4",
                              "iq4_xs", "iq2_xxs", "iq3_xxs"}) {
         const std::string t(type);
