@@ -13,6 +13,7 @@
 
 #include "base/thread_pool.h"
 #include "cuda/gpu_test_util.h"
+#include "cuda/matmul.h"
 #include "engine/session.h"
 #include "model/backend.h"
 #include "model/decoder.h"
@@ -382,6 +383,7 @@ TEST(GpuDeepseek2Strategies, GreedyTokensMatchFused) {
         const std::vector<int32_t> prompt = testing::random_tokens(12, V, 21);
         SessionOptions o;
         o.n_ctx = 128;
+        o.max_batch = cuda::kSmallBatch;  // offload: the prompt in slots, not on the CPU
         o.kv_type = KvType::kF16;
         o.device = Device::kCuda;
         o.gpu = strategy(MoeStrategy::kFused);

@@ -13,6 +13,7 @@
 
 #include "base/thread_pool.h"
 #include "cuda/gpu_test_util.h"
+#include "cuda/matmul.h"
 #include "engine/session.h"
 #include "model/backend.h"
 #include "model/decoder.h"
@@ -179,7 +180,12 @@ TEST_P(GpuModel, DecodeStepsMatchPrefill) {
             static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
         ASSERT_EQ(greedy.feed_greedy(std::span<const int32_t>(&t, 1)), host_argmax);
     }
-    expect_conformant(compare_logits(prefill, decode, V), c.name + " decode vs prefill");
+    // Decode's matrix-vector products and prefill's tiles sum in other orders: with quantized
+    // experts, a near-tie now and then routes a token otherwise (as against the CPU).
+    const LogitComparison cmp = compare_logits(prefill, decode, V);
+    const bool routed = model->config().is_moe() && c.experts != GgmlType::kF32;
+    routed ? expect_conformant_routed(cmp, c.name + " decode vs prefill")
+           : expect_conformant(cmp, c.name + " decode vs prefill");
 }
 
 const std::vector<SynthCase>& cases() {
@@ -306,12 +312,14 @@ TEST(GpuSequenceCopy, ALoadedSequenceContinuesAsTheSavedOne) {
             std::vector<uint8_t> saved(bytes), again(bytes);
             backend->save_sequence(0, n, saved.data());
             backend->load_sequence(2, n, saved.data());
+            // Before the next token: a sliding layer's ring slot of position n may hold one of
+            // the saved positions.
+            backend->save_sequence(2, n, again.data());
             const std::span<const int32_t> next(&prompt[n], 1);
             const std::vector<float> original = feed(0, next, n), loaded = feed(2, next, n),
                                      empty = feed(1, next, n);
             EXPECT_EQ(original, loaded) << what;
             EXPECT_NE(original, empty) << what;
-            backend->save_sequence(2, n, again.data());
             EXPECT_EQ(saved, again) << what;
         }
     }
@@ -436,6 +444,7 @@ TEST(GpuExpertStrategies, GreedyTokensMatchFused) {
         const std::vector<int32_t> prompt = testing::random_tokens(12, V, 21);
         SessionOptions o;
         o.n_ctx = 160;
+        o.max_batch = cuda::kSmallBatch;  // offload: the prompt in slots, not on the CPU
         o.kv_type = KvType::kF16;
         o.device = Device::kCuda;
         o.gpu = strategy(MoeStrategy::kFused);

@@ -26,6 +26,7 @@
 #include "base/thread_pool.h"
 #include "cpu/rope.h"
 #include "cuda/gpu_test_util.h"
+#include "cuda/matmul.h"
 #include "cuda/rope.h"
 #include "cuda/stream.h"
 #include "engine/scheduler.h"
@@ -727,6 +728,7 @@ TEST(GpuQwen35Strategies, GreedyTokensMatchFused) {
     const std::vector<int32_t> prompt = testing::random_tokens(12, V, 21);
     SessionOptions o;
     o.n_ctx = 160;
+    o.max_batch = cuda::kSmallBatch;  // offload: the prompt in slots, not on the CPU
     o.kv_type = KvType::kF16;
     o.device = Device::kCuda;
     o.gpu = strategy(MoeStrategy::kFused);
