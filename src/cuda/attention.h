@@ -26,7 +26,10 @@ inline int decode_chunks(int n_ctx) {
     const int needed = (n_ctx + kMaxChunk - 1) / kMaxChunk;
     return needed > kChunks ? needed : kChunks;
 }
-constexpr int kMaxHeadDim = 256;  // head sizes (keys and values) the kernels take
+// Head sizes (keys and values) the kernels take: up to 256 in the kernels every model used so
+// far (unchanged), up to 512 in a second instantiation with twice the registers and shared memory
+// per block (Gemma 4's global layers).
+constexpr int kMaxHeadDim = 512;
 
 // One layer's cache: position p of sequence s in slot p mod `positions` (the whole context for
 // full attention; a sliding layer's ring of kv_cache_positions(), as the CPU's KvCache), its keys
@@ -42,16 +45,31 @@ struct KvLayer {
     bool f16 = true;
 };
 
+// A layer's heads in the cache, where layers differ (Gemma 4's sliding and global layers), and
+// the layer whose cache it reads (itself, or an earlier layer's that it shares: it holds none).
+struct KvLayerShape {
+    int n_kv = 0;
+    int dk = 0;
+    int dv = 0;
+    int source = 0;
+};
+
 // The caches of every layer, one after the other in one allocation for the keys and one for the
-// values: layer l's positions[l] slots per sequence (empty positions: shape.n_ctx for every layer).
+// values: layer l's positions[l] slots per sequence (empty positions: shape.n_ctx for every layer)
+// of its heads (empty per_layer: shape's heads, every layer its own cache). A layer that reads
+// another's cache takes no memory; layer() gives it the other's.
 struct DeviceKv {
     void* k = nullptr;
     void* v = nullptr;
     KvShape shape;
     bool f16 = true;
     std::vector<int> positions;
+    std::vector<KvLayerShape> per_layer;
 
     int layer_positions(int layer) const;
+    KvLayerShape layer_shape(int layer) const;
+    // Whether the layer holds a cache of its own.
+    bool owns(int layer) const { return layer_shape(layer).source == layer; }
     KvLayer layer(int layer) const;
     size_t key_bytes() const;
     size_t value_bytes() const;
