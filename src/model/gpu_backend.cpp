@@ -88,6 +88,27 @@ auto layer_matrices(Layer& L) {
 
 constexpr int kNotExperts = -1;
 
+bool same_rope(const RopeParams& a, const RopeParams& b) {
+    return a.type == b.type && a.n_dims == b.n_dims && a.freq_base == b.freq_base &&
+           a.freq_scale == b.freq_scale && a.ext_factor == b.ext_factor &&
+           a.attn_factor == b.attn_factor && a.beta_fast == b.beta_fast &&
+           a.beta_slow == b.beta_slow && a.n_ctx_orig == b.n_ctx_orig &&
+           a.freq_factors == b.freq_factors && a.imrope == b.imrope &&
+           std::equal(std::begin(a.sections), std::end(a.sections), std::begin(b.sections));
+}
+
+// Whether every layer has the model's heads and its own KV cache (most models): then the KV
+// cache keeps its uniform layout.
+bool uniform_kv(const ModelConfig& c) {
+    for (int il = 0; il < c.n_layer; ++il) {
+        const LayerConfig& L = c.layers[il];
+        if (L.n_head_kv != c.n_head_kv || L.head_dim_k != c.head_dim_k ||
+            L.head_dim_v != c.head_dim_v || L.kv_layer != il)
+            return false;
+    }
+    return true;
+}
+
 // Every array a forward pass reads, as host ranges (the GPU gets the same bytes):
 // add(data, bytes, layer) with the layer of routed expert weights, kNotExperts for the rest
 // (the experts' small per-expert scales and biases included).
@@ -148,16 +169,32 @@ GpuBackend::GpuBackend(const Model& model, ThreadPool& pool, const CpuBackendOpt
     // A sliding layer keeps a ring of its window (and a batch), as the CPU's caches do.
     for (const LayerConfig& L : c_.layers)
         kv_.positions.push_back(kv_cache_positions(L, o.n_ctx, o.max_batch));
+    // Layers of their own heads (Gemma 4's sliding and global layers), layers that read an
+    // earlier layer's cache (and hold none).
+    if (!uniform_kv(c_)) {
+        for (const LayerConfig& L : c_.layers)
+            kv_.per_layer.push_back({L.n_head_kv, L.head_dim_k, L.head_dim_v, L.kv_layer});
+    }
     // Decode needs every chunk of kSmallBatch queries at once (prefill takes no scratch).
     attention_scratch_.capacity =
         int64_t{c_.n_head} * cuda::decode_chunks(o.n_ctx) * cuda::kSmallBatch;
     const int64_t widest_input =
         std::max<int64_t>({c_.n_embd, int64_t{c_.n_head} * c_.head_dim_v, c_.n_ff});
+    // The decoder's buffers (decoder.cpp): a dense FFN's (beside experts too), the router's
+    // input and the dense FFN's output beside the experts (Gemma 4), per-layer inputs.
+    bool dense = false, beside = false;
+    for (const LayerConfig& L : c_.layers) {
+        dense = dense || L.dense_ffn || L.n_ff_shexp > 0;
+        beside = beside || (L.moe && (L.dense_ffn || L.n_ff_shexp > 0));
+    }
+    const int64_t per_layer_inputs = int64_t{c_.n_embd_per_layer} * (2 * c_.n_layer + 1);
     const size_t decoder_floats =
         static_cast<size_t>(T) *
             (4 * int64_t{c_.n_embd} + widest_input + int64_t{c_.n_head} * c_.head_dim_k * 2 +
              int64_t{c_.n_head_kv} * (c_.head_dim_k + c_.head_dim_v) +
-             (c_.is_moe() ? 0 : 2 * int64_t{c_.n_ff}) + c_.n_vocab) +
+             (dense ? 2 * int64_t{c_.n_ff} : 0) + c_.n_vocab +
+             (c_.router_input == RouterInput::kScaledRmsNorm ? c_.n_embd : 0) +
+             (beside ? c_.n_embd : 0) + per_layer_inputs) +
         q8_floats(T, widest_input);
     const size_t moe_floats =
         c_.is_moe() ? static_cast<size_t>(T) *
@@ -237,17 +274,11 @@ GpuBackend::GpuBackend(const Model& model, ThreadPool& pool, const CpuBackendOpt
         device_floats(attention_scratch_.capacity * c_.head_dim_v, "attention scratch");
     attention_scratch_.stats = device_floats(attention_scratch_.capacity * 2, "attention scratch");
 
-    rope_table_ = cuda::make_rope_table(c_.rope);  // (its frequency factors are host values)
-    float* factor = device_floats(std::max<size_t>(1, rope_table_.factor.size()), "rope table");
-    float* ramp = device_floats(std::max<size_t>(1, rope_table_.ramp.size()), "rope table");
-    cuda::check(cudaMemcpy(factor, rope_table_.factor.data(),
-                           sizeof(float) * rope_table_.factor.size(), cudaMemcpyHostToDevice),
-                "rope table upload");
-    cuda::check(cudaMemcpy(ramp, rope_table_.ramp.data(), sizeof(float) * rope_table_.ramp.size(),
-                           cudaMemcpyHostToDevice),
-                "rope table upload");
-    rope_factor_ = factor;
-    rope_ramp_ = ramp;
+    make_ropes();
+    // Gemma 4's GELU reads ggml's fp16 table.
+    if (c_.activation == GluKind::kGelu || c_.expert_activation == GluKind::kGelu ||
+        c_.n_embd_per_layer > 0)
+        cuda::upload_gelu_table();
 
     // The batch's arrays, and their pinned staging (tokens, places, logit rows back to back).
     tokens_ = reinterpret_cast<int32_t*>(device_floats(T, "batch"));
@@ -317,6 +348,30 @@ GpuBackend::~GpuBackend() {
     if (batch_copied_ != nullptr) cudaEventDestroy(batch_copied_);
 }
 
+void GpuBackend::make_ropes() {
+    for (const LayerConfig& L : c_.layers) {
+        size_t i = 0;
+        while (i < ropes_.size() && !same_rope(ropes_[i].params, L.rope)) ++i;
+        if (i == ropes_.size()) {
+            LayerRope r;
+            r.params = L.rope;
+            r.table = cuda::make_rope_table(L.rope);  // (its frequency factors are host values)
+            float* factor = device_floats(std::max<size_t>(1, r.table.factor.size()), "rope table");
+            float* ramp = device_floats(std::max<size_t>(1, r.table.ramp.size()), "rope table");
+            cuda::check(cudaMemcpy(factor, r.table.factor.data(),
+                                   sizeof(float) * r.table.factor.size(), cudaMemcpyHostToDevice),
+                        "rope table upload");
+            cuda::check(cudaMemcpy(ramp, r.table.ramp.data(), sizeof(float) * r.table.ramp.size(),
+                                   cudaMemcpyHostToDevice),
+                        "rope table upload");
+            r.factor = factor;
+            r.ramp = ramp;
+            ropes_.push_back(std::move(r));
+        }
+        rope_of_.push_back(static_cast<int>(i));
+    }
+}
+
 void GpuBackend::check_supported() const {
     auto check_matrix = [&](const WeightMatrix& m, const char* role) {
         if (m.empty()) return;
@@ -329,19 +384,26 @@ void GpuBackend::check_supported() const {
     const ModelWeights& w = model_.weights();
     check_matrix(w.token_embd, "token_embd");
     check_matrix(w.output, "output");
+    check_matrix(w.pl_token_embd, "per-layer embeddings");
+    check_matrix(w.pl_model_proj, "per-layer embeddings");
     for (const LayerWeights& L : w.layers) {
         for (const WeightMatrix* m : {&L.wq, &L.wk, &L.wv, &L.wo}) check_matrix(*m, "attention");
         for (const WeightMatrix* m : {&L.ffn_gate, &L.ffn_up, &L.ffn_down}) check_matrix(*m, "ffn");
         check_matrix(L.router, "router");
         for (const ExpertMatrix* e : {&L.experts.gate, &L.experts.up, &L.experts.down})
             check_matrix(e->matrix, "experts");
+        for (const WeightMatrix* m : {&L.pl_gate, &L.pl_proj}) check_matrix(*m, "per-layer inputs");
     }
-    if (c_.head_dim_k % 8 != 0)
-        fail("--device cuda: key head size {} (the GPU kernels need a multiple of 8)",
-             c_.head_dim_k);
-    if (std::max(c_.head_dim_k, c_.head_dim_v) > cuda::kMaxHeadDim) {
-        fail("--device cuda: head size {} (the GPU attention takes up to {})",
-             std::max(c_.head_dim_k, c_.head_dim_v), cuda::kMaxHeadDim);
+    for (const LayerConfig& L : c_.layers) {
+        if (L.attention == AttentionKind::kRecurrent) continue;  // refused below
+        if (L.head_dim_k % 8 != 0 || L.head_dim_v % 8 != 0) {
+            fail("--device cuda: heads of {} / {} values (the GPU kernels need multiples of 8)",
+                 L.head_dim_k, L.head_dim_v);
+        }
+        if (std::max(L.head_dim_k, L.head_dim_v) > cuda::kMaxHeadDim) {
+            fail("--device cuda: head size {} (the GPU attention takes up to {})",
+                 std::max(L.head_dim_k, L.head_dim_v), cuda::kMaxHeadDim);
+        }
     }
     // What the GPU's operations do not implement yet (they would compute something else).
     auto missing = [&](const char* what) {
@@ -349,29 +411,15 @@ void GpuBackend::check_supported() const {
     };
     for (const LayerConfig& L : c_.layers) {
         if (L.attention == AttentionKind::kRecurrent) missing("gated delta-net layers");
-        if (L.kv_layer != &L - c_.layers.data()) missing("a KV cache shared between layers");
-        if (L.n_head != c_.n_head || L.n_head_kv != c_.n_head_kv || L.head_dim_k != c_.head_dim_k ||
-            L.head_dim_v != c_.head_dim_v) {
-            missing("layers of different head counts or sizes");
-        }
-        if (L.attn_scale != c_.attn_scale) missing("a per-layer attention scale");
-        if (L.rope.freq_base != c_.rope.freq_base || L.rope.freq_scale != c_.rope.freq_scale ||
-            L.rope.n_dims != c_.rope.n_dims || L.rope.freq_factors != c_.rope.freq_factors) {
-            missing("per-layer rope");
-        }
-        if (L.moe && L.dense_ffn) missing("a dense FFN beside the experts");
+        if (L.values_in_keys) missing("values read from the keys' cache");
     }
-    if (c_.v_norm) missing("the value norm (rms_norm_heads without a weight)");
-    if (c_.activation != GluKind::kSilu || c_.expert_activation == GluKind::kGelu)
-        missing("GELU (ggml's fp16 table)");
     if (c_.gating == ExpertGating::kSigmoid) missing("sigmoid expert gating");
     if (c_.n_expert_groups > 1) missing("group-limited routing");
     if (c_.mla.kv_lora_rank > 0) missing("multi-head latent attention");
     if (c_.attn_output_gate) missing("gated attention output");
-    if (c_.rope.imrope) missing("interleaved multimodal rope");
     for (const LayerConfig& L : c_.layers) {
+        if (L.rope.imrope) missing("interleaved multimodal rope");
         if (L.n_ff_shexp > 0) missing("shared experts");
-        if (L.moe != c_.is_moe()) missing("dense layers beside MoE layers");
     }
     for (const LayerWeights& L : model_.weights().layers) {
         if (!L.expert_bias.empty()) missing("the expert-selection bias (exp_probs_b)");
@@ -561,12 +609,15 @@ void GpuBackend::read(Act x, float* host) {
 }
 
 size_t GpuBackend::sequence_state_bytes(int n_positions) const {
-    const KvShape& s = kv_.shape;
     const size_t elt = kv_.f16 ? 2 : 4;
-    size_t slots = 0;  // a ring's slots, not the context (cpu_backend.cpp)
-    for (int l = 0; l < s.n_layer; ++l)
-        slots += static_cast<size_t>(std::min(std::max(0, n_positions), kv_.layer_positions(l)));
-    return slots * s.n_kv_head * (s.head_dim_k + s.head_dim_v) * elt;
+    size_t bytes = 0;  // a ring's slots, not the context (cpu_backend.cpp)
+    for (int l = 0; l < kv_.shape.n_layer; ++l) {
+        if (!kv_.owns(l)) continue;  // it reads another layer's cache
+        const cuda::KvLayerShape shape = kv_.layer_shape(l);
+        const size_t slots = static_cast<size_t>(std::min(std::max(0, n_positions), kv_.layer_positions(l)));
+        bytes += slots * shape.n_kv * (shape.dk + shape.dv) * elt;
+    }
+    return bytes;
 }
 
 void GpuBackend::save_sequence(int seq, int n_positions, uint8_t* out) {
@@ -586,25 +637,37 @@ void GpuBackend::copy_sequence(const char* op, int seq, int n_positions, uint8_t
         fail("{}: {} positions outside the context of {}", op, n_positions, s.n_ctx);
     if (n_positions == 0) return;
     const size_t elt = kv_.f16 ? 2 : 4;
-    // A layer's slots of one sequence are contiguous (attention.h's layout), and the layers one
-    // after the other: one strided copy per run of layers whose caches have one size. Each layer
-    // gives the first min(n_positions, its ring) slots (as the CPU's caches save them), every
-    // layer's keys, then every layer's values.
+    // A layer's slots of one sequence are contiguous (attention.h's layout), and the caches of the
+    // layers that own one follow each other: one strided copy per run of layers whose caches
+    // have one size and one row size. Each layer gives the first min(n_positions, its ring)
+    // slots (as the CPU's caches save them), every layer's keys, then every layer's values.
+    std::vector<int> owners;  // the layers with a cache of their own
+    for (int l = 0; l < s.n_layer; ++l) {
+        if (kv_.owns(l)) owners.push_back(l);
+    }
     for (const bool keys : {true, false}) {
-        for (int l0 = 0, l1 = 0; l0 < s.n_layer; l0 = l1) {
-            while (l1 < s.n_layer && kv_.layer_positions(l1) == kv_.layer_positions(l0)) ++l1;
-            const cuda::KvLayer kv = kv_.layer(l0);
-            const size_t slot = static_cast<size_t>(kv.n_kv) * (keys ? kv.dk : kv.dv) * elt;
+        const auto slot_bytes = [&](const cuda::KvLayer& kv) {
+            return static_cast<size_t>(kv.n_kv) * (keys ? kv.dk : kv.dv) * elt;
+        };
+        for (size_t i0 = 0, i1 = 0; i0 < owners.size(); i0 = i1) {
+            const cuda::KvLayer kv = kv_.layer(owners[i0]);
+            const size_t slot = slot_bytes(kv);
+            while (i1 < owners.size()) {
+                const cuda::KvLayer next = kv_.layer(owners[i1]);
+                if (next.positions != kv.positions || slot_bytes(next) != slot) break;
+                ++i1;
+            }
+            const int n_layers = static_cast<int>(i1 - i0);
             const size_t width = slot * std::min(n_positions, kv.positions),
                          pitch = slot * kv.positions * kv.n_seq;
             uint8_t* device = static_cast<uint8_t*>(keys ? kv.k : kv.v) + slot * kv.positions * seq;
             const cudaError_t e =
-                to_host ? cudaMemcpy2DAsync(host, width, device, pitch, width, l1 - l0,
+                to_host ? cudaMemcpy2DAsync(host, width, device, pitch, width, n_layers,
                                             cudaMemcpyDeviceToHost, stream_.get())
-                        : cudaMemcpy2DAsync(device, pitch, host, width, width, l1 - l0,
+                        : cudaMemcpy2DAsync(device, pitch, host, width, width, n_layers,
                                             cudaMemcpyHostToDevice, stream_.get());
             cuda::check(e, op);
-            host += width * (l1 - l0);
+            host += width * n_layers;
         }
     }
     synchronize(op);
@@ -658,24 +721,24 @@ void GpuBackend::residual_norm(Act x, Act residual, const WeightVector& w, float
 
 void GpuBackend::norm_rope_heads(int layer, Act x, int n_heads, int head_dim,
                                  const WeightVector& w, float eps) {
-    (void)layer;  // check_supported(): every layer rotates as c_.rope
     written(x);
     const cuda::OpProfile::Scope scope(profile_, "norm_rope", stream_.get());
-    cuda::norm_rope(rows(x), n_heads, head_dim, w.data, eps, places_, rope_table_, rope_factor_,
-                    rope_ramp_, stream_.get());
+    const LayerRope& r = layer_rope(layer);
+    cuda::norm_rope(rows(x), n_heads, head_dim, w.data, eps, places_, r.table, r.factor, r.ramp,
+                    stream_.get());
 }
 
 void GpuBackend::norm_rope_store(int layer, Act q, int n_head, Act k, int n_head_kv, Act v,
                                  int head_dim, const WeightVector& q_norm,
                                  const WeightVector& k_norm, float eps) {
-    // Every layer's heads are the cache's (check_supported()).
+    // The layer's heads are its cache's (kv_.layer()).
     (void)n_head_kv, (void)head_dim;
     written(q);
     written(k);
     const cuda::OpProfile::Scope scope(profile_, "norm_rope_store", stream_.get());
+    const LayerRope& r = layer_rope(layer);
     cuda::norm_rope_store(rows(q), n_head, rows(k), rows(v), q_norm.data, k_norm.data, eps,
-                          places_, rope_table_, rope_factor_, rope_ramp_, kv_.layer(layer),
-                          stream_.get());
+                          places_, r.table, r.factor, r.ramp, kv_.layer(layer), stream_.get());
 }
 
 void GpuBackend::written(Act x) {
@@ -751,11 +814,10 @@ void GpuBackend::add_bias(Act x, const WeightVector& bias) {
 }
 
 void GpuBackend::rope(int layer, Act x, int n_heads, int head_dim) {
-    (void)layer;  // check_supported(): every layer rotates as c_.rope
     written(x);
     const cuda::OpProfile::Scope scope(profile_, "rope", stream_.get());
-    cuda::rope(rows(x), n_heads, head_dim, places_, rope_table_, rope_factor_, rope_ramp_,
-               stream_.get());
+    const LayerRope& r = layer_rope(layer);
+    cuda::rope(rows(x), n_heads, head_dim, places_, r.table, r.factor, r.ramp, stream_.get());
 }
 
 void GpuBackend::store_kv(int layer, Act k, Act v) {
@@ -892,27 +954,29 @@ void GpuBackend::matmul_heads(const ExpertMatrix& w, int n_heads, Act in, int64_
 }
 
 void GpuBackend::scale(Act x, float s) {
-    (void)x;
-    (void)s;
-    fail("--device cuda: scale is not implemented on the GPU yet");
+    written(x);
+    const cuda::OpProfile::Scope scope(profile_, "scale", stream_.get());
+    cuda::scale_rows(rows(x), s, stream_.get());
 }
 
 void GpuBackend::mul(Act x, const WeightVector& w) {
-    (void)x;
-    (void)w;
-    fail("--device cuda: mul is not implemented on the GPU yet");
+    if (w.size != x.cols && w.size != 1)
+        fail("mul: a vector of {} values for rows of {}", w.size, x.cols);
+    written(x);
+    const cuda::OpProfile::Scope scope(profile_, "mul", stream_.get());
+    cuda::mul_rows(rows(x), w.data, w.size, stream_.get());
 }
 
 void GpuBackend::softcap(Act x, float cap) {
-    (void)x;
-    (void)cap;
-    fail("--device cuda: softcap is not implemented on the GPU yet");
+    written(x);
+    const cuda::OpProfile::Scope scope(profile_, "softcap", stream_.get());
+    cuda::softcap_rows(rows(x), cap, stream_.get());
 }
 
 void GpuBackend::copy(Act src, Act dst) {
-    (void)src;
-    (void)dst;
-    fail("--device cuda: copy is not implemented on the GPU yet");
+    written(dst);
+    const cuda::OpProfile::Scope scope(profile_, "copy", stream_.get());
+    cuda::copy_rows(rows(src), rows(dst), stream_.get());
 }
 
 void GpuBackend::sigmoid(Act x) {
