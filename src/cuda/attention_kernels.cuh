@@ -392,7 +392,6 @@ inline size_t tiled_shared_bytes(int dk, int dv) {
 // attention_wide.cu: the kernels for heads of up to 512 values (257..512).
 void launch_chunks_wide(bool f16, dim3 grid, size_t shared, cudaStream_t stream,
                         const AttentionArgs& a);
-void launch_tiled_wide(bool f16, dim3 grid, size_t shared, cudaStream_t stream,
-                       const TiledArgs& a);
+void launch_tiled_wide(bool f16, dim3 grid, size_t shared, cudaStream_t stream, const TiledArgs& a);
 
 }  // namespace tandem::cuda::attention_kernels

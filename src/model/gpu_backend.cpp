@@ -614,7 +614,8 @@ size_t GpuBackend::sequence_state_bytes(int n_positions) const {
     for (int l = 0; l < kv_.shape.n_layer; ++l) {
         if (!kv_.owns(l)) continue;  // it reads another layer's cache
         const cuda::KvLayerShape shape = kv_.layer_shape(l);
-        const size_t slots = static_cast<size_t>(std::min(std::max(0, n_positions), kv_.layer_positions(l)));
+        const size_t slots =
+            static_cast<size_t>(std::min(std::max(0, n_positions), kv_.layer_positions(l)));
         bytes += slots * shape.n_kv * (shape.dk + shape.dv) * elt;
     }
     return bytes;

@@ -60,10 +60,11 @@ std::vector<float> all_logits(const Model& model, const std::vector<int32_t>& to
 void expect_conformant(const LogitComparison& cmp, const std::string& what) {
     const int over = static_cast<int>(
         std::count_if(cmp.row_kl.begin(), cmp.row_kl.end(), [](double kl) { return kl > 1e-3; }));
-    std::printf("[ %s ] %d rows: max|d| %.3e, KL %.3e, rows over 1e-3: %d, argmax flips %d (beyond "
-                "noise %d)\n",
-                what.c_str(), cmp.rows, cmp.worst_abs, cmp.worst_kl, over, cmp.argmax_flips,
-                cmp.flips_beyond_noise);
+    std::printf(
+        "[ %s ] %d rows: max|d| %.3e, KL %.3e, rows over 1e-3: %d, argmax flips %d (beyond "
+        "noise %d)\n",
+        what.c_str(), cmp.rows, cmp.worst_abs, cmp.worst_kl, over, cmp.argmax_flips,
+        cmp.flips_beyond_noise);
     EXPECT_LE(cmp.worst_kl, 1e-2) << what;
     EXPECT_LE(over * 4, cmp.rows) << what;
     EXPECT_EQ(cmp.flips_beyond_noise, 0) << what;
@@ -218,8 +219,7 @@ TEST_P(GpuGemma4Model, DecodeStepsMatchPrefill) {
     const int V = model->config().n_vocab;
     const std::vector<int32_t> tokens = testing::random_tokens(40, V, 6);
     for (const KvType kv : {KvType::kF32, KvType::kF16}) {
-        const std::vector<float> prefill =
-            all_logits(*model, tokens, Device::kCuda, {}, 0, kv);
+        const std::vector<float> prefill = all_logits(*model, tokens, Device::kCuda, {}, 0, kv);
         SessionOptions o;
         o.n_ctx = 64;
         o.max_batch = 8;  // sliding layers: rings of 15 positions, wrapped
@@ -279,8 +279,8 @@ TEST_P(GpuGemma4Strategies, PrefillLogitsMatchResidentExperts) {
         all_logits(*model, tokens, Device::kCuda, strategy(MoeStrategy::kFused), 8);
     for (const auto& [name, gpu] : {std::pair{"cpu", strategy(MoeStrategy::kCpu)},
                                     std::pair{"cpu layers 1", strategy(MoeStrategy::kAuto, 1)}}) {
-        EXPECT_EQ(compare_logits(fused, all_logits(*model, tokens, Device::kCuda, gpu), V).worst_abs,
-                  0.0)
+        EXPECT_EQ(
+            compare_logits(fused, all_logits(*model, tokens, Device::kCuda, gpu), V).worst_abs, 0.0)
             << c.name << " " << name << " streamed";
         expect_conformant_routed(
             compare_logits(fused, all_logits(*model, tokens, Device::kCuda, gpu, 16), V),
@@ -292,10 +292,9 @@ TEST_P(GpuGemma4Strategies, PrefillLogitsMatchResidentExperts) {
             compare_logits(fused, all_logits(*model, tokens, Device::kCuda, offload), V).worst_abs,
             0.0)
             << c.name << " offload, " << slots << " slots, streamed";
-        EXPECT_EQ(
-            compare_logits(fused8, all_logits(*model, tokens, Device::kCuda, offload, 8), V)
-                .worst_abs,
-            0.0)
+        EXPECT_EQ(compare_logits(fused8, all_logits(*model, tokens, Device::kCuda, offload, 8), V)
+                      .worst_abs,
+                  0.0)
             << c.name << " offload, " << slots << " slots, batches of 8";
     }
     for (const int slots : {0, 1}) {
@@ -360,7 +359,8 @@ TEST_P(GpuGemma4Strategies, GreedyTokensMatchFused) {
             ++ties;
         }
         f = fused.feed(std::span<const int32_t>(&token, 1));
-        for (int j = 0; j < kOthers; ++j) g[j] = others[j]->feed(std::span<const int32_t>(&token, 1));
+        for (int j = 0; j < kOthers; ++j)
+            g[j] = others[j]->feed(std::span<const int32_t>(&token, 1));
     }
     std::printf("[ %s ] 64 greedy steps x 4 strategies: fused's token %d times, a tie %d\n",
                 c.name.c_str(), same, ties);

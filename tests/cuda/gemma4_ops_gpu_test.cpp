@@ -59,7 +59,8 @@ TEST(GpuGemma4KvLayout, LayersOfTheirOwnShapesAndSharedCaches) {
     EXPECT_TRUE(kv.owns(0) && kv.owns(1) && kv.owns(2));
     EXPECT_FALSE(kv.owns(3));
     const auto at = [](const void* p, const void* base) {
-        return static_cast<size_t>(static_cast<const uint8_t*>(p) - static_cast<const uint8_t*>(base));
+        return static_cast<size_t>(static_cast<const uint8_t*>(p) -
+                                   static_cast<const uint8_t*>(base));
     };
     const size_t k0 = size_t{3} * 23 * 4 * 256 * 2, k1 = size_t{3} * 100 * 1 * 512 * 2,
                  k2 = size_t{3} * 23 * 2 * 128 * 2;
@@ -124,7 +125,8 @@ TEST_P(GpuGemma4Attention, LayersOfTheirOwnHeadsMatchTheCpu) {
     for (int s = 0; s < n_seq; ++s)
         for (int p = 0; p < len[s]; ++p) places.push_back({s, p});
     const int n = static_cast<int>(places.size());
-    const int64_t kv_cols = int64_t{c.n_kv} * c.head_dim, other_cols = int64_t{other_kv} * other_dim;
+    const int64_t kv_cols = int64_t{c.n_kv} * c.head_dim,
+                  other_cols = int64_t{other_kv} * other_dim;
     const std::vector<float> k = testing::random_floats(n * kv_cols, 1),
                              v = testing::random_floats(n * kv_cols, 2),
                              k0 = testing::random_floats(n * other_cols, 3),
@@ -174,7 +176,8 @@ TEST_P(GpuGemma4Attention, LayersOfTheirOwnHeadsMatchTheCpu) {
     const int nq = static_cast<int>(qp.size());
     DeviceArray<TokenPlace> dqp(qp);
     ThreadPool pool(1);
-    const double tolerance = c.f16 ? (c.head_dim > 256 ? 5e-3 : 3e-3) : (c.head_dim > 256 ? 4e-5 : 2e-5);
+    const double tolerance =
+        c.f16 ? (c.head_dim > 256 ? 5e-3 : 3e-3) : (c.head_dim > 256 ? 4e-5 : 2e-5);
 
     // One layer's attention, CPU against both GPU kernels.
     const auto check = [&](const KvCache& ref_cache, const cuda::KvLayer& cache, int n_head,
@@ -280,7 +283,8 @@ TEST(GpuGemma4Rope, NormRopeStoreIntoALayerOfItsOwnHeads) {
     const std::vector<float> q = testing::random_floats(rows * q_cols, 71, 3.0f),
                              k = testing::random_floats(rows * k_cols, 72, 3.0f),
                              v = testing::random_floats(rows * k_cols, 73),
-                             qw = testing::random_floats(dk, 74), kw = testing::random_floats(dk, 75);
+                             qw = testing::random_floats(dk, 74),
+                             kw = testing::random_floats(dk, 75);
     DeviceArray<float> factor(table.factor), ramp(table.ramp), dqw(qw), dkw(kw);
     DeviceArray<TokenPlace> dp(places);
     for (const bool f16 : {true, false}) {
@@ -421,8 +425,7 @@ TEST(GpuGemma4Ops, ScaleMulSoftcapAndCopyMatchTheCpu) {
         const int heads = rows * 7;
         DeviceArray<float> dx(x), packed(std::vector<float>(heads * 16, NAN)),
             back(std::vector<float>(x.size(), 0.0f));
-        cuda::copy_rows({dx.get() + 3, heads, 16, 40}, {packed.get(), heads, 16, 16},
-                        stream.get());
+        cuda::copy_rows({dx.get() + 3, heads, 16, 40}, {packed.get(), heads, 16, 16}, stream.get());
         cuda::copy_rows({packed.get(), heads, 16, 16}, {back.get() + 3, heads, 16, 40},
                         stream.get());
         const std::vector<float> p = packed.download(), b = back.download();
