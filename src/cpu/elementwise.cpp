@@ -50,8 +50,12 @@ const std::vector<uint16_t>& gelu_table() {
 
 }  // namespace
 
+const uint16_t* gelu_fp16_table() {
+    return gelu_table().data();
+}
+
 void gelu_glu(const float* gate, const float* up, int64_t n, float* out) {
-    const uint16_t* table = gelu_table().data();
+    const uint16_t* table = gelu_fp16_table();
     for (int64_t i = 0; i < n; ++i) {
         const float g = gate[i];
         if (g <= -10.0f) {

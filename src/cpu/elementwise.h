@@ -25,6 +25,10 @@ void gelu_glu(const float* gate, const float* up, int64_t n, float* out);
 // gpt-oss's clamped SwiGLU (ggml_swiglu_oai with alpha 1.702, limit 7).
 void swiglu_oai(const float* gate, const float* up, int64_t n, float* out);
 
+// ggml_table_gelu_f16: gelu_tanh of every fp16 value (indexed by its bits), rounded to fp16, as
+// gelu_glu reads it (65536 values; the GPU backend uploads the same table).
+const uint16_t* gelu_fp16_table();
+
 // out = act(gate) · up for the given kind.
 void glu(GluKind kind, const float* gate, const float* up, int64_t n, float* out);
 

@@ -26,9 +26,14 @@ inline int decode_chunks(int n_ctx) {
     const int needed = (n_ctx + kMaxChunk - 1) / kMaxChunk;
     return needed > kChunks ? needed : kChunks;
 }
-constexpr int kMaxHeadDim = 256;  // head sizes (keys and values) of the kernels' common path
-// The wide path (Gemma-4's global layers, multi-head latent attention's 576-wide keys over
-// 512-wide values): twice the output registers a thread, and more shared memory.
+// Head sizes of the kernels' common path (keys and values up to 256: every model but those
+// below), instantiated with a thread's share of a value in registers for 256 dims.
+constexpr int kMaxHeadDim = 256;
+// The wide path, the same kernels instantiated for values of up to 512 dims (twice the output
+// registers a thread, and more shared memory per prefill block) in attention_wide.cu: Gemma 4's
+// global layers (512 / 512) and multi-head latent attention's 576-wide keys over 512-wide values
+// (DeepSeek-V3's 512 + 64 latent). Keys are never held in registers, so only the shared memory
+// bounds their width.
 constexpr int kMaxWideKeyDim = 576;
 constexpr int kMaxWideValueDim = 512;
 // Whether the kernels take heads of dk keys and dv values (multiples of 8, within the limits).
@@ -51,18 +56,39 @@ struct KvLayer {
     bool values_in_keys = false;
 };
 
+// A layer's heads in the cache, where layers differ (Gemma 4's sliding and global layers), and
+// the layer whose cache it reads (itself, or an earlier layer's that it shares: it holds none);
+// values_in_keys as KvLayer's.
+struct KvLayerShape {
+    int n_kv = 0;
+    int dk = 0;
+    int dv = 0;
+    int source = 0;
+    bool values_in_keys = false;
+};
+
 // The caches of every layer, one after the other in one allocation for the keys and one for the
-// values: layer l's positions[l] slots per sequence (empty positions: shape.n_ctx for every layer).
-// With shape.values_in_keys there is no value allocation (value_bytes() is 0).
+// values: layer l's positions[l] slots per sequence (empty positions: shape.n_ctx for every layer)
+// of its heads (empty per_layer: shape's heads, every layer its own cache). A layer that reads
+// another's cache takes no memory; layer() gives it the other's. A layer whose values are in its
+// keys takes no value memory (with every layer so, value_bytes() is 0 and v may be null); a layer
+// of no positions (qwen3.5's recurrent layers: kv_cache_positions() is 0) takes none at all.
 struct DeviceKv {
     void* k = nullptr;
     void* v = nullptr;
     KvShape shape;
     bool f16 = true;
     std::vector<int> positions;
+    std::vector<KvLayerShape> per_layer;
 
     int layer_positions(int layer) const;
+    KvLayerShape layer_shape(int layer) const;
+    // Whether the layer holds a cache of its own.
+    bool owns(int layer) const { return layer_shape(layer).source == layer; }
     KvLayer layer(int layer) const;
+    // Bytes of one slot (one position of one sequence) of the layer's keys or values: its own
+    // heads' (0 for values kept in the keys).
+    size_t slot_bytes(int layer, bool keys) const;
     size_t key_bytes() const;
     size_t value_bytes() const;
     size_t bytes() const { return key_bytes() + value_bytes(); }

@@ -2,7 +2,9 @@
 #include "cuda/elementwise.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cfloat>
+#include <mutex>
 
 #include <cuda_fp16.h>
 
@@ -88,6 +90,10 @@ __global__ void argmax_kernel(DeviceRows x, int32_t* ids) {
     if (threadIdx.x == 0) ids[blockIdx.x] = static_cast<int32_t>(index[0]);
 }
 
+// ggml's fp16 GELU table (cpu/elementwise.h's gelu_fp16_table), copied by upload_gelu_table().
+__device__ uint16_t gelu_f16[65536];
+std::atomic<bool> gelu_uploaded{false};
+
 // act(gate) · up, as glu() computes it.
 __device__ __forceinline__ float glu_value(GluKind kind, float g, float u) {
     if (kind == GluKind::kSilu) return g / (1.0f + expf(-g)) * u;
@@ -97,9 +103,17 @@ __device__ __forceinline__ float glu_value(GluKind kind, float g, float u) {
         const float x = fminf(g, kLimit), y = fminf(fmaxf(u, -kLimit), kLimit);
         return x / (1.0f + expf(kAlpha * (-x))) * (y + 1.0f);
     }
-    constexpr float kSqrt2OverPi = 0.79788456080286535587989211986876f;
-    constexpr float kCoef = 0.044715f;
-    return 0.5f * g * (1.0f + tanhf(kSqrt2OverPi * g * (1.0f + kCoef * g * g))) * u;
+    // GELU through ggml's table: the gate rounded to fp16 indexes it; outside (-10, 10) the
+    // CPU's shortcuts (gelu_glu).
+    if (g <= -10.0f) return 0.0f;
+    if (g >= 10.0f) return g * u;
+    const uint16_t bits = __half_as_ushort(__float2half_rn(g));
+    return __half2float(__ushort_as_half(gelu_f16[bits])) * u;
+}
+
+void require_gelu_table(GluKind kind) {
+    if (kind == GluKind::kGelu && !gelu_uploaded.load(std::memory_order_acquire))
+        check(cudaErrorInvalidValue, "glu: GELU before cuda::upload_gelu_table()");
 }
 
 // Where the rounding kernel reads its values: rows of x, or act(gate) · up computed on the fly.
@@ -179,6 +193,7 @@ void round_activations(DeviceRows x, GgmlType dot_type, DeviceRows out, cudaStre
 
 void glu_round_activations(GluKind kind, DeviceRows gate, DeviceRows up, GgmlType dot_type,
                            DeviceRows out, const Q8Rows& q8, cudaStream_t stream) {
+    require_gelu_table(kind);
     launch_round_q8(gpu::rounding_block(gpu::rounding_for(dot_type)), GluSource{kind, gate, up},
                     gate.rows, gate.cols, out, q8, stream);
 }
@@ -211,6 +226,7 @@ void add(DeviceRows y, DeviceRows x, cudaStream_t stream) {
 }
 
 void glu(GluKind kind, DeviceRows gate, DeviceRows up, DeviceRows out, cudaStream_t stream) {
+    require_gelu_table(kind);
     for_each_element(
         gate.rows, gate.cols,
         [=] __device__(int r, int64_t c) {
@@ -218,6 +234,42 @@ void glu(GluKind kind, DeviceRows gate, DeviceRows up, DeviceRows out, cudaStrea
                 glu_value(kind, gate.data[r * gate.stride + c], up.data[r * up.stride + c]);
         },
         stream, "glu");
+}
+
+void upload_gelu_table() {
+    static std::once_flag once;
+    std::call_once(once, [] {
+        check(cudaMemcpyToSymbol(gelu_f16, gelu_fp16_table(), sizeof(uint16_t) * 65536),
+              "uploading the GELU table");
+        gelu_uploaded.store(true, std::memory_order_release);
+    });
+}
+
+void scale_rows(DeviceRows x, float s, cudaStream_t stream) {
+    for_each_element(
+        x.rows, x.cols, [=] __device__(int r, int64_t c) { x.data[r * x.stride + c] *= s; },
+        stream, "scale");
+}
+
+void mul_rows(DeviceRows x, const float* w, int64_t w_size, cudaStream_t stream) {
+    if (w_size != x.cols && w_size != 1)
+        check(cudaErrorInvalidValue, "mul_rows: a vector neither one value nor a row long");
+    const bool one = w_size == 1;
+    for_each_element(
+        x.rows, x.cols,
+        [=] __device__(int r, int64_t c) { x.data[r * x.stride + c] *= w[one ? 0 : c]; }, stream,
+        "mul");
+}
+
+void softcap_rows(DeviceRows x, float cap, cudaStream_t stream) {
+    const float inv = 1.0f / cap;  // as the CPU: the product by the reciprocal
+    for_each_element(
+        x.rows, x.cols,
+        [=] __device__(int r, int64_t c) {
+            float& v = x.data[r * x.stride + c];
+            v = tanhf(v * inv) * cap;
+        },
+        stream, "softcap");
 }
 
 void copy_rows(DeviceRows src, DeviceRows dst, cudaStream_t stream) {

@@ -29,8 +29,18 @@ void rms_norm(DeviceRows x, const float* w, int64_t group, float eps, DeviceRows
 void add_bias(DeviceRows x, const float* bias, cudaStream_t stream);
 // y += x.
 void add(DeviceRows y, DeviceRows x, cudaStream_t stream);
-// out = act(gate) · up.
+// x *= s.
+void scale_rows(DeviceRows x, float s, cudaStream_t stream);
+// x[t][i] *= w[i], or x[t][i] *= w[0] when w_size is 1 (w: a device array of w_size values).
+void mul_rows(DeviceRows x, const float* w, int64_t w_size, cudaStream_t stream);
+// x = cap · tanh(x · (1/cap)), as the CPU's softcap computes it.
+void softcap_rows(DeviceRows x, float cap, cudaStream_t stream);
+// out = act(gate) · up. GluKind::kGelu reads ggml's fp16 table (cpu/elementwise.h), which
+// upload_gelu_table() must have put on the device first.
 void glu(GluKind kind, DeviceRows gate, DeviceRows up, DeviceRows out, cudaStream_t stream);
+// Copies the GELU table to the device (once; later calls return at once). Not inside a stream
+// capture: the GPU backend calls it when it is built.
+void upload_gelu_table();
 // dst = src, row by row (same rows and cols; either may be a strided view, e.g. per-head slices
 // of packed rows). src and dst must not overlap.
 void copy_rows(DeviceRows src, DeviceRows dst, cudaStream_t stream);

@@ -92,6 +92,41 @@ auto layer_matrices(Layer& L) {
 
 constexpr int kNotExperts = -1;
 
+bool same_rope(const RopeParams& a, const RopeParams& b) {
+    return a.type == b.type && a.n_dims == b.n_dims && a.freq_base == b.freq_base &&
+           a.freq_scale == b.freq_scale && a.ext_factor == b.ext_factor &&
+           a.attn_factor == b.attn_factor && a.beta_fast == b.beta_fast &&
+           a.beta_slow == b.beta_slow && a.n_ctx_orig == b.n_ctx_orig &&
+           a.freq_factors == b.freq_factors && a.imrope == b.imrope &&
+           std::equal(std::begin(a.sections), std::end(a.sections), std::begin(b.sections));
+}
+
+// Whether every layer with a KV cache has the model's heads, its own cache and the first such
+// layer's values_in_keys (most models): then the KV cache keeps its uniform layout. Recurrent
+// layers (qwen3.5's delta-net) keep no cache (kv_cache_positions() is 0), whatever their heads.
+bool uniform_kv(const ModelConfig& c) {
+    const LayerConfig* first = nullptr;
+    for (int il = 0; il < c.n_layer; ++il) {
+        const LayerConfig& L = c.layers[il];
+        if (L.attention == AttentionKind::kRecurrent) continue;
+        if (first == nullptr) first = &L;
+        if (L.n_head_kv != c.n_head_kv || L.head_dim_k != c.head_dim_k ||
+            L.head_dim_v != c.head_dim_v || L.kv_layer != il ||
+            L.values_in_keys != first->values_in_keys)
+            return false;
+    }
+    return true;
+}
+
+// Whether the first layer with a KV cache keeps its values in its keys (multi-head latent
+// attention's latent cache: every layer alike where the layout is uniform).
+bool first_values_in_keys(const ModelConfig& c) {
+    for (const LayerConfig& L : c.layers) {
+        if (L.attention != AttentionKind::kRecurrent) return L.values_in_keys;
+    }
+    return false;
+}
+
 // Every array a forward pass reads, as host ranges (the GPU gets the same bytes):
 // add(data, bytes, layer) with the layer of routed expert weights, kNotExperts for the rest
 // (the experts' small per-expert scales and biases included).
@@ -148,14 +183,21 @@ GpuBackend::GpuBackend(const Model& model, ThreadPool& pool, const CpuBackendOpt
     // What the model needs, before anything is allocated.
     const int T = o.max_batch, k = std::max(1, c_.n_expert_used);
     // Multi-head latent attention keeps no values: they are the first head_dim_v of the keys
-    // (every layer alike: check_supported()).
-    const bool values_in_keys = !c_.layers.empty() && c_.layers[0].values_in_keys;
+    // (per layer where the layout is not uniform).
     kv_.shape = {c_.n_layer,     o.n_seq,         o.n_ctx,       c_.n_head_kv,
-                 c_.head_dim_k, c_.head_dim_v, values_in_keys};
+                 c_.head_dim_k, c_.head_dim_v, first_values_in_keys(c_)};
     kv_.f16 = o.kv_type == KvType::kF16;
     // A sliding layer keeps a ring of its window (and a batch), as the CPU's caches do.
     for (const LayerConfig& L : c_.layers)
         kv_.positions.push_back(kv_cache_positions(L, o.n_ctx, o.max_batch));
+    // Layers of their own heads (Gemma 4's sliding and global layers), layers that read an
+    // earlier layer's cache (and hold none), latent caches on some layers only.
+    if (!uniform_kv(c_)) {
+        for (const LayerConfig& L : c_.layers) {
+            kv_.per_layer.push_back(
+                {L.n_head_kv, L.head_dim_k, L.head_dim_v, L.kv_layer, L.values_in_keys});
+        }
+    }
     // Decode needs every chunk of kSmallBatch queries at once (prefill takes no scratch).
     attention_scratch_.capacity =
         int64_t{c_.n_head} * cuda::decode_chunks(o.n_ctx) * cuda::kSmallBatch;
@@ -192,12 +234,19 @@ GpuBackend::GpuBackend(const Model& model, ThreadPool& pool, const CpuBackendOpt
                                          H * mla.v_head + 4 * H
                                    : 0;
     // The decoder's buffers beside the attention's: qwen3.5's delta-net layers, attention gates
-    // and shared expert gate.
+    // and shared expert gate; Gemma 4's router input and dense FFN output beside the experts, and
+    // its per-layer inputs.
     int64_t extra_per_token = 0;
     if (n_recurrent_ > 0)
         extra_per_token += 2 * (dn.conv_width() + dn.value_width() + dn.n_v_heads);
     if (c_.attn_output_gate) extra_per_token += 3 * int64_t{c_.n_head} * c_.head_dim_k;
     if (c_.shared_expert_gate) extra_per_token += 1;
+    bool beside = false;
+    for (const LayerConfig& L : c_.layers)
+        beside = beside || (L.moe && (L.dense_ffn || L.n_ff_shexp > 0));
+    if (beside) extra_per_token += c_.n_embd;
+    if (c_.router_input == RouterInput::kScaledRmsNorm) extra_per_token += c_.n_embd;
+    extra_per_token += int64_t{c_.n_embd_per_layer} * (2 * c_.n_layer + 1);
     const size_t decoder_floats =
         static_cast<size_t>(T) *
             (4 * int64_t{c_.n_embd} + widest_input + H * c_.head_dim_k * 2 +
@@ -296,17 +345,11 @@ GpuBackend::GpuBackend(const Model& model, ThreadPool& pool, const CpuBackendOpt
         device_floats(attention_scratch_.capacity * c_.head_dim_v, "attention scratch");
     attention_scratch_.stats = device_floats(attention_scratch_.capacity * 2, "attention scratch");
 
-    rope_table_ = cuda::make_rope_table(c_.rope);  // (its frequency factors are host values)
-    float* factor = device_floats(std::max<size_t>(1, rope_table_.factor.size()), "rope table");
-    float* ramp = device_floats(std::max<size_t>(1, rope_table_.ramp.size()), "rope table");
-    cuda::check(cudaMemcpy(factor, rope_table_.factor.data(),
-                           sizeof(float) * rope_table_.factor.size(), cudaMemcpyHostToDevice),
-                "rope table upload");
-    cuda::check(cudaMemcpy(ramp, rope_table_.ramp.data(), sizeof(float) * rope_table_.ramp.size(),
-                           cudaMemcpyHostToDevice),
-                "rope table upload");
-    rope_factor_ = factor;
-    rope_ramp_ = ramp;
+    make_ropes();
+    // Gemma 4's GELU reads ggml's fp16 table.
+    if (c_.activation == GluKind::kGelu || c_.expert_activation == GluKind::kGelu ||
+        c_.n_embd_per_layer > 0)
+        cuda::upload_gelu_table();
 
     // The batch's arrays, and their pinned staging (tokens, places, logit rows back to back).
     tokens_ = reinterpret_cast<int32_t*>(device_floats(T, "batch"));
@@ -378,10 +421,13 @@ GpuBackend::GpuBackend(const Model& model, ThreadPool& pool, const CpuBackendOpt
     ctx_.stream = stream_.get();
     ctx_.tables = dequant_tables_.tables();
     // What the caches of all layers hold for one position (latent attention: the latent and the
-    // rotated key only), as the CPU backend counts it.
-    const size_t kv_per_position = static_cast<size_t>(c_.n_layer) * c_.n_head_kv *
-                                   (c_.head_dim_k + (values_in_keys ? 0 : c_.head_dim_v)) *
-                                   (kv_.f16 ? 2 : 4);
+    // rotated key only; each layer's own heads; none for layers that read another's cache or
+    // keep none), as the CPU backend counts it.
+    size_t kv_per_position = 0;
+    for (int l = 0; l < c_.n_layer; ++l) {
+        if (kv_.owns(l) && kv_.layer_positions(l) > 0)
+            kv_per_position += kv_.slot_bytes(l, true) + kv_.slot_bytes(l, false);
+    }
     log_info(
         "backend: cuda on {} ({:.0f} GiB, compute {}.{}, driver CUDA {}); {:.2f} GiB of weights, "
         "KV cache {:.2f} GiB ({}, {} bytes per position); experts: {}; ready in {:.2f} s",
@@ -407,6 +453,30 @@ GpuBackend::~GpuBackend() {
     if (batch_copied_ != nullptr) cudaEventDestroy(batch_copied_);
 }
 
+void GpuBackend::make_ropes() {
+    for (const LayerConfig& L : c_.layers) {
+        size_t i = 0;
+        while (i < ropes_.size() && !same_rope(ropes_[i].params, L.rope)) ++i;
+        if (i == ropes_.size()) {
+            LayerRope r;
+            r.params = L.rope;
+            r.table = cuda::make_rope_table(L.rope);  // (its frequency factors are host values)
+            float* factor = device_floats(std::max<size_t>(1, r.table.factor.size()), "rope table");
+            float* ramp = device_floats(std::max<size_t>(1, r.table.ramp.size()), "rope table");
+            cuda::check(cudaMemcpy(factor, r.table.factor.data(),
+                                   sizeof(float) * r.table.factor.size(), cudaMemcpyHostToDevice),
+                        "rope table upload");
+            cuda::check(cudaMemcpy(ramp, r.table.ramp.data(), sizeof(float) * r.table.ramp.size(),
+                                   cudaMemcpyHostToDevice),
+                        "rope table upload");
+            r.factor = factor;
+            r.ramp = ramp;
+            ropes_.push_back(std::move(r));
+        }
+        rope_of_.push_back(static_cast<int>(i));
+    }
+}
+
 void GpuBackend::check_supported() const {
     auto check_matrix = [&](const WeightMatrix& m, const char* role) {
         if (m.empty()) return;
@@ -419,6 +489,8 @@ void GpuBackend::check_supported() const {
     const ModelWeights& w = model_.weights();
     check_matrix(w.token_embd, "token_embd");
     check_matrix(w.output, "output");
+    check_matrix(w.pl_token_embd, "per-layer embeddings");
+    check_matrix(w.pl_model_proj, "per-layer embeddings");
     for (const LayerWeights& L : w.layers) {
         for (const WeightMatrix* m : {&L.wq, &L.wk, &L.wv, &L.wo}) check_matrix(*m, "attention");
         for (const WeightMatrix* m : {&L.wq_a, &L.wq_b, &L.wkv_a, &L.wk_b.matrix, &L.wv_b.matrix})
@@ -434,45 +506,31 @@ void GpuBackend::check_supported() const {
             check_matrix(*m, "shared expert");
         for (const ExpertMatrix* e : {&L.experts.gate, &L.experts.up, &L.experts.down})
             check_matrix(e->matrix, "experts");
-    }
-    if (c_.head_dim_k % 8 != 0 || c_.head_dim_v % 8 != 0)
-        fail("--device cuda: heads of {} key and {} value dims (the GPU kernels need multiples of 8)",
-             c_.head_dim_k, c_.head_dim_v);
-    if (!cuda::attention_takes(c_.head_dim_k, c_.head_dim_v)) {
-        fail("--device cuda: heads of {} key and {} value dims (the GPU attention takes up to {} / "
-             "{})",
-             c_.head_dim_k, c_.head_dim_v, cuda::kMaxWideKeyDim, cuda::kMaxWideValueDim);
+        for (const WeightMatrix* m : {&L.pl_gate, &L.pl_proj}) check_matrix(*m, "per-layer inputs");
     }
     // What the GPU's operations do not implement yet (they would compute something else).
     auto missing = [&](const char* what) {
         fail("--device cuda: {} ({}) is not implemented on the GPU yet", what, c_.arch);
     };
+    // Each layer's own heads (Gemma 4's sliding and global layers differ), the wide ones included
+    // (Gemma 4's 512 / 512, multi-head latent attention's 576 / 512).
     bool recurrent = false;
     for (const LayerConfig& L : c_.layers) {
         if (L.attention == AttentionKind::kRecurrent) {
             recurrent = true;  // no attention, KV cache or rope: the gated delta-net
             continue;
         }
-        if (L.kv_layer != &L - c_.layers.data()) missing("a KV cache shared between layers");
-        if (L.n_head != c_.n_head || L.n_head_kv != c_.n_head_kv || L.head_dim_k != c_.head_dim_k ||
-            L.head_dim_v != c_.head_dim_v) {
-            missing("layers of different head counts or sizes");
+        if (L.head_dim_k % 8 != 0 || L.head_dim_v % 8 != 0) {
+            fail("--device cuda: heads of {} key and {} value dims (the GPU kernels need multiples "
+                 "of 8)",
+                 L.head_dim_k, L.head_dim_v);
         }
-        if (L.attn_scale != c_.attn_scale) missing("a per-layer attention scale");
-        if (L.rope.freq_base != c_.rope.freq_base || L.rope.freq_scale != c_.rope.freq_scale ||
-            L.rope.n_dims != c_.rope.n_dims || L.rope.freq_factors != c_.rope.freq_factors ||
-            L.rope.imrope != c_.rope.imrope ||
-            !std::equal(std::begin(L.rope.sections), std::end(L.rope.sections),
-                        std::begin(c_.rope.sections))) {
-            missing("per-layer rope");
+        if (!cuda::attention_takes(L.head_dim_k, L.head_dim_v)) {
+            fail("--device cuda: heads of {} key and {} value dims (the GPU attention takes up to "
+                 "{} / {})",
+                 L.head_dim_k, L.head_dim_v, cuda::kMaxWideKeyDim, cuda::kMaxWideValueDim);
         }
-        if (L.moe && L.dense_ffn) missing("a dense FFN beside the experts");
-        if (L.values_in_keys != c_.layers[0].values_in_keys)
-            missing("values in the keys on some layers only");
     }
-    if (c_.v_norm) missing("the value norm (rms_norm_heads without a weight)");
-    if (c_.activation != GluKind::kSilu || c_.expert_activation == GluKind::kGelu)
-        missing("GELU (ggml's fp16 table)");
     // Group-limited routing where the used groups hold fewer experts than a token takes
     // (route_experts() then picks experts of the other groups, which route_topk does not).
     if (c_.n_expert_groups > 1 &&
@@ -739,13 +797,17 @@ void GpuBackend::read(Act x, float* host) {
 }
 
 size_t GpuBackend::sequence_state_bytes(int n_positions) const {
-    const KvShape& s = kv_.shape;
-    const size_t elt = kv_.f16 ? 2 : 4;
-    size_t slots = 0;  // a ring's slots, not the context (cpu_backend.cpp)
-    for (int l = 0; l < s.n_layer; ++l)
-        slots += static_cast<size_t>(std::min(std::max(0, n_positions), kv_.layer_positions(l)));
-    return slots * s.n_kv_head * (s.head_dim_k + s.head_dim_v) * elt +
-           sizeof(float) * recurrent_seq_floats_ * static_cast<size_t>(n_recurrent_);
+    // As copy_sequence copies, and as many bytes as the CPU backend counts: each layer with a
+    // cache of its own gives a ring's slots, not the context (cpu_backend.cpp), of its own heads,
+    // keys only where its values are in them; recurrent layers (no slots) their states.
+    size_t bytes = 0;
+    for (int l = 0; l < kv_.shape.n_layer; ++l) {
+        if (!kv_.owns(l)) continue;  // it reads another layer's cache
+        const size_t slots =
+            static_cast<size_t>(std::min(std::max(0, n_positions), kv_.layer_positions(l)));
+        bytes += slots * (kv_.slot_bytes(l, true) + kv_.slot_bytes(l, false));
+    }
+    return bytes + sizeof(float) * recurrent_seq_floats_ * static_cast<size_t>(n_recurrent_);
 }
 
 void GpuBackend::save_sequence(int seq, int n_positions, uint8_t* out) {
@@ -768,28 +830,37 @@ void GpuBackend::copy_sequence(const char* op, int seq, int n_positions, uint8_t
         fail("{}: sequence {}'s recurrent state is at position {}, not {}", op, seq,
              recurrent_pos_[seq], n_positions);
     }
-    const size_t elt = kv_.f16 ? 2 : 4;
-    // A layer's slots of one sequence are contiguous (attention.h's layout), and the layers one
-    // after the other: one strided copy per run of layers whose caches have one size. Each layer
-    // gives the first min(n_positions, its ring) slots (as the CPU's caches save them), every
-    // layer's keys, then every layer's values (none when they are in the keys).
+    // A layer's slots of one sequence are contiguous (attention.h's layout), and the caches of the
+    // layers that own one follow each other: one strided copy per run of layers whose caches
+    // have one size and one row size. Each layer gives the first min(n_positions, its ring)
+    // slots (as the CPU's caches save them), every layer's keys, then every layer's values (none
+    // where they are in the keys: such a layer's value rows are 0 bytes, and no run spans it).
+    std::vector<int> owners;  // the layers with a cache of their own
+    for (int l = 0; l < s.n_layer; ++l) {
+        if (kv_.owns(l)) owners.push_back(l);
+    }
     for (const bool keys : {true, false}) {
-        if (!keys && s.values_in_keys) break;
-        for (int l0 = 0, l1 = 0; l0 < s.n_layer; l0 = l1) {
-            while (l1 < s.n_layer && kv_.layer_positions(l1) == kv_.layer_positions(l0)) ++l1;
-            const cuda::KvLayer kv = kv_.layer(l0);
-            const size_t slot = static_cast<size_t>(kv.n_kv) * (keys ? kv.dk : kv.dv) * elt;
+        for (size_t i0 = 0, i1 = 0; i0 < owners.size(); i0 = i1) {
+            const cuda::KvLayer kv = kv_.layer(owners[i0]);
+            const size_t slot = kv_.slot_bytes(owners[i0], keys);
+            while (i1 < owners.size()) {
+                const int next = owners[i1];
+                if (kv_.layer_positions(next) != kv.positions || kv_.slot_bytes(next, keys) != slot)
+                    break;
+                ++i1;
+            }
+            const int n_layers = static_cast<int>(i1 - i0);
             const size_t width = slot * std::min(n_positions, kv.positions),
                          pitch = slot * kv.positions * kv.n_seq;
             if (width == 0) continue;  // no positions yet, or recurrent layers (no KV cache)
             uint8_t* device = static_cast<uint8_t*>(keys ? kv.k : kv.v) + slot * kv.positions * seq;
             const cudaError_t e =
-                to_host ? cudaMemcpy2DAsync(host, width, device, pitch, width, l1 - l0,
+                to_host ? cudaMemcpy2DAsync(host, width, device, pitch, width, n_layers,
                                             cudaMemcpyDeviceToHost, stream_.get())
-                        : cudaMemcpy2DAsync(device, pitch, host, width, width, l1 - l0,
+                        : cudaMemcpy2DAsync(device, pitch, host, width, width, n_layers,
                                             cudaMemcpyHostToDevice, stream_.get());
             cuda::check(e, op);
-            host += width * (l1 - l0);
+            host += width * n_layers;
         }
     }
     if (n_recurrent_ > 0) {
@@ -857,24 +928,24 @@ void GpuBackend::residual_norm(Act x, Act residual, const WeightVector& w, float
 
 void GpuBackend::norm_rope_heads(int layer, Act x, int n_heads, int head_dim,
                                  const WeightVector& w, float eps) {
-    (void)layer;  // check_supported(): every layer rotates as c_.rope
     written(x);
     const cuda::OpProfile::Scope scope(profile_, "norm_rope", stream_.get());
-    cuda::norm_rope(rows(x), n_heads, head_dim, w.data, eps, places_, rope_table_, rope_factor_,
-                    rope_ramp_, stream_.get());
+    const LayerRope& r = layer_rope(layer);
+    cuda::norm_rope(rows(x), n_heads, head_dim, w.data, eps, places_, r.table, r.factor, r.ramp,
+                    stream_.get());
 }
 
 void GpuBackend::norm_rope_store(int layer, Act q, int n_head, Act k, int n_head_kv, Act v,
                                  int head_dim, const WeightVector& q_norm,
                                  const WeightVector& k_norm, float eps) {
-    // Every layer's heads are the cache's (check_supported()).
+    // The layer's heads are its cache's (kv_.layer()).
     (void)n_head_kv, (void)head_dim;
     written(q);
     written(k);
     const cuda::OpProfile::Scope scope(profile_, "norm_rope_store", stream_.get());
+    const LayerRope& r = layer_rope(layer);
     cuda::norm_rope_store(rows(q), n_head, rows(k), rows(v), q_norm.data, k_norm.data, eps,
-                          places_, rope_table_, rope_factor_, rope_ramp_, kv_.layer(layer),
-                          stream_.get());
+                          places_, r.table, r.factor, r.ramp, kv_.layer(layer), stream_.get());
 }
 
 void GpuBackend::written(Act x) {
@@ -950,11 +1021,10 @@ void GpuBackend::add_bias(Act x, const WeightVector& bias) {
 }
 
 void GpuBackend::rope(int layer, Act x, int n_heads, int head_dim) {
-    (void)layer;  // check_supported(): every layer rotates as c_.rope
     written(x);
     const cuda::OpProfile::Scope scope(profile_, "rope", stream_.get());
-    cuda::rope(rows(x), n_heads, head_dim, places_, rope_table_, rope_factor_, rope_ramp_,
-               stream_.get());
+    const LayerRope& r = layer_rope(layer);
+    cuda::rope(rows(x), n_heads, head_dim, places_, r.table, r.factor, r.ramp, stream_.get());
 }
 
 void GpuBackend::store_kv(int layer, Act k, Act v) {
@@ -1155,21 +1225,23 @@ void GpuBackend::matmul_heads(const ExpertMatrix& w, int n_heads, Act in, int64_
 }
 
 void GpuBackend::scale(Act x, float s) {
-    (void)x;
-    (void)s;
-    fail("--device cuda: scale is not implemented on the GPU yet");
+    written(x);
+    const cuda::OpProfile::Scope scope(profile_, "scale", stream_.get());
+    cuda::scale_rows(rows(x), s, stream_.get());
 }
 
 void GpuBackend::mul(Act x, const WeightVector& w) {
-    (void)x;
-    (void)w;
-    fail("--device cuda: mul is not implemented on the GPU yet");
+    if (w.size != x.cols && w.size != 1)
+        fail("mul: a vector of {} values for rows of {}", w.size, x.cols);
+    written(x);
+    const cuda::OpProfile::Scope scope(profile_, "mul", stream_.get());
+    cuda::mul_rows(rows(x), w.data, w.size, stream_.get());
 }
 
 void GpuBackend::softcap(Act x, float cap) {
-    (void)x;
-    (void)cap;
-    fail("--device cuda: softcap is not implemented on the GPU yet");
+    written(x);
+    const cuda::OpProfile::Scope scope(profile_, "softcap", stream_.get());
+    cuda::softcap_rows(rows(x), cap, stream_.get());
 }
 
 void GpuBackend::copy(Act src, Act dst) {

@@ -170,9 +170,19 @@ class GpuBackend final : public Ops {
     cuda::SequenceSpan* seq_spans_ = nullptr;  // [T]
     int n_spans_ = 0;                          // of the current batch
     cuda::AttentionScratch attention_scratch_;
-    cuda::RopeTable rope_table_;
-    const float* rope_factor_ = nullptr;  // device copies of rope_table_'s vectors
-    const float* rope_ramp_ = nullptr;
+    // The rotations of the layers: one per distinct rope (one for most models; Gemma 4's sliding
+    // and global layers have their own), with device copies of the table's vectors.
+    struct LayerRope {
+        RopeParams params;
+        cuda::RopeTable table;
+        const float* factor = nullptr;
+        const float* ramp = nullptr;
+    };
+    std::vector<LayerRope> ropes_;
+    std::vector<int> rope_of_;  // per layer: its index in ropes_
+    const LayerRope& layer_rope(int layer) const { return ropes_[rope_of_[layer]]; }
+    // Device copies of the ropes' tables (in the constructor).
+    void make_ropes();
 
     // The batch: device copies of set_batch's arrays, staged in pinned memory.
     int32_t* tokens_ = nullptr;

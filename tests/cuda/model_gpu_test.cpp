@@ -497,10 +497,10 @@ TEST(GpuExpertStrategies, GreedyTokensMatchFused) {
 }
 
 // Conformance against llama.cpp (the kit's llama_logits, f32 KV) on the kit's models, and on
-// models of architectures the kit does not write (qwen35, qwen35moe) from tandem synth.
+// models of architectures the kit does not write (qwen35, qwen35moe, gemma4) from tandem synth.
 struct OracleCase {
     std::string name;
-    std::string args;  // make_gguf.py's, or empty: `synth`
+    std::string args;  // the kit's make_gguf.py arguments, or empty: `synth` through tandem synth
     int n_tokens;
     SynthSpec synth = {};
 };
@@ -576,6 +576,54 @@ std::vector<OracleCase> oracle_cases() {
         d.ssm_v_heads = 4;
         d.ssm_state = 32;
         out.push_back({"qwen35_f32_sections_200tok", "", 200, d});
+    }
+    // gemma4 as the CPU's conformance takes it (arch_conformance_test.cpp): every optional part
+    // (shared KV caches, per-layer embeddings, values that are the keys, expert scales, fused
+    // gate_up, sliding layers of their own heads, a partial rope), and a q8_0 MoE model.
+    {
+        SynthSpec s = testing::tiny_spec("gemma4");
+        s.n_layer = 6;
+        s.swa_period = 3;
+        s.n_embd = 128;
+        s.n_head = 4;
+        s.n_head_kv = 2;
+        s.head_dim = 32;
+        s.n_ff = 256;
+        s.n_expert = 4;
+        s.n_expert_used = 2;
+        s.n_ff_exp = 64;
+        s.n_vocab = 300;
+        s.n_ctx = 4096;
+        s.sliding_window = 8;
+        s.shared_kv_layers = 3;
+        s.n_embd_per_layer = 8;
+        s.layer_out_scale = true;
+        s.values_are_keys = true;
+        s.expert_scale = true;
+        s.gate_up_fused = true;
+        s.head_dim_swa = 16;
+        s.n_head_kv_swa = 1;
+        s.rope_partial = 0.5f;
+        s.tied_output = true;
+        out.push_back({"gemma4_moe_every_option_f32", "", 48, s});
+        SynthSpec q = testing::tiny_spec("gemma4");
+        q.n_layer = 4;
+        q.swa_period = 2;
+        q.n_embd = 256;
+        q.n_head = 4;
+        q.n_head_kv = 2;
+        q.head_dim = 64;
+        q.n_ff = 512;
+        q.n_expert = 8;
+        q.n_expert_used = 2;
+        q.n_ff_exp = 256;
+        q.n_vocab = 300;
+        q.n_ctx = 4096;
+        q.sliding_window = 8;
+        q.expert_scale = true;
+        q.embd_type = q.attn_type = q.ffn_type = q.out_type = GgmlType::kQ8_0;
+        q.exp_gate_type = q.exp_up_type = q.exp_down_type = GgmlType::kQ8_0;
+        out.push_back({"gemma4_q8_0", "", 48, q});
     }
     for (const char* type : {"f16", "bf16", "q8_0", "q4_0", "q4_K", "q5_K", "q6_K", "mxfp4",
                              "iq4_xs", "iq2_xxs", "iq3_xxs"}) {

@@ -394,6 +394,7 @@ TEST(GpuActivationRounding, FusedGluMatchesGluThenRounding) {
     const int rows = 3, cols = 512;
     const std::vector<float> g = testing::random_floats(rows * cols, 21, 3.0f),
                              u = testing::random_floats(rows * cols, 22);
+    cuda::upload_gelu_table();  // GELU reads ggml's fp16 table
     for (GluKind kind : {GluKind::kSilu, GluKind::kGelu, GluKind::kSwigluOai}) {
         for (GgmlType dot : {GgmlType::kQ8_0, GgmlType::kQ8_K}) {
             DeviceArray<float> dg(g), du(u), act(g.size()), ref(g.size()), got(g.size());

@@ -1,0 +1,424 @@
+// The attention kernels of attention.cu, templated on the cache's type and on the largest value
+// head they take (kMaxValueDim: the registers a thread keeps for its share of a head's output;
+// keys stream through shared memory and registers of a fixed size, whatever their width).
+// attention.cu instantiates them for heads of up to kMaxHeadDim (256), attention_wide.cu for
+// values of up to kMaxWideValueDim (512) under keys of up to kMaxWideKeyDim (576), each in its
+// own translation unit, so the common path's registers stay as they were; nothing else includes
+// this file.
+#pragma once
+
+#include <cuda_fp16.h>
+
+#include <cfloat>
+#include <climits>
+#include <cstdint>
+
+#include "cuda/attention.h"
+#include "cuda/early_launch.cuh"
+
+namespace tandem::cuda::attention_kernels {
+
+constexpr int kThreads = 128;
+
+// What both kernels take of the layer's cache and its attention parameters.
+struct LayerArgs {
+    const void* k;
+    const void* v;
+    int positions, n_kv, dk, dv;
+    int group;  // query heads per kv head
+    float scale;
+    int window;          // > 0: the last `window` positions only
+    const float* sinks;  // [n_head], or nullptr
+    // Where values sit: v + (slot · v_pos_stride + kv head · v_head_stride) (with the values in
+    // the keys, the keys' strides).
+    int64_t v_pos_stride;
+    int v_head_stride;
+    bool values_in_keys;
+};
+
+inline LayerArgs layer_args(const KvLayer& kv, const Attention::Params& p) {
+    const int v_head = kv.values_in_keys ? kv.dk : kv.dv;
+    return {kv.k,
+            kv.values_in_keys ? kv.k : kv.v,
+            kv.positions,
+            kv.n_kv,
+            kv.dk,
+            kv.dv,
+            p.n_head / kv.n_kv,
+            p.scale,
+            p.window,
+            p.sinks,
+            static_cast<int64_t>(kv.n_kv) * v_head,
+            v_head,
+            kv.values_in_keys};
+}
+
+struct AttentionArgs : LayerArgs {
+    int n_head;
+    int n_chunks;
+    int chunk;      // positions per chunk (0: (pos + 1) / n_chunks, rounded up, per query)
+    int max_chunk;  // the most a chunk may hold
+    int token0;     // first query of this slice
+    const float* q;
+    int64_t q_stride;
+    const TokenPlace* places;
+    float* values;
+    float* stats;
+};
+
+template <bool kF16>
+__device__ __forceinline__ float load_value(const void* base, int64_t offset) {
+    if constexpr (kF16) {
+        return __half2float(static_cast<const __half*>(base)[offset]);
+    } else {
+        return static_cast<const float*>(base)[offset];
+    }
+}
+
+// The slot of position j in a cache of `positions` slots per sequence: j itself in a full
+// layer's (no division on that path), j mod positions in a ring.
+__device__ __forceinline__ int64_t ring_slot(int j, int positions) {
+    return j < positions ? j : j % positions;
+}
+
+// The first position a token at `pos` sees.
+__device__ __forceinline__ int first_seen(int pos, int window) {
+    return window > 0 ? max(0, pos - window + 1) : 0;
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+constexpr int kWarps = kThreads / 32;
+
+// Block (chunk, head, query of the slice): the scores of the chunk's positions, their softmax
+// against the chunk's own max, and the weighted sum of the values. Warps take positions in
+// turn; the lanes of a warp split a key's (or value's) dimensions, so every load of a row is
+// coalesced, and a score is a warp sum. Position j sits in slot j mod positions. A lane
+// accumulates kMaxValueDim / 32 value dimensions (dv <= kMaxValueDim).
+template <bool kF16, int kMaxValueDim>
+__global__ void __launch_bounds__(kThreads)
+    attention_chunk_kernel(const __grid_constant__ AttentionArgs a) {
+    constexpr int kMaxDimsPerLane = kMaxValueDim / 32;
+    extern __shared__ float shared[];
+    float* q = shared;              // [dk]
+    float* p = shared + a.dk;       // [max_chunk]
+    float* part = p + a.max_chunk;  // [kWarps][dv]
+    __shared__ float red[kWarps];
+    wait_for_previous_kernel();
+    const int c = blockIdx.x, h = blockIdx.y, tq = blockIdx.z;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int t = a.token0 + tq;
+    const TokenPlace place = a.places[t];
+    const int64_t slot = (static_cast<int64_t>(tq) * a.n_head + h) * a.n_chunks + c;
+    // chunk 0: the query's positions split evenly over the n_chunks blocks.
+    const int first = first_seen(place.pos, a.window);
+    const int chunk = a.chunk > 0 ? a.chunk : (place.pos - first + a.n_chunks) / a.n_chunks;
+    const int j0 = first + c * chunk;
+    const int j1 = min(j0 + chunk, place.pos + 1);
+    if (j0 >= j1) {
+        if (threadIdx.x == 0) {
+            a.stats[2 * slot] = -FLT_MAX;
+            a.stats[2 * slot + 1] = 0.0f;
+        }
+        return;
+    }
+    const int kvh = h / a.group;
+    const float* qsrc = a.q + t * a.q_stride + static_cast<int64_t>(h) * a.dk;
+    for (int d = threadIdx.x; d < a.dk; d += kThreads) q[d] = qsrc[d] * a.scale;
+    __syncthreads();
+
+    const int64_t seq_base = static_cast<int64_t>(place.seq) * a.positions;
+    const int64_t k_row = static_cast<int64_t>(a.n_kv) * a.dk;
+    const int64_t v_row = a.v_pos_stride;
+    const int64_t k_head = static_cast<int64_t>(kvh) * a.dk;
+    const int64_t v_head = static_cast<int64_t>(kvh) * a.v_head_stride;
+    float local_max = -FLT_MAX;
+    // Unrolled: a warp's next positions' loads go out before this one's sum comes back.
+#pragma unroll 4
+    for (int j = j0 + warp; j < j1; j += kWarps) {
+        const int64_t row = k_head + (seq_base + ring_slot(j, a.positions)) * k_row;
+        float s = 0.0f;
+        for (int d = lane; d < a.dk; d += 32) s = fmaf(load_value<kF16>(a.k, row + d), q[d], s);
+        s = warp_sum(s);
+        if (lane == 0) p[j - j0] = s;
+        local_max = fmaxf(local_max, s);
+    }
+    if (lane == 0) red[warp] = local_max;
+    __syncthreads();
+    float m = red[0];
+    for (int w = 1; w < kWarps; ++w) m = fmaxf(m, red[w]);
+    __syncthreads();
+    float local_sum = 0.0f;
+    for (int j = j0 + threadIdx.x; j < j1; j += kThreads) {
+        const float e = expf(p[j - j0] - m);
+        p[j - j0] = e;
+        local_sum += e;
+    }
+    local_sum = warp_sum(local_sum);
+    if (lane == 0) red[warp] = local_sum;
+    __syncthreads();  // also publishes p
+    float l = 0.0f;
+    for (int w = 0; w < kWarps; ++w) l += red[w];
+
+    // Each warp sums its positions' values; lane l holds dimensions l, l + 32, ...
+    float acc[kMaxDimsPerLane];
+#pragma unroll
+    for (int i = 0; i < kMaxDimsPerLane; ++i) acc[i] = 0.0f;
+#pragma unroll 4
+    for (int j = j0 + warp; j < j1; j += kWarps) {
+        const float pj = p[j - j0];
+        const int64_t row = v_head + (seq_base + ring_slot(j, a.positions)) * v_row;
+#pragma unroll
+        for (int i = 0; i < kMaxDimsPerLane; ++i) {
+            const int d = lane + 32 * i;
+            if (d < a.dv) acc[i] = fmaf(pj, load_value<kF16>(a.v, row + d), acc[i]);
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < kMaxDimsPerLane; ++i) {
+        const int d = lane + 32 * i;
+        if (d < a.dv) part[warp * a.dv + d] = acc[i];
+    }
+    __syncthreads();
+    float* out = a.values + slot * a.dv;
+    for (int d = threadIdx.x; d < a.dv; d += kThreads) {
+        float v = 0.0f;
+        for (int w = 0; w < kWarps; ++w) v += part[w * a.dv + d];
+        out[d] = v;
+    }
+    if (threadIdx.x == 0) {
+        a.stats[2 * slot] = m;
+        a.stats[2 * slot + 1] = l;
+    }
+}
+
+// ---------------------------------------------------------------- prefill: query tiles
+
+// Block (tile of kTileQueries queries, head): the tile's queries against key tiles of
+// kTileKeys positions staged in shared memory, with an online softmax (running max and sum per
+// query), so the keys and values are read once per tile instead of once per query. Queries of
+// different sequences in one tile are taken a sequence at a time (the others masked), over the
+// positions from the first any of them sees to the last. Thread i owns query i / 8 of the tile:
+// its scores for keys i % 8 + 8 u, and its output dimensions 4 (i % 8) + 32 u .. + 3 (u <
+// kMaxValueDim / 32). With the values in the keys, the staged keys are the values.
+constexpr int kTileQueries = 16;
+constexpr int kTileKeys = 32;
+constexpr int kLanesPerQuery = kThreads / kTileQueries;  // 8
+static_assert(kTileKeys / kLanesPerQuery == 4);
+
+struct TiledArgs : LayerArgs {
+    int n_tokens;
+    const float* q;
+    int64_t q_stride;
+    const TokenPlace* places;
+    float* out;
+    int64_t out_stride;
+};
+
+template <bool kF16>
+__device__ __forceinline__ void load_rows(const void* base, int64_t first, int64_t row_stride,
+                                          int j0, int positions, int n_rows, int dim, float* dst,
+                                          int ld) {
+    // Positions j0 .. j0 + n_rows - 1 (position j in row j mod positions after `first`) of dim
+    // values (a multiple of 8) as floats, 8 values a thread at a time.
+    const int per_row = dim / 8;
+    for (int job = threadIdx.x; job < n_rows * per_row; job += kThreads) {
+        const int r = job / per_row, c = 8 * (job % per_row);
+        const int64_t at = first + ring_slot(j0 + r, positions) * row_stride + c;
+        float v[8];
+        if constexpr (kF16) {
+            const uint4 raw =
+                *reinterpret_cast<const uint4*>(static_cast<const __half*>(base) + at);
+            const __half2* h = reinterpret_cast<const __half2*>(&raw);
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                const float2 f = __half22float2(h[i]);
+                v[2 * i] = f.x;
+                v[2 * i + 1] = f.y;
+            }
+        } else {
+            const float4* src =
+                reinterpret_cast<const float4*>(static_cast<const float*>(base) + at);
+            const float4 a = src[0], b = src[1];
+            v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w;
+            v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+        }
+        float4* d = reinterpret_cast<float4*>(dst + r * ld + c);
+        d[0] = make_float4(v[0], v[1], v[2], v[3]);
+        d[1] = make_float4(v[4], v[5], v[6], v[7]);
+    }
+}
+
+template <bool kF16, int kMaxValueDim>
+__global__ void __launch_bounds__(kThreads)
+    attention_tiled_kernel(const __grid_constant__ TiledArgs a) {
+    extern __shared__ float4 shared4[];
+    float* shared = reinterpret_cast<float*>(shared4);
+    const int qld = a.dk + 4, kvld = (a.dk > a.dv ? a.dk : a.dv) + 4;
+    float* Qs = shared;                    // [kTileQueries][qld], scaled
+    float* KVs = Qs + kTileQueries * qld;  // [kTileKeys][kvld]: keys, then values
+    float* Ps = KVs + kTileKeys * kvld;    // [kTileQueries][kTileKeys]
+    __shared__ int q_pos[kTileQueries], q_seq[kTileQueries];
+    __shared__ int next_seq, seq_begin, seq_end;
+    const int h = blockIdx.y, t0 = blockIdx.x * kTileQueries;
+    const int kvh = h / a.group;
+    const int qi = threadIdx.x / kLanesPerQuery, sub = threadIdx.x % kLanesPerQuery;
+    if (threadIdx.x < kTileQueries) {
+        const int t = t0 + threadIdx.x;
+        const bool real = t < a.n_tokens;
+        q_pos[threadIdx.x] = real ? a.places[t].pos : -1;
+        q_seq[threadIdx.x] = real ? a.places[t].seq : INT_MAX;
+    }
+    for (int job = threadIdx.x; job < kTileQueries * a.dk; job += kThreads) {
+        const int i = job / a.dk, d = job % a.dk;
+        const int t = t0 + i;
+        Qs[i * qld + d] = t < a.n_tokens
+                              ? a.q[t * a.q_stride + static_cast<int64_t>(h) * a.dk + d] * a.scale
+                              : 0.0f;
+    }
+    const int64_t k_row = static_cast<int64_t>(a.n_kv) * a.dk;
+    const int64_t v_row = a.v_pos_stride;
+    constexpr int kMaxDimVectors = kMaxValueDim / 32;  // float4s of output per thread
+    float4 acc[kMaxDimVectors];
+#pragma unroll
+    for (int u = 0; u < kMaxDimVectors; ++u) acc[u] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    float m = -FLT_MAX, l = 0.0f;
+    int done_seq = -1;
+    for (;;) {
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            int s = INT_MAX, begin = INT_MAX, end = -1;
+            for (int i = 0; i < kTileQueries; ++i)
+                if (q_seq[i] > done_seq && q_seq[i] < s) s = q_seq[i];
+            for (int i = 0; i < kTileQueries; ++i) {
+                if (q_seq[i] != s) continue;
+                begin = min(begin, first_seen(q_pos[i], a.window));
+                end = max(end, q_pos[i] + 1);
+            }
+            next_seq = s;
+            seq_begin = begin;
+            seq_end = end;
+        }
+        __syncthreads();
+        const int seq = next_seq, first_key = seq_begin, n_keys = seq_end;
+        if (seq == INT_MAX) break;
+        done_seq = seq;
+        const bool mine = q_seq[qi] == seq;
+        const int my_pos = q_pos[qi], my_first = first_seen(my_pos, a.window);
+        const int64_t seq_base = static_cast<int64_t>(seq) * a.positions;
+        for (int j0 = first_key; j0 < n_keys; j0 += kTileKeys) {
+            const int n = min(kTileKeys, n_keys - j0);
+            __syncthreads();  // the last tile's values are read
+            load_rows<kF16>(a.k, seq_base * k_row + static_cast<int64_t>(kvh) * a.dk, k_row, j0,
+                            a.positions, n, a.dk, KVs, kvld);
+            __syncthreads();
+            // Scores of keys sub + 8 u.
+            float s[4];
+#pragma unroll
+            for (int u = 0; u < 4; ++u) s[u] = 0.0f;
+            for (int d = 0; d < a.dk; d += 4) {
+                const float4 qv = *reinterpret_cast<const float4*>(Qs + qi * qld + d);
+#pragma unroll
+                for (int u = 0; u < 4; ++u) {
+                    const float4 kv =
+                        *reinterpret_cast<const float4*>(KVs + (sub + 8 * u) * kvld + d);
+                    s[u] = fmaf(qv.x, kv.x, s[u]);
+                    s[u] = fmaf(qv.y, kv.y, s[u]);
+                    s[u] = fmaf(qv.z, kv.z, s[u]);
+                    s[u] = fmaf(qv.w, kv.w, s[u]);
+                }
+            }
+            float tile_max = -FLT_MAX;
+#pragma unroll
+            for (int u = 0; u < 4; ++u) {
+                const int j = j0 + sub + 8 * u;
+                const bool visible = mine && sub + 8 * u < n && j >= my_first && j <= my_pos;
+                s[u] = visible ? s[u] : -INFINITY;
+                tile_max = fmaxf(tile_max, s[u]);
+            }
+            for (int o = 1; o < kLanesPerQuery; o <<= 1)
+                tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, o));
+            const float m_new = fmaxf(m, tile_max);
+            const float rescale = m == -FLT_MAX ? 0.0f : expf(m - m_new);
+            float sum = 0.0f;
+#pragma unroll
+            for (int u = 0; u < 4; ++u) {
+                const float p = s[u] == -INFINITY ? 0.0f : expf(s[u] - m_new);
+                Ps[qi * kTileKeys + sub + 8 * u] = p;
+                sum += p;
+            }
+            for (int o = 1; o < kLanesPerQuery; o <<= 1)
+                sum += __shfl_xor_sync(0xffffffffu, sum, o);
+            if (tile_max != -FLT_MAX && tile_max != -INFINITY) {
+                l = l * rescale + sum;
+                m = m_new;
+#pragma unroll
+                for (int u = 0; u < kMaxDimVectors; ++u) {
+                    acc[u].x *= rescale, acc[u].y *= rescale, acc[u].z *= rescale,
+                        acc[u].w *= rescale;
+                }
+            }
+            __syncthreads();  // scores done with the keys (and Ps published)
+            if (!a.values_in_keys) {
+                load_rows<kF16>(a.v, seq_base * v_row + static_cast<int64_t>(kvh) * a.v_head_stride,
+                                v_row, j0, a.positions, n, a.dv, KVs, kvld);
+                __syncthreads();
+            }
+            if (!mine) continue;
+            for (int j = 0; j < n; ++j) {
+                const float p = Ps[qi * kTileKeys + j];
+                if (p == 0.0f) continue;
+#pragma unroll
+                for (int u = 0; u < kMaxDimVectors; ++u) {
+                    const int d = 4 * sub + 32 * u;
+                    if (d < a.dv) {
+                        const float4 vv = *reinterpret_cast<const float4*>(KVs + j * kvld + d);
+                        acc[u].x = fmaf(p, vv.x, acc[u].x);
+                        acc[u].y = fmaf(p, vv.y, acc[u].y);
+                        acc[u].z = fmaf(p, vv.z, acc[u].z);
+                        acc[u].w = fmaf(p, vv.w, acc[u].w);
+                    }
+                }
+            }
+        }
+    }
+    const int t = t0 + qi;
+    if (t >= a.n_tokens) return;
+    if (a.sinks != nullptr) {
+        // The sink joins the max and the sum (every query sees its own position: m is a score).
+        const float m_sink = fmaxf(m, a.sinks[h]), rescale = expf(m - m_sink);
+        l = l * rescale + expf(a.sinks[h] - m_sink);
+#pragma unroll
+        for (int u = 0; u < kMaxDimVectors; ++u) {
+            acc[u].x *= rescale, acc[u].y *= rescale, acc[u].z *= rescale, acc[u].w *= rescale;
+        }
+    }
+    float* dst = a.out + t * a.out_stride + static_cast<int64_t>(h) * a.dv;
+    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+#pragma unroll
+    for (int u = 0; u < kMaxDimVectors; ++u) {
+        const int d = 4 * sub + 32 * u;
+        if (d < a.dv)
+            *reinterpret_cast<float4*>(dst + d) =
+                make_float4(acc[u].x * inv, acc[u].y * inv, acc[u].z * inv, acc[u].w * inv);
+    }
+}
+
+// Shared memory of a tiled block for heads of dk and dv values.
+inline size_t tiled_shared_bytes(int dk, int dv) {
+    const int kvld = (dk > dv ? dk : dv) + 4;
+    return sizeof(float) * (kTileQueries * (dk + 4) + kTileKeys * kvld + kTileQueries * kTileKeys);
+}
+
+// The most shared memory a block may take on the current device (attention.cu).
+size_t max_block_shared_bytes();
+
+// attention_wide.cu: the kernels for the wide heads (keys or values past kMaxHeadDim).
+void launch_chunks_wide(bool f16, dim3 grid, size_t shared, cudaStream_t stream,
+                        const AttentionArgs& a);
+void launch_tiled_wide(bool f16, dim3 grid, size_t shared, cudaStream_t stream, const TiledArgs& a);
+
+}  // namespace tandem::cuda::attention_kernels

@@ -1,0 +1,434 @@
+// Gemma 4 models on the GPU against the CPU backend: teacher-forced logits (prompts in one batch,
+// in prefill tiles of 16 and in decode batches of 4, whose sliding rings the 70 tokens wrap),
+// decode steps (CUDA graphs) against prefill, every expert strategy against fused, and the
+// sequence copies of the prefix cache over rings and shared caches. The models cover dense and
+// MoE layers, sliding layers with their own head size, KV heads and rope base beside global
+// layers with a partial rope, heads of 512 (a real file's global layers), shared KV caches,
+// values that are the keys, per-expert scales, fused gate_up experts, per-layer embeddings,
+// layer output scales and soft-capping. Skipped without a GPU.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "base/thread_pool.h"
+#include "cuda/gpu_test_util.h"
+#include "engine/session.h"
+#include "model/backend.h"
+#include "model/decoder.h"
+#include "model/model.h"
+#include "model/synthetic_model.h"
+#include "support/model_files.h"
+#include "support/oracle_runs.h"
+#include "support/temp_dir.h"
+
+namespace tandem {
+namespace {
+
+using testing::compare_logits;
+using testing::LogitComparison;
+
+ThreadPool& pool() {
+    static ThreadPool p(0);
+    return p;
+}
+
+std::vector<float> all_logits(const Model& model, const std::vector<int32_t>& tokens, Device device,
+                              const GpuOptions& gpu = {}, int max_batch = 0,
+                              KvType kv = KvType::kF32) {
+    SessionOptions o;
+    o.n_ctx = static_cast<int>(tokens.size()) + 8;
+    o.max_batch = max_batch > 0 ? max_batch : static_cast<int>(tokens.size());
+    o.kv_type = kv;
+    o.device = device;
+    o.gpu = gpu;
+    Session session(model, pool(), o);
+    std::span<const float> logits = session.feed_all(tokens);
+    return {logits.begin(), logits.end()};
+}
+
+// The criteria of model_gpu_test.cpp: dense models as the conformance tests judge them (every
+// row KL <= 1e-2, at most a quarter of the rows over 1e-3, no argmax flip beyond the rows' own
+// noise); MoE models by the typical row (a float-level difference now and then routes a token
+// to another expert of a random router's near-ties).
+void expect_conformant(const LogitComparison& cmp, const std::string& what) {
+    const int over = static_cast<int>(
+        std::count_if(cmp.row_kl.begin(), cmp.row_kl.end(), [](double kl) { return kl > 1e-3; }));
+    std::printf(
+        "[ %s ] %d rows: max|d| %.3e, KL %.3e, rows over 1e-3: %d, argmax flips %d (beyond "
+        "noise %d)\n",
+        what.c_str(), cmp.rows, cmp.worst_abs, cmp.worst_kl, over, cmp.argmax_flips,
+        cmp.flips_beyond_noise);
+    EXPECT_LE(cmp.worst_kl, 1e-2) << what;
+    EXPECT_LE(over * 4, cmp.rows) << what;
+    EXPECT_EQ(cmp.flips_beyond_noise, 0) << what;
+}
+
+void expect_conformant_routed(const LogitComparison& cmp, const std::string& what) {
+    std::vector<double> kl = cmp.row_kl;
+    std::sort(kl.begin(), kl.end());
+    const double median = kl.empty() ? 0.0 : kl[kl.size() / 2];
+    std::printf(
+        "[ %s ] %d rows: max|d| %.3e, KL %.3e, median KL %.3e, argmax flips %d (beyond noise %d)\n",
+        what.c_str(), cmp.rows, cmp.worst_abs, cmp.worst_kl, median, cmp.argmax_flips,
+        cmp.flips_beyond_noise);
+    EXPECT_LE(median, 1e-3) << what;
+    EXPECT_LE(cmp.worst_kl, 5e-2) << what;
+    EXPECT_EQ(cmp.flips_beyond_noise, 0) << what;
+}
+
+struct Gemma4Case {
+    std::string name;
+    SynthSpec spec;
+};
+
+std::ostream& operator<<(std::ostream& os, const Gemma4Case& c) {
+    return os << c.name;
+}
+
+// `layers` layers, every period-th full (the others slide over 8 positions), 256 wide, heads of
+// 64, `experts` experts (0: dense).
+SynthSpec gemma(int layers, int period, int experts) {
+    SynthSpec s;
+    s.arch = "gemma4";
+    s.n_layer = layers;
+    s.swa_period = period;
+    s.sliding_window = 8;
+    s.n_embd = 256;
+    s.n_head = 4;
+    s.n_head_kv = 2;
+    s.head_dim = 64;
+    s.n_ff = 512;
+    s.n_expert = experts;
+    s.n_expert_used = experts >= 16 ? 4 : 2;
+    s.n_ff_exp = 256;
+    s.n_vocab = 600;
+    s.n_ctx = 4096;
+    s.fast_random = false;  // quantized random floats (model_gpu_test.cpp says why)
+    return s;
+}
+
+const std::vector<Gemma4Case>& cases() {
+    using T = GgmlType;
+    static const std::vector<Gemma4Case> list = [] {
+        std::vector<Gemma4Case> out;
+        {
+            // Dense: sliding layers of 32-value heads and 4 KV heads, their own rope base;
+            // global layers rotating a quarter of their heads.
+            SynthSpec s = gemma(6, 3, 0);
+            s.head_dim_swa = 32;
+            s.n_head_kv_swa = 4;
+            s.rope_partial = 0.25f;
+            out.push_back({"gemma4_dense_f32", s});
+        }
+        out.push_back({"gemma4_moe_f32", gemma(4, 2, 16)});
+        {
+            // Every optional part (as the CPU's conformance case of that name).
+            SynthSpec s = gemma(6, 3, 8);
+            s.shared_kv_layers = 3;
+            s.n_embd_per_layer = 8;
+            s.layer_out_scale = true;
+            s.values_are_keys = true;
+            s.expert_scale = true;
+            s.gate_up_fused = true;
+            s.head_dim_swa = 32;
+            s.n_head_kv_swa = 1;
+            s.rope_partial = 0.5f;
+            s.tied_output = true;
+            out.push_back({"gemma4_every_option_f32", s});
+        }
+        {
+            // A real file's head sizes: global layers of 512 (one KV head), sliding of 256; q8_0
+            // attention and per-layer embeddings, q4_0 experts with their scales.
+            SynthSpec s = gemma(4, 2, 8);
+            s.head_dim = 512;
+            s.n_head_kv = 1;
+            s.head_dim_swa = 256;
+            s.n_head_kv_swa = 2;
+            s.rope_partial = 0.25f;
+            s.n_embd_per_layer = 32;
+            s.expert_scale = true;
+            s.embd_type = s.attn_type = s.ffn_type = T::kQ8_0;
+            s.exp_gate_type = s.exp_up_type = s.exp_down_type = T::kQ4_0;
+            s.out_type = T::kQ8_0;
+            out.push_back({"gemma4_hd512_q8_0_q4_0", s});
+        }
+        {
+            // The seeds' file types: Q4_0 (QAT), MXFP4 and NVFP4 experts, a type per layer, with
+            // per-expert scales; values that are the keys on the global layers.
+            SynthSpec s = gemma(6, 2, 16);
+            s.values_are_keys = true;
+            s.expert_scale = true;
+            s.embd_type = s.attn_type = s.ffn_type = T::kQ4_0;
+            s.layer_exp_types = {T::kQ4_0, T::kMXFP4, T::kNVFP4};
+            s.out_type = T::kQ8_0;
+            out.push_back({"gemma4_q4_0_mxfp4_nvfp4", s});
+        }
+        return out;
+    }();
+    return list;
+}
+
+std::vector<Gemma4Case> moe_cases() {
+    std::vector<Gemma4Case> out;
+    for (const Gemma4Case& c : cases())
+        if (c.spec.n_expert > 0) out.push_back(c);
+    return out;
+}
+
+std::unique_ptr<Model> load_case(const Gemma4Case& c, testing::TempDir& dir) {
+    return Model::load(testing::write_model(c.spec, dir.file(c.name + ".gguf")));
+}
+
+class GpuGemma4Model : public ::testing::TestWithParam<Gemma4Case> {};
+
+TEST_P(GpuGemma4Model, TeacherForcedLogitsMatchTheCpu) {
+    TANDEM_REQUIRE_GPU();
+    testing::TempDir dir;
+    const Gemma4Case& c = GetParam();
+    auto model = load_case(c, dir);
+    ASSERT_TRUE(model->config().has_sliding_layers());
+    const std::vector<int32_t> tokens = testing::random_tokens(70, model->config().n_vocab, 5);
+    const std::vector<float> cpu = all_logits(*model, tokens, Device::kCpu);
+    for (const int batch : {70, 16, 4}) {
+        const std::vector<float> gpu = all_logits(*model, tokens, Device::kCuda, {}, batch);
+        const LogitComparison cmp = compare_logits(cpu, gpu, model->config().n_vocab);
+        const std::string what = c.name + " gpu vs cpu, batches of " + std::to_string(batch);
+        if (model->config().is_moe()) {
+            expect_conformant_routed(cmp, what);
+        } else {
+            expect_conformant(cmp, what);
+        }
+    }
+}
+
+// Token by token (matrix-vector products and the decode attention, replayed as CUDA graphs)
+// against the whole prompt at once (tiles), on the GPU, f32 and f16 caches; the argmax on the
+// GPU gives the host's.
+TEST_P(GpuGemma4Model, DecodeStepsMatchPrefill) {
+    TANDEM_REQUIRE_GPU();
+    testing::TempDir dir;
+    const Gemma4Case& c = GetParam();
+    auto model = load_case(c, dir);
+    const int V = model->config().n_vocab;
+    const std::vector<int32_t> tokens = testing::random_tokens(40, V, 6);
+    for (const KvType kv : {KvType::kF32, KvType::kF16}) {
+        const std::vector<float> prefill = all_logits(*model, tokens, Device::kCuda, {}, 0, kv);
+        SessionOptions o;
+        o.n_ctx = 64;
+        o.max_batch = 8;  // sliding layers: rings of 15 positions, wrapped
+        o.kv_type = kv;
+        o.device = Device::kCuda;
+        Session session(*model, pool(), o);
+        Session greedy(*model, pool(), o);
+        std::vector<float> decode;
+        for (int32_t t : tokens) {
+            std::span<const float> row = session.feed(std::span<const int32_t>(&t, 1));
+            decode.insert(decode.end(), row.begin(), row.end());
+            const int32_t host_argmax =
+                static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
+            ASSERT_EQ(greedy.feed_greedy(std::span<const int32_t>(&t, 1)), host_argmax);
+        }
+        const std::string what =
+            c.name + " decode vs prefill" + (kv == KvType::kF16 ? ", f16" : ", f32");
+        const LogitComparison cmp = compare_logits(prefill, decode, V);
+        if (model->config().is_moe()) {
+            expect_conformant_routed(cmp, what);
+        } else {
+            expect_conformant(cmp, what);
+        }
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, GpuGemma4Model, ::testing::ValuesIn(cases()),
+                         [](const ::testing::TestParamInfo<Gemma4Case>& info) {
+                             return info.param.name;
+                         });
+
+GpuOptions strategy(MoeStrategy s, int cpu_layers = -1, int slots = 0) {
+    GpuOptions g;
+    g.moe_strategy = s;
+    g.moe_cpu_layers = cpu_layers;
+    g.moe_slots = slots;
+    return g;
+}
+
+class GpuGemma4Strategies : public ::testing::TestWithParam<Gemma4Case> {};
+
+// Prompts of 70 tokens in one batch stream the host layers' experts to the GPU (the resident
+// experts' kernels on the same bytes: fused's logits bit for bit); in batches of 16 the CPU
+// executor computes them (its own rounding); offload's slots (one layer's worth: every layer
+// evicts) give fused's logits bit for bit; hybrid's misses go to the CPU executor. Every path
+// carries the per-expert scales (and fused gate_up experts where the model has them).
+TEST_P(GpuGemma4Strategies, PrefillLogitsMatchResidentExperts) {
+    TANDEM_REQUIRE_GPU();
+    testing::TempDir dir;
+    const Gemma4Case& c = GetParam();
+    auto model = load_case(c, dir);
+    const int V = model->config().n_vocab, X = model->config().n_expert;
+    const std::vector<int32_t> tokens = testing::random_tokens(70, V, 15);
+    const std::vector<float> fused =
+        all_logits(*model, tokens, Device::kCuda, strategy(MoeStrategy::kFused));
+    const std::vector<float> fused8 =
+        all_logits(*model, tokens, Device::kCuda, strategy(MoeStrategy::kFused), 8);
+    for (const auto& [name, gpu] : {std::pair{"cpu", strategy(MoeStrategy::kCpu)},
+                                    std::pair{"cpu layers 1", strategy(MoeStrategy::kAuto, 1)}}) {
+        EXPECT_EQ(
+            compare_logits(fused, all_logits(*model, tokens, Device::kCuda, gpu), V).worst_abs, 0.0)
+            << c.name << " " << name << " streamed";
+        expect_conformant_routed(
+            compare_logits(fused, all_logits(*model, tokens, Device::kCuda, gpu, 16), V),
+            c.name + " " + name + " cpu executor vs fused");
+    }
+    for (const int slots : {0, X}) {
+        const GpuOptions offload = strategy(MoeStrategy::kOffload, -1, slots);
+        EXPECT_EQ(
+            compare_logits(fused, all_logits(*model, tokens, Device::kCuda, offload), V).worst_abs,
+            0.0)
+            << c.name << " offload, " << slots << " slots, streamed";
+        EXPECT_EQ(compare_logits(fused8, all_logits(*model, tokens, Device::kCuda, offload, 8), V)
+                      .worst_abs,
+                  0.0)
+            << c.name << " offload, " << slots << " slots, batches of 8";
+    }
+    for (const int slots : {0, 1}) {
+        const GpuOptions hybrid = strategy(MoeStrategy::kHybrid, -1, slots);
+        expect_conformant_routed(
+            compare_logits(fused8, all_logits(*model, tokens, Device::kCuda, hybrid, 8), V),
+            c.name + " hybrid, " + std::to_string(slots) + " slots, batches of 8 vs fused");
+        EXPECT_EQ(
+            compare_logits(fused, all_logits(*model, tokens, Device::kCuda, hybrid), V).worst_abs,
+            0.0)
+            << c.name << " hybrid, " << slots << " slots, streamed";
+    }
+}
+
+// Greedy decoding (CUDA graphs with the CPU executor's host functions inside) under each
+// strategy: fused's tokens, except where fused's own top two tie within the strategies'
+// disagreement.
+TEST_P(GpuGemma4Strategies, GreedyTokensMatchFused) {
+    TANDEM_REQUIRE_GPU();
+    testing::TempDir dir;
+    const Gemma4Case& c = GetParam();
+    auto model = load_case(c, dir);
+    const int V = model->config().n_vocab, X = model->config().n_expert;
+    const std::vector<int32_t> prompt = testing::random_tokens(12, V, 21);
+    SessionOptions o;
+    o.n_ctx = 80;
+    o.kv_type = KvType::kF16;
+    o.device = Device::kCuda;
+    o.gpu = strategy(MoeStrategy::kFused);
+    Session fused(*model, pool(), o);
+    o.gpu = strategy(MoeStrategy::kCpu);
+    Session cpu(*model, pool(), o);
+    o.gpu = strategy(MoeStrategy::kAuto, 2);
+    Session mixed(*model, pool(), o);
+    o.gpu = strategy(MoeStrategy::kOffload, -1, X);
+    Session offload(*model, pool(), o);
+    o.gpu = strategy(MoeStrategy::kHybrid, -1, X / 2);
+    Session hybrid(*model, pool(), o);
+    Session* others[] = {&cpu, &mixed, &offload, &hybrid};
+    constexpr int kOthers = 4, kOffload = 2;
+    std::span<const float> f = fused.feed(prompt);
+    std::span<const float> g[kOthers];
+    for (int j = 0; j < kOthers; ++j) g[j] = others[j]->feed(prompt);
+    const auto argmax = [](std::span<const float> row) {
+        return static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
+    };
+    int same = 0, ties = 0, offload_differs = 0;
+    for (int step = 0; step < 64; ++step) {
+        const int32_t token = argmax(f);
+        offload_differs += !std::equal(f.begin(), f.end(), g[kOffload].begin());
+        for (int j = 0; j < kOthers; ++j) {
+            const int32_t theirs = argmax(g[j]);
+            if (theirs == token) {
+                ++same;
+                continue;
+            }
+            double noise = 1e-3;
+            for (int v = 0; v < V; ++v) noise = std::max(noise, std::fabs(double(f[v]) - g[j][v]));
+            EXPECT_LE(f[token] - f[theirs], noise)
+                << c.name << " strategy " << j << " step " << step << ": token " << theirs
+                << " instead of " << token;
+            ++ties;
+        }
+        f = fused.feed(std::span<const int32_t>(&token, 1));
+        for (int j = 0; j < kOthers; ++j)
+            g[j] = others[j]->feed(std::span<const int32_t>(&token, 1));
+    }
+    std::printf("[ %s ] 64 greedy steps x 4 strategies: fused's token %d times, a tie %d\n",
+                c.name.c_str(), same, ties);
+    EXPECT_GE(same, kOthers * 58) << c.name;
+    EXPECT_EQ(offload_differs, 0) << c.name << ": offload's logits differ from fused's";
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, GpuGemma4Strategies, ::testing::ValuesIn(moe_cases()),
+                         [](const ::testing::TestParamInfo<Gemma4Case>& info) {
+                             return info.param.name;
+                         });
+
+// The prefix cache's copies on the GPU over sliding rings, shared caches and heads of their own
+// sizes: a sequence saved to host memory and loaded into another slot continues exactly as the
+// original, the bytes are as many as the CPU's, and saving the loaded slot gives them back.
+TEST(GpuGemma4SequenceCopy, ALoadedSequenceContinuesAsTheSavedOne) {
+    TANDEM_REQUIRE_GPU();
+    testing::TempDir dir;
+    for (const char* name : {"gemma4_every_option_f32", "gemma4_hd512_q8_0_q4_0"}) {
+        const auto it = std::find_if(cases().begin(), cases().end(),
+                                     [&](const Gemma4Case& c) { return c.name == name; });
+        ASSERT_NE(it, cases().end());
+        auto model = load_case(*it, dir);
+        const int V = model->config().n_vocab;
+        for (const KvType kv : {KvType::kF32, KvType::kF16}) {
+            const std::string what = it->name + (kv == KvType::kF16 ? ", f16" : ", f32");
+            BackendOptions o;
+            o.device = Device::kCuda;
+            o.n_seq = 3;
+            o.n_ctx = 64;
+            o.max_batch = 8;
+            o.kv_type = kv;
+            const std::unique_ptr<Ops> backend = make_backend(*model, pool(), o);
+            Decoder decoder(*model, *backend, o.max_batch);
+            const std::vector<int32_t> prompt = testing::random_tokens(50, V, 12);
+            const auto feed = [&](int seq, std::span<const int32_t> tokens, int pos0) {
+                std::vector<float> logits(V);
+                for (size_t b = 0; b < tokens.size(); b += o.max_batch) {
+                    const std::span<const int32_t> batch =
+                        tokens.subspan(b, std::min<size_t>(o.max_batch, tokens.size() - b));
+                    std::vector<TokenPlace> places;
+                    for (size_t i = 0; i < batch.size(); ++i)
+                        places.push_back({seq, pos0 + static_cast<int>(b + i)});
+                    std::vector<uint8_t> want(batch.size(), 0);
+                    want.back() = 1;
+                    decoder.eval(batch, places, want, logits.data());
+                }
+                return logits;
+            };
+            const int n = static_cast<int>(prompt.size()) - 1;
+            feed(0, std::span<const int32_t>(prompt).first(n), 0);
+            const size_t bytes = backend->sequence_state_bytes(n);
+            ASSERT_GT(bytes, 0u) << what;
+            o.device = Device::kCpu;
+            EXPECT_EQ(bytes, make_backend(*model, pool(), o)->sequence_state_bytes(n)) << what;
+            std::vector<uint8_t> saved(bytes), again(bytes);
+            backend->save_sequence(0, n, saved.data());
+            backend->load_sequence(2, n, saved.data());
+            const std::span<const int32_t> next(&prompt[n], 1);
+            const std::vector<float> original = feed(0, next, n), loaded = feed(2, next, n),
+                                     empty = feed(1, next, n);
+            EXPECT_EQ(original, loaded) << what;
+            EXPECT_NE(original, empty) << what;
+            backend->save_sequence(2, n, again.data());
+            EXPECT_EQ(saved, again) << what;
+        }
+    }
+}
+
+}  // namespace
+}  // namespace tandem
