@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "base/thread_pool.h"
+#include "cuda/gpu_model_checks.h"
 #include "cuda/gpu_test_util.h"
 #include "cuda/matmul.h"
 #include "engine/session.h"
@@ -27,58 +28,15 @@
 namespace tandem {
 namespace {
 
+using testing::all_logits;
 using testing::compare_logits;
+using testing::expect_conformant;
+using testing::expect_conformant_routed;
 using testing::LogitComparison;
+using testing::strategy;
 
 ThreadPool& pool() {
-    static ThreadPool p(0);
-    return p;
-}
-
-std::vector<float> all_logits(const Model& model, const std::vector<int32_t>& tokens, Device device,
-                              KvType kv = KvType::kF32, const GpuOptions& gpu = {},
-                              int max_batch = 0) {
-    SessionOptions o;
-    o.n_ctx = static_cast<int>(tokens.size()) + 8;
-    o.max_batch = max_batch > 0 ? max_batch : static_cast<int>(tokens.size());
-    o.kv_type = kv;
-    o.device = device;
-    o.gpu = gpu;
-    Session session(model, pool(), o);
-    std::span<const float> logits = session.feed_all(tokens);
-    return {logits.begin(), logits.end()};
-}
-
-// As model_gpu_test.cpp judges them: every row KL <= max_kl, at most a quarter (carried: half)
-// of the rows over 1e-3, no argmax flip beyond the rows' own noise.
-void expect_conformant(const LogitComparison& cmp, const std::string& what, double max_kl = 1e-2,
-                       bool carried = false) {
-    const int over = static_cast<int>(
-        std::count_if(cmp.row_kl.begin(), cmp.row_kl.end(), [](double kl) { return kl > 1e-3; }));
-    std::printf(
-        "[ %s ] %d rows: max|d| %.3e, KL %.3e, rows over 1e-3: %d, argmax flips %d (beyond noise "
-        "%d)\n",
-        what.c_str(), cmp.rows, cmp.worst_abs, cmp.worst_kl, over, cmp.argmax_flips,
-        cmp.flips_beyond_noise);
-    EXPECT_LE(cmp.worst_kl, max_kl) << what;
-    EXPECT_LE(over * (carried ? 2 : 4), cmp.rows) << what;
-    EXPECT_EQ(cmp.flips_beyond_noise, 0) << what;
-}
-
-// Random MoE models against the CPU (model_gpu_test.cpp's expect_conformant_routed): a
-// float-level difference now and then routes a token to another expert, so judged by the typical
-// row and the argmax.
-void expect_conformant_routed(const LogitComparison& cmp, const std::string& what) {
-    std::vector<double> kl = cmp.row_kl;
-    std::sort(kl.begin(), kl.end());
-    const double median = kl.empty() ? 0.0 : kl[kl.size() / 2];
-    std::printf(
-        "[ %s ] %d rows: max|d| %.3e, KL %.3e, median KL %.3e, argmax flips %d (beyond noise %d)\n",
-        what.c_str(), cmp.rows, cmp.worst_abs, cmp.worst_kl, median, cmp.argmax_flips,
-        cmp.flips_beyond_noise);
-    EXPECT_LE(median, 1e-3) << what;
-    EXPECT_LE(cmp.worst_kl, 5e-2) << what;
-    EXPECT_EQ(cmp.flips_beyond_noise, 0) << what;
+    return testing::gpu_test_pool();
 }
 
 // The synthetic models: 3 layers (the first dense), 8 heads of 32 rotated and 64 unrotated dims,
@@ -288,13 +246,6 @@ TEST(GpuDeepseek2SequenceCopy, ALoadedSequenceContinuesAsTheSavedOne) {
 
 // ---------------------------------------------------------------- expert strategies
 
-GpuOptions strategy(MoeStrategy s, int cpu_layers = -1) {
-    GpuOptions g;
-    g.moe_strategy = s;
-    g.moe_cpu_layers = cpu_layers;
-    return g;
-}
-
 // Dense lead layers (no experts), shared experts, the selection bias and groups under every
 // strategy: a dense layer is never placed, slotted or streamed, and every strategy computes the
 // routes the GPU chose.
@@ -327,8 +278,8 @@ TEST(GpuDeepseek2Strategies, PrefillLogitsMatchResidentExperts) {
         auto model = Model::load(write_case(c, dir));
         const int V = model->config().n_vocab;
         const std::vector<int32_t> tokens = testing::random_tokens(70, V, 15);
-        const std::vector<float> fused = all_logits(*model, tokens, Device::kCuda, KvType::kF32,
-                                                    strategy(MoeStrategy::kFused));
+        const std::vector<float> fused =
+            all_logits(*model, tokens, Device::kCuda, KvType::kF32, strategy(MoeStrategy::kFused));
         for (const auto& [name, gpu] :
              {std::pair{"cpu", strategy(MoeStrategy::kCpu)},
               std::pair{"cpu layers 1", strategy(MoeStrategy::kAuto, 1)}}) {
@@ -352,14 +303,15 @@ TEST(GpuDeepseek2Strategies, PrefillLogitsMatchResidentExperts) {
                 const LogitComparison cmp = compare_logits(
                     batch == 8 ? fused8 : fused,
                     all_logits(*model, tokens, Device::kCuda, KvType::kF32, gpu, batch), V);
-                EXPECT_EQ(cmp.worst_abs, 0.0) << c.name << " offload, " << gpu.moe_slots
-                                              << " slots, batches of " << batch;
+                EXPECT_EQ(cmp.worst_abs, 0.0)
+                    << c.name << " offload, " << gpu.moe_slots << " slots, batches of " << batch;
             }
         }
         GpuOptions one_slot = strategy(MoeStrategy::kHybrid);
         one_slot.moe_slots = 1;
         for (const GpuOptions& gpu : {strategy(MoeStrategy::kHybrid), one_slot}) {
-            const std::string what = c.name + " hybrid, " + std::to_string(gpu.moe_slots) + " slots";
+            const std::string what =
+                c.name + " hybrid, " + std::to_string(gpu.moe_slots) + " slots";
             expect_conformant_routed(
                 compare_logits(fused8,
                                all_logits(*model, tokens, Device::kCuda, KvType::kF32, gpu, 8), V),
@@ -417,7 +369,8 @@ TEST(GpuDeepseek2Strategies, GreedyTokensMatchFused) {
                     continue;
                 }
                 double noise = 1e-3;
-                for (int v = 0; v < V; ++v) noise = std::max(noise, std::fabs(double(f[v]) - g[j][v]));
+                for (int v = 0; v < V; ++v)
+                    noise = std::max(noise, std::fabs(double(f[v]) - g[j][v]));
                 EXPECT_LE(f[token] - f[theirs], noise)
                     << c.name << " strategy " << j << " step " << step << ": token " << theirs
                     << " instead of " << token;
@@ -494,44 +447,43 @@ TEST_P(GpuLlamaConformanceDeepseek2, TeacherForcedLogits) {
 
 INSTANTIATE_TEST_SUITE_P(
     Models, GpuLlamaConformanceDeepseek2,
-    ::testing::Values(
-        OracleCase{"deepseek2_f32", nullptr, GgmlType::kF32, GgmlType::kF32, 64},
-        OracleCase{"deepseek2_f32_groups_16heads",
-                   [](SynthSpec& s) {
-                       s.n_head = 16;
-                       s.n_expert = 32;
-                       s.n_expert_used = 6;
-                       s.n_expert_groups = 8;
-                       s.n_group_used = 3;
-                       s.n_expert_shared = 2;
-                   },
-                   GgmlType::kF32, GgmlType::kF32, 48},
-        OracleCase{"deepseek2_f32_yarn",
-                   [](SynthSpec& s) {
-                       s.yarn_factor = 40;
-                       s.yarn_orig_ctx = 64;
-                       s.yarn_log_mul = 0.1f;
-                   },
-                   GgmlType::kF32, GgmlType::kF32, 100},
-        OracleCase{"deepseek2_f32_softmax_v2",
-                   [](SynthSpec& s) {
-                       s.sigmoid_gating = false;
-                       s.expert_bias = false;
-                       s.expert_weights_norm = false;
-                       s.expert_weights_scale = 1.0f;
-                   },
-                   GgmlType::kF32, GgmlType::kF32, 40},
-        OracleCase{"deepseek2_q8_0_q4_K",
-                   [](SynthSpec& s) {
-                       s.n_embd = 256;
-                       s.qk_nope = 64;
-                       s.head_dim = 32;
-                       s.kv_lora_rank = 128;
-                       s.v_head_mla = 64;
-                       s.n_ff_exp = 256;
-                       s.n_ff = 512;
-                   },
-                   GgmlType::kQ8_0, GgmlType::kQ4_K, 48}),
+    ::testing::Values(OracleCase{"deepseek2_f32", nullptr, GgmlType::kF32, GgmlType::kF32, 64},
+                      OracleCase{"deepseek2_f32_groups_16heads",
+                                 [](SynthSpec& s) {
+                                     s.n_head = 16;
+                                     s.n_expert = 32;
+                                     s.n_expert_used = 6;
+                                     s.n_expert_groups = 8;
+                                     s.n_group_used = 3;
+                                     s.n_expert_shared = 2;
+                                 },
+                                 GgmlType::kF32, GgmlType::kF32, 48},
+                      OracleCase{"deepseek2_f32_yarn",
+                                 [](SynthSpec& s) {
+                                     s.yarn_factor = 40;
+                                     s.yarn_orig_ctx = 64;
+                                     s.yarn_log_mul = 0.1f;
+                                 },
+                                 GgmlType::kF32, GgmlType::kF32, 100},
+                      OracleCase{"deepseek2_f32_softmax_v2",
+                                 [](SynthSpec& s) {
+                                     s.sigmoid_gating = false;
+                                     s.expert_bias = false;
+                                     s.expert_weights_norm = false;
+                                     s.expert_weights_scale = 1.0f;
+                                 },
+                                 GgmlType::kF32, GgmlType::kF32, 40},
+                      OracleCase{"deepseek2_q8_0_q4_K",
+                                 [](SynthSpec& s) {
+                                     s.n_embd = 256;
+                                     s.qk_nope = 64;
+                                     s.head_dim = 32;
+                                     s.kv_lora_rank = 128;
+                                     s.v_head_mla = 64;
+                                     s.n_ff_exp = 256;
+                                     s.n_ff = 512;
+                                 },
+                                 GgmlType::kQ8_0, GgmlType::kQ4_K, 48}),
     [](const ::testing::TestParamInfo<OracleCase>& info) { return info.param.name; });
 
 }  // namespace

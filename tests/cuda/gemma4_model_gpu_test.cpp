@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "base/thread_pool.h"
+#include "cuda/gpu_model_checks.h"
 #include "cuda/gpu_test_util.h"
 #include "cuda/matmul.h"
 #include "engine/session.h"
@@ -32,56 +33,15 @@
 namespace tandem {
 namespace {
 
+using testing::all_logits;
 using testing::compare_logits;
+using testing::expect_conformant;
+using testing::expect_conformant_routed;
 using testing::LogitComparison;
+using testing::strategy;
 
 ThreadPool& pool() {
-    static ThreadPool p(0);
-    return p;
-}
-
-std::vector<float> all_logits(const Model& model, const std::vector<int32_t>& tokens, Device device,
-                              const GpuOptions& gpu = {}, int max_batch = 0,
-                              KvType kv = KvType::kF32) {
-    SessionOptions o;
-    o.n_ctx = static_cast<int>(tokens.size()) + 8;
-    o.max_batch = max_batch > 0 ? max_batch : static_cast<int>(tokens.size());
-    o.kv_type = kv;
-    o.device = device;
-    o.gpu = gpu;
-    Session session(model, pool(), o);
-    std::span<const float> logits = session.feed_all(tokens);
-    return {logits.begin(), logits.end()};
-}
-
-// The criteria of model_gpu_test.cpp: dense models as the conformance tests judge them (every
-// row KL <= 1e-2, at most a quarter of the rows over 1e-3, no argmax flip beyond the rows' own
-// noise); MoE models by the typical row (a float-level difference now and then routes a token
-// to another expert of a random router's near-ties).
-void expect_conformant(const LogitComparison& cmp, const std::string& what) {
-    const int over = static_cast<int>(
-        std::count_if(cmp.row_kl.begin(), cmp.row_kl.end(), [](double kl) { return kl > 1e-3; }));
-    std::printf(
-        "[ %s ] %d rows: max|d| %.3e, KL %.3e, rows over 1e-3: %d, argmax flips %d (beyond "
-        "noise %d)\n",
-        what.c_str(), cmp.rows, cmp.worst_abs, cmp.worst_kl, over, cmp.argmax_flips,
-        cmp.flips_beyond_noise);
-    EXPECT_LE(cmp.worst_kl, 1e-2) << what;
-    EXPECT_LE(over * 4, cmp.rows) << what;
-    EXPECT_EQ(cmp.flips_beyond_noise, 0) << what;
-}
-
-void expect_conformant_routed(const LogitComparison& cmp, const std::string& what) {
-    std::vector<double> kl = cmp.row_kl;
-    std::sort(kl.begin(), kl.end());
-    const double median = kl.empty() ? 0.0 : kl[kl.size() / 2];
-    std::printf(
-        "[ %s ] %d rows: max|d| %.3e, KL %.3e, median KL %.3e, argmax flips %d (beyond noise %d)\n",
-        what.c_str(), cmp.rows, cmp.worst_abs, cmp.worst_kl, median, cmp.argmax_flips,
-        cmp.flips_beyond_noise);
-    EXPECT_LE(median, 1e-3) << what;
-    EXPECT_LE(cmp.worst_kl, 5e-2) << what;
-    EXPECT_EQ(cmp.flips_beyond_noise, 0) << what;
+    return testing::gpu_test_pool();
 }
 
 struct Gemma4Case {
@@ -198,7 +158,8 @@ TEST_P(GpuGemma4Model, TeacherForcedLogitsMatchTheCpu) {
     const std::vector<int32_t> tokens = testing::random_tokens(70, model->config().n_vocab, 5);
     const std::vector<float> cpu = all_logits(*model, tokens, Device::kCpu);
     for (const int batch : {70, 16, 4}) {
-        const std::vector<float> gpu = all_logits(*model, tokens, Device::kCuda, {}, batch);
+        const std::vector<float> gpu =
+            all_logits(*model, tokens, Device::kCuda, KvType::kF32, {}, batch);
         const LogitComparison cmp = compare_logits(cpu, gpu, model->config().n_vocab);
         const std::string what = c.name + " gpu vs cpu, batches of " + std::to_string(batch);
         if (model->config().is_moe()) {
@@ -220,7 +181,7 @@ TEST_P(GpuGemma4Model, DecodeStepsMatchPrefill) {
     const int V = model->config().n_vocab;
     const std::vector<int32_t> tokens = testing::random_tokens(40, V, 6);
     for (const KvType kv : {KvType::kF32, KvType::kF16}) {
-        const std::vector<float> prefill = all_logits(*model, tokens, Device::kCuda, {}, 0, kv);
+        const std::vector<float> prefill = all_logits(*model, tokens, Device::kCuda, kv, {}, 0);
         SessionOptions o;
         o.n_ctx = 64;
         o.max_batch = 8;  // sliding layers: rings of 15 positions, wrapped
@@ -252,14 +213,6 @@ INSTANTIATE_TEST_SUITE_P(Models, GpuGemma4Model, ::testing::ValuesIn(cases()),
                              return info.param.name;
                          });
 
-GpuOptions strategy(MoeStrategy s, int cpu_layers = -1, int slots = 0) {
-    GpuOptions g;
-    g.moe_strategy = s;
-    g.moe_cpu_layers = cpu_layers;
-    g.moe_slots = slots;
-    return g;
-}
-
 class GpuGemma4Strategies : public ::testing::TestWithParam<Gemma4Case> {};
 
 // Prompts of 70 tokens in one batch stream the host layers' experts to the GPU (the resident
@@ -275,37 +228,45 @@ TEST_P(GpuGemma4Strategies, PrefillLogitsMatchResidentExperts) {
     const int V = model->config().n_vocab, X = model->config().n_expert;
     const std::vector<int32_t> tokens = testing::random_tokens(70, V, 15);
     const std::vector<float> fused =
-        all_logits(*model, tokens, Device::kCuda, strategy(MoeStrategy::kFused));
+        all_logits(*model, tokens, Device::kCuda, KvType::kF32, strategy(MoeStrategy::kFused));
     const std::vector<float> fused8 =
-        all_logits(*model, tokens, Device::kCuda, strategy(MoeStrategy::kFused), 8);
+        all_logits(*model, tokens, Device::kCuda, KvType::kF32, strategy(MoeStrategy::kFused), 8);
     for (const auto& [name, gpu] : {std::pair{"cpu", strategy(MoeStrategy::kCpu)},
                                     std::pair{"cpu layers 1", strategy(MoeStrategy::kAuto, 1)}}) {
         EXPECT_EQ(
-            compare_logits(fused, all_logits(*model, tokens, Device::kCuda, gpu), V).worst_abs, 0.0)
+            compare_logits(fused, all_logits(*model, tokens, Device::kCuda, KvType::kF32, gpu), V)
+                .worst_abs,
+            0.0)
             << c.name << " " << name << " streamed";
         expect_conformant_routed(
-            compare_logits(fused, all_logits(*model, tokens, Device::kCuda, gpu, 16), V),
+            compare_logits(fused, all_logits(*model, tokens, Device::kCuda, KvType::kF32, gpu, 16),
+                           V),
             c.name + " " + name + " cpu executor vs fused");
     }
     for (const int slots : {0, X}) {
         const GpuOptions offload = strategy(MoeStrategy::kOffload, -1, slots);
-        EXPECT_EQ(
-            compare_logits(fused, all_logits(*model, tokens, Device::kCuda, offload), V).worst_abs,
-            0.0)
-            << c.name << " offload, " << slots << " slots, streamed";
-        EXPECT_EQ(compare_logits(fused8, all_logits(*model, tokens, Device::kCuda, offload, 8), V)
+        EXPECT_EQ(compare_logits(
+                      fused, all_logits(*model, tokens, Device::kCuda, KvType::kF32, offload), V)
                       .worst_abs,
                   0.0)
+            << c.name << " offload, " << slots << " slots, streamed";
+        EXPECT_EQ(
+            compare_logits(fused8,
+                           all_logits(*model, tokens, Device::kCuda, KvType::kF32, offload, 8), V)
+                .worst_abs,
+            0.0)
             << c.name << " offload, " << slots << " slots, batches of 8";
     }
     for (const int slots : {0, 1}) {
         const GpuOptions hybrid = strategy(MoeStrategy::kHybrid, -1, slots);
         expect_conformant_routed(
-            compare_logits(fused8, all_logits(*model, tokens, Device::kCuda, hybrid, 8), V),
+            compare_logits(fused8,
+                           all_logits(*model, tokens, Device::kCuda, KvType::kF32, hybrid, 8), V),
             c.name + " hybrid, " + std::to_string(slots) + " slots, batches of 8 vs fused");
-        EXPECT_EQ(
-            compare_logits(fused, all_logits(*model, tokens, Device::kCuda, hybrid), V).worst_abs,
-            0.0)
+        EXPECT_EQ(compare_logits(fused,
+                                 all_logits(*model, tokens, Device::kCuda, KvType::kF32, hybrid), V)
+                      .worst_abs,
+                  0.0)
             << c.name << " hybrid, " << slots << " slots, streamed";
     }
 }

@@ -25,6 +25,7 @@
 #include "base/error.h"
 #include "base/thread_pool.h"
 #include "cpu/rope.h"
+#include "cuda/gpu_model_checks.h"
 #include "cuda/gpu_test_util.h"
 #include "cuda/matmul.h"
 #include "cuda/rope.h"
@@ -41,13 +42,16 @@
 namespace tandem {
 namespace {
 
+using testing::all_logits;
 using testing::compare_logits;
 using testing::DeviceArray;
+using testing::expect_conformant;
+using testing::expect_conformant_routed;
 using testing::LogitComparison;
+using testing::strategy;
 
 ThreadPool& pool() {
-    static ThreadPool p(0);
-    return p;
+    return testing::gpu_test_pool();
 }
 
 // ---------------------------------------------------------------- the operations
@@ -426,49 +430,6 @@ TEST(GpuQwen35Rope, InterleavedSectionsMatchTheCpu) {
 
 // ---------------------------------------------------------------- whole models
 
-std::vector<float> all_logits(const Model& model, const std::vector<int32_t>& tokens, Device device,
-                              int max_batch = 0, const GpuOptions& gpu = {}) {
-    SessionOptions o;
-    o.n_ctx = static_cast<int>(tokens.size()) + 8;
-    o.max_batch = max_batch > 0 ? max_batch : static_cast<int>(tokens.size());
-    o.kv_type = KvType::kF32;
-    o.device = device;
-    o.gpu = gpu;
-    Session session(model, pool(), o);
-    std::span<const float> logits = session.feed_all(tokens);
-    return {logits.begin(), logits.end()};
-}
-
-// The criteria of model_gpu_test.cpp: strict for float weights (every row KL <= 1e-2, at most a
-// quarter over 1e-3, no argmax flip beyond the rows' noise); for routed experts and quantized
-// activations, whose near-ties now and then route a token or round an activation otherwise and
-// the recurrent state carries that on, by the typical row and the argmax.
-void expect_conformant(const LogitComparison& cmp, const std::string& what) {
-    const int over = static_cast<int>(
-        std::count_if(cmp.row_kl.begin(), cmp.row_kl.end(), [](double kl) { return kl > 1e-3; }));
-    std::printf(
-        "[ %s ] %d rows: max|d| %.3e, KL %.3e, rows over 1e-3: %d, argmax flips %d (beyond noise "
-        "%d)\n",
-        what.c_str(), cmp.rows, cmp.worst_abs, cmp.worst_kl, over, cmp.argmax_flips,
-        cmp.flips_beyond_noise);
-    EXPECT_LE(cmp.worst_kl, 1e-2) << what;
-    EXPECT_LE(over * 4, cmp.rows) << what;
-    EXPECT_EQ(cmp.flips_beyond_noise, 0) << what;
-}
-
-void expect_conformant_routed(const LogitComparison& cmp, const std::string& what) {
-    std::vector<double> kl = cmp.row_kl;
-    std::sort(kl.begin(), kl.end());
-    const double median = kl.empty() ? 0.0 : kl[kl.size() / 2];
-    std::printf(
-        "[ %s ] %d rows: max|d| %.3e, KL %.3e, median KL %.3e, argmax flips %d (beyond noise %d)\n",
-        what.c_str(), cmp.rows, cmp.worst_abs, cmp.worst_kl, median, cmp.argmax_flips,
-        cmp.flips_beyond_noise);
-    EXPECT_LE(median, 1e-3) << what;
-    EXPECT_LE(cmp.worst_kl, 5e-2) << what;
-    EXPECT_EQ(cmp.flips_beyond_noise, 0) << what;
-}
-
 struct Qwen35Case {
     std::string name;
     std::string arch;
@@ -536,7 +497,8 @@ TEST_P(GpuQwen35Model, TeacherForcedLogitsMatchTheCpu) {
     const std::vector<int32_t> tokens = testing::random_tokens(300, V, 5);
     const std::vector<float> cpu = all_logits(*model, tokens, Device::kCpu);
     for (const int batch : {300, 16, 5, 1}) {
-        const std::vector<float> gpu = all_logits(*model, tokens, Device::kCuda, batch);
+        const std::vector<float> gpu =
+            all_logits(*model, tokens, Device::kCuda, KvType::kF32, {}, batch);
         judge(*model, c, compare_logits(cpu, gpu, V),
               c.name + " gpu vs cpu, batches of " + std::to_string(batch));
     }
@@ -631,7 +593,8 @@ TEST_P(GpuQwen35Model, InterleavedSequencesMatchEachAlone) {
     }
     for (size_t p = 0; p < prompts.size(); ++p) {
         ASSERT_EQ(done[p], prompts[p].size()) << "prompt " << p;
-        const std::vector<float> alone = all_logits(*model, prompts[p], Device::kCuda, 8);
+        const std::vector<float> alone =
+            all_logits(*model, prompts[p], Device::kCuda, KvType::kF32, {}, 8);
         judge(*model, c, compare_logits(alone, got[p], V),
               c.name + " prompt " + std::to_string(p) + " interleaved vs alone");
     }
@@ -656,13 +619,6 @@ INSTANTIATE_TEST_SUITE_P(Models, GpuQwen35Model, ::testing::ValuesIn(cases()),
 
 // ---------------------------------------------------------------- expert strategies
 
-GpuOptions strategy(MoeStrategy s, int cpu_layers = -1) {
-    GpuOptions g;
-    g.moe_strategy = s;
-    g.moe_cpu_layers = cpu_layers;
-    return g;
-}
-
 const Qwen35Case kMoe{"qwen35moe_strategies", "qwen35moe", GgmlType::kQ8_0, GgmlType::kQ4_K};
 
 // The shared expert and its gate beside experts computed elsewhere: prompts of 70 tokens in one
@@ -676,14 +632,14 @@ TEST(GpuQwen35Strategies, PrefillLogitsMatchResidentExperts) {
     const int V = model->config().n_vocab;
     const std::vector<int32_t> tokens = testing::random_tokens(70, V, 15);
     const std::vector<float> fused =
-        all_logits(*model, tokens, Device::kCuda, 70, strategy(MoeStrategy::kFused));
+        all_logits(*model, tokens, Device::kCuda, KvType::kF32, strategy(MoeStrategy::kFused), 70);
     const std::vector<float> fused8 =
-        all_logits(*model, tokens, Device::kCuda, 8, strategy(MoeStrategy::kFused));
+        all_logits(*model, tokens, Device::kCuda, KvType::kF32, strategy(MoeStrategy::kFused), 8);
     for (const auto& [name, gpu] : {std::pair{"cpu", strategy(MoeStrategy::kCpu)},
                                     std::pair{"cpu layers 1", strategy(MoeStrategy::kAuto, 1)}}) {
         for (int batch : {70, 16}) {
-            const LogitComparison cmp =
-                compare_logits(fused, all_logits(*model, tokens, Device::kCuda, batch, gpu), V);
+            const LogitComparison cmp = compare_logits(
+                fused, all_logits(*model, tokens, Device::kCuda, KvType::kF32, gpu, batch), V);
             expect_conformant_routed(cmp, std::string("qwen35moe ") + name +
                                               (batch == 70 ? " streamed" : " cpu executor") +
                                               " vs fused");
@@ -696,9 +652,9 @@ TEST(GpuQwen35Strategies, PrefillLogitsMatchResidentExperts) {
     evicting.moe_slots = model->config().n_expert;  // one layer's worth: every layer evicts
     for (const GpuOptions& gpu : {strategy(MoeStrategy::kOffload), evicting}) {
         for (int batch : {70, 8}) {
-            const LogitComparison cmp =
-                compare_logits(batch == 8 ? fused8 : fused,
-                               all_logits(*model, tokens, Device::kCuda, batch, gpu), V);
+            const LogitComparison cmp = compare_logits(
+                batch == 8 ? fused8 : fused,
+                all_logits(*model, tokens, Device::kCuda, KvType::kF32, gpu, batch), V);
             EXPECT_EQ(cmp.worst_abs, 0.0)
                 << "offload, " << gpu.moe_slots << " slots, batches of " << batch;
         }
@@ -708,11 +664,13 @@ TEST(GpuQwen35Strategies, PrefillLogitsMatchResidentExperts) {
     for (const GpuOptions& gpu : {strategy(MoeStrategy::kHybrid), one_slot}) {
         const std::string what = "qwen35moe hybrid, " + std::to_string(gpu.moe_slots) + " slots";
         expect_conformant_routed(
-            compare_logits(fused8, all_logits(*model, tokens, Device::kCuda, 8, gpu), V),
+            compare_logits(fused8, all_logits(*model, tokens, Device::kCuda, KvType::kF32, gpu, 8),
+                           V),
             what + ", batches of 8 vs fused");
-        EXPECT_EQ(
-            compare_logits(fused, all_logits(*model, tokens, Device::kCuda, 70, gpu), V).worst_abs,
-            0.0)
+        EXPECT_EQ(compare_logits(
+                      fused, all_logits(*model, tokens, Device::kCuda, KvType::kF32, gpu, 70), V)
+                      .worst_abs,
+                  0.0)
             << what << ", streamed";
     }
 }

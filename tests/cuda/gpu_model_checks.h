@@ -1,0 +1,42 @@
+// What the GPU model tests share: a session's logits over a whole prompt, the criteria that judge
+// GPU logits against the CPU's or llama.cpp's, and expert-strategy options.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/thread_pool.h"
+#include "model/backend.h"
+#include "model/model.h"
+#include "support/oracle_runs.h"
+
+namespace tandem::testing {
+
+// One pool for every GPU model test (the CPU backend's and the CPU executor's threads).
+ThreadPool& gpu_test_pool();
+
+// The logits of every token of `tokens`, fed from position 0 in batches of max_batch (0: all in
+// one batch), with a context just longer than the prompt.
+std::vector<float> all_logits(const Model& model, const std::vector<int32_t>& tokens, Device device,
+                              KvType kv = KvType::kF32, const GpuOptions& gpu = {},
+                              int max_batch = 0);
+
+// The conformance criteria (llama_conformance_test.cpp): every row KL <= max_kl, at most a
+// quarter (carried: half) of the rows over 1e-3, no argmax flip beyond the rows' own noise.
+void expect_conformant(const LogitComparison& cmp, const std::string& what, double max_kl = 1e-2,
+                       bool carried = false);
+
+// For the project's own random MoE models against the CPU: their routers often see near-ties
+// between experts, so a float-level difference (the GPU sums in other orders than the CPU) now
+// and then routes a token to another expert, and every later row of that sequence differs
+// somewhat (measured on an H200: up to 22 of 70 rows over 1e-3, worst KL 2e-2; the same kinds of
+// models from the oracle kit meet the criteria above against llama.cpp, most to within 1e-5).
+// Judged by the typical row (median KL <= 1e-3), the worst row (KL <= 5e-2) and the argmax.
+void expect_conformant_routed(const LogitComparison& cmp, const std::string& what);
+
+// A strategy's options: cpu_layers as --moe-cpu-layers (-1: none), slots as --moe-slots (0: as
+// many as fit).
+GpuOptions strategy(MoeStrategy s, int cpu_layers = -1, int slots = 0);
+
+}  // namespace tandem::testing
