@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite: installs what is missing, sets up the llama.cpp oracle kit, builds and
 # runs the tests (release build), again under ASan + UBSan, and a short fuzz run.
-# FUZZ_SECONDS (default 60) sets the fuzz run; SKIP_SANITIZE=1, SKIP_AARCH64=1 and SKIP_FUZZ=1
+# FUZZ_SECONDS (default 40) sets the fuzz run; SKIP_SANITIZE=1, SKIP_AARCH64=1 and SKIP_FUZZ=1
 # skip those stages.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -55,10 +55,10 @@ if [[ "${SKIP_AARCH64:-0}" != 1 ]]; then
 fi
 
 if [[ "${SKIP_FUZZ:-0}" != 1 ]]; then
-  stage "fuzz (${FUZZ_SECONDS:-60} s per target)"
+  stage "fuzz (${FUZZ_SECONDS:-40} s per target)"
   cmake --preset fuzz >/dev/null
   cmake --build build-fuzz --target gguf_reader_fuzz tokenizer_fuzz chat_template_fuzz \
     grammar_fuzz json_schema_fuzz tool_call_fuzz -- -j"$jobs"
-  tools/fuzz.sh "${FUZZ_SECONDS:-60}"
+  tools/fuzz.sh "${FUZZ_SECONDS:-40}"
 fi
 stage "all tests passed"
