@@ -173,16 +173,6 @@ GpuBackend::GpuBackend(const Model& model, ThreadPool& pool, const CpuBackendOpt
     : model_(model), c_(model.config()), options_(o), graphs_(stream_) {
     Stopwatch watch;
     check_supported();
-    // The GPU tests of 6 December found deepseek2's f32 models within 1e-5 of the CPU but its
-    // quantized ones further off than float noise explains (src/cuda/README.md): say so.
-    const std::vector<LayerWeights>& layers = model_.weights().layers;
-    const FormatTraits* latent = layers.empty() ? nullptr : layers[0].wkv_a.format;
-    if (c_.mla.kv_lora_rank > 0 && latent != nullptr && latent->dot_type != GgmlType::kF32) {
-        log_warn("--device cuda: deepseek2 with {} weights does not yet give the CPU's logits to "
-                 "float precision on the GPU (median row KL about 2e-3 in the GPU tests); "
-                 "--device cpu does",
-                 latent->name);
-    }
     const std::vector<cuda::GpuInfo> gpus = cuda::list_gpus();
     if (gpus.empty()) fail("--device cuda: no CUDA device");
     const cuda::GpuInfo& gpu = gpus.front();

@@ -143,14 +143,22 @@ TEST_P(GpuDeepseek2Model, TeacherForcedLogitsMatchTheCpu) {
     TANDEM_REQUIRE_GPU();
     testing::TempDir dir;
     const Deepseek2Case& c = GetParam();
-    auto model = Model::load(write_case(c, dir));
-    const std::vector<int32_t> tokens = testing::random_tokens(70, model->config().n_vocab, 5);
+    const std::string path = write_case(c, dir);
+    auto model = Model::load(path);
+    const int V = model->config().n_vocab;
+    const std::vector<int32_t> tokens = testing::random_tokens(70, V, 5);
     const std::vector<float> cpu = all_logits(*model, tokens, Device::kCpu);
+    // Rounded activations: judged by the CPU's own kernel sets' spread on this model.
+    const bool rounded = c.attn != GgmlType::kF32;
+    const LogitComparison spread =
+        rounded ? compare_logits(cpu, testing::reference_kernel_logits(path, tokens), V)
+                : LogitComparison{};
     for (const int batch : {70, 16, 4}) {
         const std::vector<float> gpu =
             all_logits(*model, tokens, Device::kCuda, KvType::kF32, {}, batch);
-        expect_conformant_routed(compare_logits(cpu, gpu, model->config().n_vocab),
-                                 c.name + " gpu vs cpu, batches of " + std::to_string(batch));
+        const std::string what = c.name + " gpu vs cpu, batches of " + std::to_string(batch);
+        rounded ? testing::expect_within_cpu_spread(compare_logits(cpu, gpu, V), spread, what)
+                : expect_conformant_routed(compare_logits(cpu, gpu, V), what);
     }
 }
 
@@ -159,7 +167,8 @@ TEST_P(GpuDeepseek2Model, DecodeStepsMatchPrefill) {
     TANDEM_REQUIRE_GPU();
     testing::TempDir dir;
     const Deepseek2Case& c = GetParam();
-    auto model = Model::load(write_case(c, dir));
+    const std::string path = write_case(c, dir);
+    auto model = Model::load(path);
     const int V = model->config().n_vocab;
     const std::vector<int32_t> tokens = testing::random_tokens(40, V, 6);
     const std::vector<float> prefill = all_logits(*model, tokens, Device::kCuda);
@@ -178,10 +187,17 @@ TEST_P(GpuDeepseek2Model, DecodeStepsMatchPrefill) {
             static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
         ASSERT_EQ(greedy.feed_greedy(std::span<const int32_t>(&t, 1)), host_argmax);
     }
-    // Quantized activations: a q8 rounding flipped by a float-level difference is carried by the
-    // latent cache to later rows (arch_conformance_test.cpp's kQuantizedCarried).
-    expect_conformant(compare_logits(prefill, decode, V), c.name + " decode vs prefill", 1e-2,
-                      c.attn != GgmlType::kF32);
+    // Rounded activations: a rounding flipped by a float-level difference is carried by the
+    // latent cache to later rows; judged by the CPU's own kernel sets' spread on this model.
+    const std::string what = c.name + " decode vs prefill";
+    if (c.attn == GgmlType::kF32) {
+        expect_conformant(compare_logits(prefill, decode, V), what);
+        return;
+    }
+    const std::vector<float> cpu = all_logits(*model, tokens, Device::kCpu);
+    testing::expect_within_cpu_spread(
+        compare_logits(prefill, decode, V),
+        compare_logits(cpu, testing::reference_kernel_logits(path, tokens), V), what);
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, GpuDeepseek2Model, ::testing::ValuesIn(model_cases()),

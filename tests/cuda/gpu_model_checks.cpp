@@ -7,8 +7,20 @@
 #include <span>
 
 #include "engine/session.h"
+#include "support/oracle.h"
+#include "support/temp_dir.h"
 
 namespace tandem::testing {
+
+namespace {
+
+double median_kl(const LogitComparison& cmp) {
+    std::vector<double> kl = cmp.row_kl;
+    std::sort(kl.begin(), kl.end());
+    return kl.empty() ? 0.0 : kl[kl.size() / 2];
+}
+
+}  // namespace
 
 ThreadPool& gpu_test_pool() {
     static ThreadPool p(0);
@@ -43,15 +55,47 @@ void expect_conformant(const LogitComparison& cmp, const std::string& what, doub
 }
 
 void expect_conformant_routed(const LogitComparison& cmp, const std::string& what) {
-    std::vector<double> kl = cmp.row_kl;
-    std::sort(kl.begin(), kl.end());
-    const double median = kl.empty() ? 0.0 : kl[kl.size() / 2];
+    const double median = median_kl(cmp);
     std::printf(
         "[ %s ] %d rows: max|d| %.3e, KL %.3e, median KL %.3e, argmax flips %d (beyond noise %d)\n",
         what.c_str(), cmp.rows, cmp.worst_abs, cmp.worst_kl, median, cmp.argmax_flips,
         cmp.flips_beyond_noise);
     EXPECT_LE(median, 1e-3) << what;
     EXPECT_LE(cmp.worst_kl, 5e-2) << what;
+    EXPECT_EQ(cmp.flips_beyond_noise, 0) << what;
+}
+
+std::vector<float> reference_kernel_logits(const std::string& model_path,
+                                           const std::vector<int32_t>& tokens) {
+    TempDir dir;
+    const std::string out = dir.file("reference.f32");
+    std::string ids;
+    for (const int32_t t : tokens) ids += (ids.empty() ? "" : ",") + std::to_string(t);
+    std::string log;
+    const int rc =
+        run_command("TANDEM_CPU_VARIANT=reference '" TANDEM_BINARY_DIR "/tandem' logits -m '" +
+                        model_path + "' --kv-type f32 --tokens " + ids + " -o '" + out + "' 2>&1",
+                    &log);
+    if (rc != 0) {
+        ADD_FAILURE() << "tandem logits with the reference kernels failed (" << rc << "): " << log;
+        return {};
+    }
+    return read_f32_file(out);
+}
+
+void expect_within_cpu_spread(const LogitComparison& cmp, const LogitComparison& cpu_spread,
+                              const std::string& what) {
+    const double median = median_kl(cmp), spread_median = median_kl(cpu_spread);
+    const double median_bound = std::max(1e-3, 2 * spread_median),
+                 worst_bound = std::max(5e-2, 2 * cpu_spread.worst_kl);
+    std::printf(
+        "[ %s ] %d rows: max|d| %.3e, KL %.3e, median KL %.3e, argmax flips %d (beyond noise %d); "
+        "the CPU's kernel sets apart: KL %.3e, median %.3e\n",
+        what.c_str(), cmp.rows, cmp.worst_abs, cmp.worst_kl, median, cmp.argmax_flips,
+        cmp.flips_beyond_noise, cpu_spread.worst_kl, spread_median);
+    EXPECT_EQ(cpu_spread.rows, cmp.rows) << what << ": the spread is of other rows";
+    EXPECT_LE(median, median_bound) << what;
+    EXPECT_LE(cmp.worst_kl, worst_bound) << what;
     EXPECT_EQ(cmp.flips_beyond_noise, 0) << what;
 }
 
