@@ -347,59 +347,7 @@ TEST(GpuDeepseek2Strategies, GreedyTokensMatchFused) {
     testing::TempDir dir;
     for (const Deepseek2Case& c : strategy_cases()) {
         auto model = Model::load(write_case(c, dir));
-        const int V = model->config().n_vocab;
-        const std::vector<int32_t> prompt = testing::random_tokens(12, V, 21);
-        SessionOptions o;
-        o.n_ctx = 128;
-        o.max_batch = cuda::kSmallBatch;  // offload: the prompt in slots, not on the CPU
-        o.kv_type = KvType::kF16;
-        o.device = Device::kCuda;
-        o.gpu = strategy(MoeStrategy::kFused);
-        Session fused(*model, pool(), o);
-        o.gpu = strategy(MoeStrategy::kCpu);
-        Session cpu(*model, pool(), o);
-        o.gpu = strategy(MoeStrategy::kAuto, 1);
-        Session mixed(*model, pool(), o);
-        o.gpu = strategy(MoeStrategy::kOffload);
-        o.gpu.moe_slots = model->config().n_expert;
-        Session offload(*model, pool(), o);
-        o.gpu = strategy(MoeStrategy::kHybrid);
-        o.gpu.moe_slots = model->config().n_expert / 2;
-        Session hybrid(*model, pool(), o);
-        Session* others[] = {&cpu, &mixed, &offload, &hybrid};
-        constexpr int kOthers = 4, kOffload = 2, kSteps = 96;
-        std::span<const float> f = fused.feed(prompt);
-        std::span<const float> g[] = {cpu.feed(prompt), mixed.feed(prompt), offload.feed(prompt),
-                                      hybrid.feed(prompt)};
-        int offload_differs = 0, same = 0, ties = 0;
-        auto argmax = [](std::span<const float> row) {
-            return static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
-        };
-        for (int step = 0; step < kSteps; ++step) {
-            const int32_t token = argmax(f);
-            offload_differs += !std::equal(f.begin(), f.end(), g[kOffload].begin());
-            for (int j = 0; j < kOthers; ++j) {
-                const int32_t theirs = argmax(g[j]);
-                if (theirs == token) {
-                    ++same;
-                    continue;
-                }
-                double noise = 1e-3;
-                for (int v = 0; v < V; ++v)
-                    noise = std::max(noise, std::fabs(double(f[v]) - g[j][v]));
-                EXPECT_LE(f[token] - f[theirs], noise)
-                    << c.name << " strategy " << j << " step " << step << ": token " << theirs
-                    << " instead of " << token;
-                ++ties;
-            }
-            f = fused.feed(std::span<const int32_t>(&token, 1));
-            for (int j = 0; j < kOthers; ++j)
-                g[j] = others[j]->feed(std::span<const int32_t>(&token, 1));
-        }
-        std::printf("[ %s ] %d greedy steps x 4 strategies: fused's token %d times, a tie %d\n",
-                    c.name.c_str(), kSteps, same, ties);
-        EXPECT_GE(same, kOthers * (kSteps - 8)) << c.name;
-        EXPECT_EQ(offload_differs, 0) << c.name << ": offload's logits differ from fused's";
+        testing::expect_strategies_decode_as_fused(*model, c.name, 96, 88, 1, 128);
     }
 }
 

@@ -3,9 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <span>
 
+#include "cuda/matmul.h"
 #include "engine/session.h"
 #include "support/oracle.h"
 #include "support/temp_dir.h"
@@ -97,6 +99,60 @@ void expect_within_cpu_spread(const LogitComparison& cmp, const LogitComparison&
     EXPECT_LE(median, median_bound) << what;
     EXPECT_LE(cmp.worst_kl, worst_bound) << what;
     EXPECT_EQ(cmp.flips_beyond_noise, 0) << what;
+}
+
+void expect_strategies_decode_as_fused(const Model& model, const std::string& name, int steps,
+                                       int min_same, int cpu_layers, int n_ctx) {
+    const int V = model.config().n_vocab, X = model.config().n_expert;
+    const std::vector<int32_t> prompt = random_tokens(12, V, 21);
+    SessionOptions o;
+    o.n_ctx = n_ctx;
+    o.max_batch = cuda::kSmallBatch;
+    o.kv_type = KvType::kF16;
+    o.device = Device::kCuda;
+    o.gpu = strategy(MoeStrategy::kFused);
+    Session fused(model, gpu_test_pool(), o);
+    constexpr int kOthers = 4, kOffload = 2;
+    const GpuOptions options[kOthers] = {
+        strategy(MoeStrategy::kCpu), strategy(MoeStrategy::kAuto, cpu_layers),
+        strategy(MoeStrategy::kOffload, -1, X), strategy(MoeStrategy::kHybrid, -1, X / 2)};
+    std::vector<std::unique_ptr<Session>> others;
+    for (const GpuOptions& g : options) {
+        o.gpu = g;
+        others.push_back(std::make_unique<Session>(model, gpu_test_pool(), o));
+    }
+    std::span<const float> f = fused.feed(prompt);
+    std::span<const float> g[kOthers];
+    for (int j = 0; j < kOthers; ++j) g[j] = others[j]->feed(prompt);
+    const auto argmax = [](std::span<const float> row) {
+        return static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
+    };
+    int same[kOthers] = {}, ties = 0, offload_differs = 0;
+    for (int step = 0; step < steps; ++step) {
+        const int32_t token = argmax(f);
+        offload_differs += !std::equal(f.begin(), f.end(), g[kOffload].begin());
+        for (int j = 0; j < kOthers; ++j) {
+            const int32_t theirs = argmax(g[j]);
+            if (theirs == token) {
+                ++same[j];
+                continue;
+            }
+            double noise = 1e-3;
+            for (int v = 0; v < V; ++v) noise = std::max(noise, std::fabs(double(f[v]) - g[j][v]));
+            EXPECT_LE(f[token] - f[theirs], noise)
+                << name << " strategy " << j << " step " << step << ": token " << theirs
+                << " instead of " << token;
+            ++ties;
+        }
+        f = fused.feed(std::span<const int32_t>(&token, 1));
+        for (int j = 0; j < kOthers; ++j)
+            g[j] = others[j]->feed(std::span<const int32_t>(&token, 1));
+    }
+    std::printf(
+        "[ %s ] %d greedy steps x %d strategies: fused's token %d, %d, %d, %d times, a tie %d\n",
+        name.c_str(), steps, kOthers, same[0], same[1], same[2], same[3], ties);
+    EXPECT_GE(same[0] + same[1] + same[2] + same[3], kOthers * min_same) << name;
+    EXPECT_EQ(offload_differs, 0) << name << ": offload's logits differ from fused's";
 }
 
 GpuOptions strategy(MoeStrategy s, int cpu_layers, int slots) {

@@ -52,6 +52,15 @@ std::vector<float> reference_kernel_logits(const std::string& model_path,
 void expect_within_cpu_spread(const LogitComparison& cmp, const LogitComparison& cpu_spread,
                               const std::string& what);
 
+// Greedy decoding from a 12-token prompt under each expert strategy against fused: cpu,
+// --moe-cpu-layers cpu_layers, offload with one layer's worth of slots (every layer evicts) and
+// hybrid with half a layer's. Each gives fused's token at every step except where fused's own top
+// two tie within that strategy's disagreement, on average at least min_same of the `steps` times;
+// offload's logits are fused's bit for bit (the prompt goes in batches of kSmallBatch, so that
+// offload computes it in its slots too, not on the CPU executor).
+void expect_strategies_decode_as_fused(const Model& model, const std::string& name, int steps,
+                                       int min_same, int cpu_layers, int n_ctx);
+
 // A strategy's options: cpu_layers as --moe-cpu-layers (-1: none), slots as --moe-slots (0: as
 // many as fit).
 GpuOptions strategy(MoeStrategy s, int cpu_layers = -1, int slots = 0);
