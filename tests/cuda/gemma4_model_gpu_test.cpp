@@ -298,50 +298,9 @@ TEST(GpuGemma4SequenceCopy, ALoadedSequenceContinuesAsTheSavedOne) {
                                      [&](const Gemma4Case& c) { return c.name == name; });
         ASSERT_NE(it, cases().end());
         auto model = load_case(*it, dir);
-        const int V = model->config().n_vocab;
         for (const KvType kv : {KvType::kF32, KvType::kF16}) {
-            const std::string what = it->name + (kv == KvType::kF16 ? ", f16" : ", f32");
-            BackendOptions o;
-            o.device = Device::kCuda;
-            o.n_seq = 3;
-            o.n_ctx = 64;
-            o.max_batch = 8;
-            o.kv_type = kv;
-            const std::unique_ptr<Ops> backend = make_backend(*model, pool(), o);
-            Decoder decoder(*model, *backend, o.max_batch);
-            const std::vector<int32_t> prompt = testing::random_tokens(50, V, 12);
-            const auto feed = [&](int seq, std::span<const int32_t> tokens, int pos0) {
-                std::vector<float> logits(V);
-                for (size_t b = 0; b < tokens.size(); b += o.max_batch) {
-                    const std::span<const int32_t> batch =
-                        tokens.subspan(b, std::min<size_t>(o.max_batch, tokens.size() - b));
-                    std::vector<TokenPlace> places;
-                    for (size_t i = 0; i < batch.size(); ++i)
-                        places.push_back({seq, pos0 + static_cast<int>(b + i)});
-                    std::vector<uint8_t> want(batch.size(), 0);
-                    want.back() = 1;
-                    decoder.eval(batch, places, want, logits.data());
-                }
-                return logits;
-            };
-            const int n = static_cast<int>(prompt.size()) - 1;
-            feed(0, std::span<const int32_t>(prompt).first(n), 0);
-            const size_t bytes = backend->sequence_state_bytes(n);
-            ASSERT_GT(bytes, 0u) << what;
-            o.device = Device::kCpu;
-            EXPECT_EQ(bytes, make_backend(*model, pool(), o)->sequence_state_bytes(n)) << what;
-            std::vector<uint8_t> saved(bytes), again(bytes);
-            backend->save_sequence(0, n, saved.data());
-            backend->load_sequence(2, n, saved.data());
-            // Before the next token: a sliding layer's ring slot of position n may hold one of
-            // the saved positions.
-            backend->save_sequence(2, n, again.data());
-            const std::span<const int32_t> next(&prompt[n], 1);
-            const std::vector<float> original = feed(0, next, n), loaded = feed(2, next, n),
-                                     empty = feed(1, next, n);
-            EXPECT_EQ(original, loaded) << what;
-            EXPECT_NE(original, empty) << what;
-            EXPECT_EQ(saved, again) << what;
+            testing::expect_sequence_copy_continues(
+                *model, kv, 8, 50, it->name + (kv == KvType::kF16 ? ", f16" : ", f32"));
         }
     }
 }

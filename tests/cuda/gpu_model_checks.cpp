@@ -9,6 +9,7 @@
 
 #include "cuda/matmul.h"
 #include "engine/session.h"
+#include "model/decoder.h"
 #include "support/oracle.h"
 #include "support/temp_dir.h"
 
@@ -153,6 +154,54 @@ void expect_strategies_decode_as_fused(const Model& model, const std::string& na
         name.c_str(), steps, kOthers, same[0], same[1], same[2], same[3], ties);
     EXPECT_GE(same[0] + same[1] + same[2] + same[3], kOthers * min_same) << name;
     EXPECT_EQ(offload_differs, 0) << name << ": offload's logits differ from fused's";
+}
+
+size_t expect_sequence_copy_continues(const Model& model, KvType kv, int max_batch,
+                                      int prompt_tokens, const std::string& what) {
+    const int V = model.config().n_vocab;
+    BackendOptions o;
+    o.device = Device::kCuda;
+    o.n_seq = 3;
+    o.n_ctx = 64;
+    o.max_batch = max_batch;
+    o.kv_type = kv;
+    const std::unique_ptr<Ops> backend = make_backend(model, gpu_test_pool(), o);
+    Decoder decoder(model, *backend, o.max_batch);
+    const std::vector<int32_t> prompt = random_tokens(prompt_tokens, V, 12);
+    // The tokens in batches of max_batch; the last one's logits.
+    const auto feed = [&](int seq, std::span<const int32_t> tokens, int pos0) {
+        std::vector<float> logits(V);
+        for (size_t b = 0; b < tokens.size(); b += o.max_batch) {
+            const std::span<const int32_t> batch =
+                tokens.subspan(b, std::min<size_t>(o.max_batch, tokens.size() - b));
+            std::vector<TokenPlace> places;
+            for (size_t i = 0; i < batch.size(); ++i)
+                places.push_back({seq, pos0 + static_cast<int>(b + i)});
+            std::vector<uint8_t> want(batch.size(), 0);
+            want.back() = 1;
+            decoder.eval(batch, places, want, logits.data());
+        }
+        return logits;
+    };
+    const int n = static_cast<int>(prompt.size()) - 1;
+    feed(0, std::span<const int32_t>(prompt).first(n), 0);
+    const size_t bytes = backend->sequence_state_bytes(n);
+    EXPECT_GT(bytes, 0u) << what;
+    o.device = Device::kCpu;
+    EXPECT_EQ(bytes, make_backend(model, gpu_test_pool(), o)->sequence_state_bytes(n)) << what;
+    std::vector<uint8_t> saved(bytes), again(bytes);
+    backend->save_sequence(0, n, saved.data());
+    backend->load_sequence(2, n, saved.data());
+    // Before the next token: a sliding layer's ring slot of position n may hold one of the saved
+    // positions.
+    backend->save_sequence(2, n, again.data());
+    const std::span<const int32_t> next(&prompt[n], 1);
+    const std::vector<float> original = feed(0, next, n), loaded = feed(2, next, n),
+                             empty = feed(1, next, n);
+    EXPECT_EQ(original, loaded) << what;
+    EXPECT_NE(original, empty) << what;
+    EXPECT_EQ(saved, again) << what;
+    return bytes;
 }
 
 GpuOptions strategy(MoeStrategy s, int cpu_layers, int slots) {

@@ -61,6 +61,14 @@ void expect_within_cpu_spread(const LogitComparison& cmp, const LogitComparison&
 void expect_strategies_decode_as_fused(const Model& model, const std::string& name, int steps,
                                        int min_same, int cpu_layers, int n_ctx);
 
+// The prefix cache's copies on the GPU: a sequence fed the prompt less its last token (in batches
+// of max_batch, 3 sequence slots of 64 positions), saved to host memory and loaded into another
+// slot; as many bytes as the CPU backend saves, saved again from the loaded slot bit for bit, and
+// the last token's logits from the loaded slot are the original's, not an empty slot's. Returns
+// the bytes saved.
+size_t expect_sequence_copy_continues(const Model& model, KvType kv, int max_batch,
+                                      int prompt_tokens, const std::string& what);
+
 // A strategy's options: cpu_layers as --moe-cpu-layers (-1: none), slots as --moe-slots (0: as
 // many as fit).
 GpuOptions strategy(MoeStrategy s, int cpu_layers = -1, int slots = 0);
