@@ -35,10 +35,6 @@ using testing::expect_conformant_routed;
 using testing::LogitComparison;
 using testing::strategy;
 
-ThreadPool& pool() {
-    return testing::gpu_test_pool();
-}
-
 // The synthetic models: 3 layers (the first dense), 8 heads of 32 rotated and 64 unrotated dims,
 // a latent of 128 (keys of 160 over values of 128), the queries' low rank 128, 16 experts (4
 // used) of 256 beside one shared expert, sigmoid gating with the selection bias, weights
@@ -172,21 +168,7 @@ TEST_P(GpuDeepseek2Model, DecodeStepsMatchPrefill) {
     const int V = model->config().n_vocab;
     const std::vector<int32_t> tokens = testing::random_tokens(40, V, 6);
     const std::vector<float> prefill = all_logits(*model, tokens, Device::kCuda);
-    SessionOptions o;
-    o.n_ctx = 64;
-    o.max_batch = 8;
-    o.kv_type = KvType::kF32;
-    o.device = Device::kCuda;
-    Session session(*model, pool(), o);
-    Session greedy(*model, pool(), o);
-    std::vector<float> decode;
-    for (int32_t t : tokens) {
-        std::span<const float> row = session.feed(std::span<const int32_t>(&t, 1));
-        decode.insert(decode.end(), row.begin(), row.end());
-        const int32_t host_argmax =
-            static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
-        ASSERT_EQ(greedy.feed_greedy(std::span<const int32_t>(&t, 1)), host_argmax);
-    }
+    const std::vector<float> decode = testing::decode_logits(*model, tokens, KvType::kF32, 64);
     // Rounded activations: a rounding flipped by a float-level difference is carried by the
     // latent cache to later rows; judged by the CPU's own kernel sets' spread on this model.
     const std::string what = c.name + " decode vs prefill";

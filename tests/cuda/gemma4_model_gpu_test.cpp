@@ -40,10 +40,6 @@ using testing::expect_conformant_routed;
 using testing::LogitComparison;
 using testing::strategy;
 
-ThreadPool& pool() {
-    return testing::gpu_test_pool();
-}
-
 struct Gemma4Case {
     std::string name;
     SynthSpec spec;
@@ -182,21 +178,7 @@ TEST_P(GpuGemma4Model, DecodeStepsMatchPrefill) {
     const std::vector<int32_t> tokens = testing::random_tokens(40, V, 6);
     for (const KvType kv : {KvType::kF32, KvType::kF16}) {
         const std::vector<float> prefill = all_logits(*model, tokens, Device::kCuda, kv, {}, 0);
-        SessionOptions o;
-        o.n_ctx = 64;
-        o.max_batch = 8;  // sliding layers: rings of 15 positions, wrapped
-        o.kv_type = kv;
-        o.device = Device::kCuda;
-        Session session(*model, pool(), o);
-        Session greedy(*model, pool(), o);
-        std::vector<float> decode;
-        for (int32_t t : tokens) {
-            std::span<const float> row = session.feed(std::span<const int32_t>(&t, 1));
-            decode.insert(decode.end(), row.begin(), row.end());
-            const int32_t host_argmax =
-                static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
-            ASSERT_EQ(greedy.feed_greedy(std::span<const int32_t>(&t, 1)), host_argmax);
-        }
+        const std::vector<float> decode = testing::decode_logits(*model, tokens, kv, 64);
         const std::string what =
             c.name + " decode vs prefill" + (kv == KvType::kF16 ? ", f16" : ", f32");
         const LogitComparison cmp = compare_logits(prefill, decode, V);

@@ -43,6 +43,27 @@ std::vector<float> all_logits(const Model& model, const std::vector<int32_t>& to
     return {logits.begin(), logits.end()};
 }
 
+std::vector<float> decode_logits(const Model& model, const std::vector<int32_t>& tokens, KvType kv,
+                                 int n_ctx) {
+    SessionOptions o;
+    o.n_ctx = n_ctx;
+    o.max_batch = 8;
+    o.kv_type = kv;
+    o.device = Device::kCuda;
+    Session session(model, gpu_test_pool(), o);
+    Session greedy(model, gpu_test_pool(), o);
+    std::vector<float> decode;
+    for (int32_t t : tokens) {
+        std::span<const float> row = session.feed(std::span<const int32_t>(&t, 1));
+        decode.insert(decode.end(), row.begin(), row.end());
+        const int32_t host_argmax =
+            static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
+        const int32_t gpu_argmax = greedy.feed_greedy(std::span<const int32_t>(&t, 1));
+        EXPECT_EQ(gpu_argmax, host_argmax) << "decode step " << decode.size() / row.size() - 1;
+    }
+    return decode;
+}
+
 void expect_conformant(const LogitComparison& cmp, const std::string& what, double max_kl,
                        bool carried) {
     const int over = static_cast<int>(

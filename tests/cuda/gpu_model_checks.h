@@ -22,6 +22,13 @@ std::vector<float> all_logits(const Model& model, const std::vector<int32_t>& to
                               KvType kv = KvType::kF32, const GpuOptions& gpu = {},
                               int max_batch = 0);
 
+// The logits of every token of `tokens` fed one at a time (decode graphs, replayed) from
+// position 0, in a context of n_ctx positions and batches of at most 8 (a sliding layer's ring of
+// its window and 8 positions); at each step, the GPU's own argmax (a second session, greedy) must
+// be the host's argmax of those logits.
+std::vector<float> decode_logits(const Model& model, const std::vector<int32_t>& tokens,
+                                 KvType kv = KvType::kF32, int n_ctx = 64);
+
 // The conformance criteria (llama_conformance_test.cpp): every row KL <= max_kl, at most a
 // quarter (carried: half) of the rows over 1e-3, no argmax flip beyond the rows' own noise.
 void expect_conformant(const LogitComparison& cmp, const std::string& what, double max_kl = 1e-2,

@@ -119,21 +119,7 @@ TEST_P(GpuModel, DecodeStepsMatchPrefill) {
     const int V = model->config().n_vocab;
     const std::vector<int32_t> tokens = testing::random_tokens(40, V, 6);
     const std::vector<float> prefill = all_logits(*model, tokens, Device::kCuda);
-    SessionOptions o;
-    o.n_ctx = 64;
-    o.max_batch = 8;  // sliding layers: rings of 15 positions, wrapped
-    o.kv_type = KvType::kF32;
-    o.device = Device::kCuda;
-    Session session(*model, pool(), o);
-    Session greedy(*model, pool(), o);  // the argmax on the GPU, from the same decode steps
-    std::vector<float> decode;
-    for (int32_t t : tokens) {
-        std::span<const float> row = session.feed(std::span<const int32_t>(&t, 1));
-        decode.insert(decode.end(), row.begin(), row.end());
-        const int32_t host_argmax =
-            static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
-        ASSERT_EQ(greedy.feed_greedy(std::span<const int32_t>(&t, 1)), host_argmax);
-    }
+    const std::vector<float> decode = testing::decode_logits(*model, tokens, KvType::kF32, 64);
     // Decode's matrix-vector products and prefill's tiles sum in other orders: with quantized
     // experts, a near-tie now and then routes a token otherwise (as against the CPU).
     const LogitComparison cmp = compare_logits(prefill, decode, V);

@@ -526,21 +526,7 @@ TEST_P(GpuQwen35Model, DecodeStepsMatchPrefill) {
     const int V = model->config().n_vocab;
     const std::vector<int32_t> tokens = testing::random_tokens(260, V, 6);
     const std::vector<float> prefill = all_logits(*model, tokens, Device::kCuda);
-    SessionOptions o;
-    o.n_ctx = 272;
-    o.max_batch = 8;
-    o.kv_type = KvType::kF32;
-    o.device = Device::kCuda;
-    Session session(*model, pool(), o);
-    Session greedy(*model, pool(), o);
-    std::vector<float> decode;
-    for (int32_t t : tokens) {
-        std::span<const float> row = session.feed(std::span<const int32_t>(&t, 1));
-        decode.insert(decode.end(), row.begin(), row.end());
-        const int32_t host_argmax =
-            static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
-        ASSERT_EQ(greedy.feed_greedy(std::span<const int32_t>(&t, 1)), host_argmax);
-    }
+    const std::vector<float> decode = testing::decode_logits(*model, tokens, KvType::kF32, 272);
     judge(*model, c, compare_logits(prefill, decode, V), c.name + " decode vs prefill", dir,
           tokens);
 }
