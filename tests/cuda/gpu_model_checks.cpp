@@ -123,6 +123,52 @@ void expect_within_cpu_spread(const LogitComparison& cmp, const LogitComparison&
     EXPECT_EQ(cmp.flips_beyond_noise, 0) << what;
 }
 
+void expect_strategies_prefill_as_fused(const Model& model, const std::string& name) {
+    const int V = model.config().n_vocab;
+    const std::vector<int32_t> tokens = random_tokens(70, V, 15);
+    const std::vector<float> fused =
+        all_logits(model, tokens, Device::kCuda, KvType::kF32, strategy(MoeStrategy::kFused));
+    for (const auto& [what, gpu] : {std::pair{"cpu", strategy(MoeStrategy::kCpu)},
+                                    std::pair{"cpu layers 1", strategy(MoeStrategy::kAuto, 1)}}) {
+        for (int batch : {70, 16}) {
+            const LogitComparison cmp = compare_logits(
+                fused, all_logits(model, tokens, Device::kCuda, KvType::kF32, gpu, batch), V);
+            expect_conformant_routed(
+                cmp,
+                name + " " + what + (batch == 70 ? " streamed" : " cpu executor") + " vs fused");
+            // Streamed experts run the resident ones' kernels on the same bytes.
+            if (batch == 70) {
+                EXPECT_EQ(cmp.worst_abs, 0.0) << name << " " << what;
+            }
+        }
+    }
+    // Slotted experts too, evicted or not (against fused in the same batches: decode-sized
+    // batches take other attention kernels).
+    const std::vector<float> fused8 =
+        all_logits(model, tokens, Device::kCuda, KvType::kF32, strategy(MoeStrategy::kFused), 8);
+    for (const GpuOptions& gpu : {strategy(MoeStrategy::kOffload),
+                                  strategy(MoeStrategy::kOffload, -1, model.config().n_expert)}) {
+        for (int batch : {70, 8}) {
+            const LogitComparison cmp = compare_logits(
+                batch == 8 ? fused8 : fused,
+                all_logits(model, tokens, Device::kCuda, KvType::kF32, gpu, batch), V);
+            EXPECT_EQ(cmp.worst_abs, 0.0)
+                << name << " offload, " << gpu.moe_slots << " slots, batches of " << batch;
+        }
+    }
+    for (const GpuOptions& gpu :
+         {strategy(MoeStrategy::kHybrid), strategy(MoeStrategy::kHybrid, -1, 1)}) {
+        const std::string what = name + " hybrid, " + std::to_string(gpu.moe_slots) + " slots";
+        expect_conformant_routed(
+            compare_logits(fused8, all_logits(model, tokens, Device::kCuda, KvType::kF32, gpu, 8),
+                           V),
+            what + ", batches of 8 vs fused");
+        const LogitComparison streamed = compare_logits(
+            fused, all_logits(model, tokens, Device::kCuda, KvType::kF32, gpu, 70), V);
+        EXPECT_EQ(streamed.worst_abs, 0.0) << what << ", streamed";
+    }
+}
+
 void expect_strategies_decode_as_fused(const Model& model, const std::string& name, int steps,
                                        int min_same, int cpu_layers, int n_ctx) {
     const int V = model.config().n_vocab, X = model.config().n_expert;

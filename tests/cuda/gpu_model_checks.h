@@ -59,6 +59,14 @@ std::vector<float> reference_kernel_logits(const std::string& model_path,
 void expect_within_cpu_spread(const LogitComparison& cmp, const LogitComparison& cpu_spread,
                               const std::string& what);
 
+// 70 prompt tokens under each expert strategy against fused: cpu and --moe-cpu-layers 1 in one
+// batch (the host layers' experts streamed to the GPU: fused's logits bit for bit) and in batches
+// of 16 (the CPU executor: the routed criteria); offload with every expert slotted and with one
+// layer's worth of slots (every layer evicts), in one batch and in batches of 8: fused's logits bit
+// for bit; hybrid (hits in slots, misses on the CPU executor; one slot: nearly all misses) in
+// batches of 8 by the routed criteria, and in one batch (streamed) bit for bit.
+void expect_strategies_prefill_as_fused(const Model& model, const std::string& name);
+
 // Greedy decoding from a 12-token prompt under each expert strategy against fused: cpu,
 // --moe-cpu-layers cpu_layers, offload with one layer's worth of slots (every layer evicts) and
 // hybrid with half a layer's. Each gives fused's token at every step except where fused's own top

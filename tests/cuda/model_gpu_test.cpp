@@ -224,13 +224,6 @@ TEST(GpuSequenceCopy, ALoadedSequenceContinuesAsTheSavedOne) {
     }
 }
 
-// offload with one layer's worth of slots: every layer's experts evict the last one's.
-GpuOptions offload_evicting(const Model& model) {
-    GpuOptions g = strategy(MoeStrategy::kOffload);
-    g.moe_slots = model.config().n_expert;
-    return g;
-}
-
 // Split models on the GPU: a model written as 7 parts, so that layers' expert tensors lie in
 // different parts (separate mappings), gives the whole file's logits bit for bit with every
 // expert in VRAM and under hybrid, whose expert slots read the host experts in place.
@@ -272,52 +265,7 @@ TEST(GpuExpertStrategies, PrefillLogitsMatchResidentExperts) {
     TANDEM_REQUIRE_GPU();
     testing::TempDir dir;
     for (const SynthCase& c : strategy_cases()) {
-        auto model = Model::load(write_case(c, dir));
-        const int V = model->config().n_vocab;
-        const std::vector<int32_t> tokens = testing::random_tokens(70, V, 15);
-        const std::vector<float> fused = all_logits(*model, tokens, Device::kCuda, KvType::kF32,
-                                                    strategy(MoeStrategy::kFused));
-        for (const auto& [name, gpu] :
-             {std::pair{"cpu", strategy(MoeStrategy::kCpu)},
-              std::pair{"cpu layers 1", strategy(MoeStrategy::kAuto, 1)}}) {
-            for (int batch : {70, 16}) {
-                const LogitComparison cmp = compare_logits(
-                    fused, all_logits(*model, tokens, Device::kCuda, KvType::kF32, gpu, batch), V);
-                expect_conformant_routed(cmp, c.name + " " + name +
-                                                  (batch == 70 ? " streamed" : " cpu executor") +
-                                                  " vs fused");
-                // Streamed experts run the resident ones' kernels on the same bytes.
-                if (batch == 70) {
-                    EXPECT_EQ(cmp.worst_abs, 0.0) << c.name << " " << name;
-                }
-            }
-        }
-        // Slotted experts too, evicted or not (against fused in the same batches: decode-sized
-        // batches take other attention kernels).
-        const std::vector<float> fused8 = all_logits(*model, tokens, Device::kCuda, KvType::kF32,
-                                                     strategy(MoeStrategy::kFused), 8);
-        for (const GpuOptions& gpu : {strategy(MoeStrategy::kOffload), offload_evicting(*model)}) {
-            for (int batch : {70, 8}) {
-                const LogitComparison cmp = compare_logits(
-                    batch == 8 ? fused8 : fused,
-                    all_logits(*model, tokens, Device::kCuda, KvType::kF32, gpu, batch), V);
-                EXPECT_EQ(cmp.worst_abs, 0.0) << c.name << " offload, " << gpu.moe_slots
-                                              << " slots, batches of " << batch;
-            }
-        }
-        // hybrid: hits in slots, misses on the CPU executor (one slot: nearly all misses).
-        GpuOptions one_slot = strategy(MoeStrategy::kHybrid);
-        one_slot.moe_slots = 1;
-        for (const GpuOptions& gpu : {strategy(MoeStrategy::kHybrid), one_slot}) {
-            const std::string what = c.name + " hybrid, " + std::to_string(gpu.moe_slots) + " slots";
-            expect_conformant_routed(
-                compare_logits(fused8,
-                               all_logits(*model, tokens, Device::kCuda, KvType::kF32, gpu, 8), V),
-                what + ", batches of 8 vs fused");
-            const LogitComparison streamed = compare_logits(
-                fused, all_logits(*model, tokens, Device::kCuda, KvType::kF32, gpu, 70), V);
-            EXPECT_EQ(streamed.worst_abs, 0.0) << what << ", streamed";
-        }
+        testing::expect_strategies_prefill_as_fused(*Model::load(write_case(c, dir)), c.name);
     }
 }
 
