@@ -63,10 +63,11 @@ std::string oracle_model(const std::string& args) {
 }
 
 std::vector<float> llama_all_logits(const std::string& model, const std::vector<int32_t>& tokens,
-                                    const std::string& kv) {
+                                    const std::string& kv, const std::string& options) {
     std::string out = cache_dir().file("llama-all.f32");
     run_or_throw(shell_quote(oracle_bin() + "/llama_logits") + " " + shell_quote(model) + " --kv " + kv +
-                 " --threads 2 --all-logits --tokens " + join_ids(tokens) + " --dump " + shell_quote(out));
+                 " --threads 2 --all-logits " + options + " --tokens " + join_ids(tokens) + " --dump " +
+                 shell_quote(out));
     return read_f32_file(out);
 }
 

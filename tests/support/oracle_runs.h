@@ -13,9 +13,10 @@ namespace tandem::testing {
 // the same arguments give the same file. Fails the test (throws) if the kit fails.
 std::string oracle_model(const std::string& args);
 
-// llama.cpp's logits of every position of `tokens`, evaluated in one batch (n_tokens × n_vocab).
+// llama.cpp's logits of every position of `tokens`, evaluated in one batch (n_tokens × n_vocab);
+// `options`: more llama_logits arguments (e.g. "--no-repack").
 std::vector<float> llama_all_logits(const std::string& model, const std::vector<int32_t>& tokens,
-                                    const std::string& kv = "f32");
+                                    const std::string& kv = "f32", const std::string& options = "");
 
 struct GreedyRun {
     std::vector<int32_t> tokens;  // the prompt, then the generated tokens
