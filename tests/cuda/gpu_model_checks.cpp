@@ -223,6 +223,22 @@ void expect_strategies_decode_as_fused(const Model& model, const std::string& na
     EXPECT_EQ(offload_differs, 0) << name << ": offload's logits differ from fused's";
 }
 
+std::vector<float> feed_sequence(Decoder& decoder, int seq, std::span<const int32_t> tokens,
+                                 int pos0, int max_batch, int n_vocab) {
+    std::vector<float> logits(n_vocab);
+    for (size_t b = 0; b < tokens.size(); b += max_batch) {
+        const std::span<const int32_t> batch =
+            tokens.subspan(b, std::min<size_t>(max_batch, tokens.size() - b));
+        std::vector<TokenPlace> places;
+        for (size_t i = 0; i < batch.size(); ++i)
+            places.push_back({seq, pos0 + static_cast<int>(b + i)});
+        std::vector<uint8_t> want(batch.size(), 0);
+        want.back() = 1;
+        decoder.eval(batch, places, want, logits.data());
+    }
+    return logits;
+}
+
 size_t expect_sequence_copy_continues(const Model& model, KvType kv, int max_batch,
                                       int prompt_tokens, const std::string& what) {
     const int V = model.config().n_vocab;
@@ -235,20 +251,8 @@ size_t expect_sequence_copy_continues(const Model& model, KvType kv, int max_bat
     const std::unique_ptr<Ops> backend = make_backend(model, gpu_test_pool(), o);
     Decoder decoder(model, *backend, o.max_batch);
     const std::vector<int32_t> prompt = random_tokens(prompt_tokens, V, 12);
-    // The tokens in batches of max_batch; the last one's logits.
     const auto feed = [&](int seq, std::span<const int32_t> tokens, int pos0) {
-        std::vector<float> logits(V);
-        for (size_t b = 0; b < tokens.size(); b += o.max_batch) {
-            const std::span<const int32_t> batch =
-                tokens.subspan(b, std::min<size_t>(o.max_batch, tokens.size() - b));
-            std::vector<TokenPlace> places;
-            for (size_t i = 0; i < batch.size(); ++i)
-                places.push_back({seq, pos0 + static_cast<int>(b + i)});
-            std::vector<uint8_t> want(batch.size(), 0);
-            want.back() = 1;
-            decoder.eval(batch, places, want, logits.data());
-        }
-        return logits;
+        return feed_sequence(decoder, seq, tokens, pos0, max_batch, V);
     };
     const int n = static_cast<int>(prompt.size()) - 1;
     feed(0, std::span<const int32_t>(prompt).first(n), 0);

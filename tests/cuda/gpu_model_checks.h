@@ -3,11 +3,13 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "base/thread_pool.h"
 #include "model/backend.h"
+#include "model/decoder.h"
 #include "model/model.h"
 #include "support/oracle_runs.h"
 
@@ -75,6 +77,11 @@ void expect_strategies_prefill_as_fused(const Model& model, const std::string& n
 // offload computes it in its slots too, not on the CPU executor).
 void expect_strategies_decode_as_fused(const Model& model, const std::string& name, int steps,
                                        int min_same, int cpu_layers, int n_ctx);
+
+// Feeds `tokens` to sequence `seq` from position pos0 in batches of max_batch; the last token's
+// logits.
+std::vector<float> feed_sequence(Decoder& decoder, int seq, std::span<const int32_t> tokens,
+                                 int pos0, int max_batch, int n_vocab);
 
 // The prefix cache's copies on the GPU: a sequence fed the prompt less its last token (in batches
 // of max_batch, 3 sequence slots of 64 positions), saved to host memory and loaded into another

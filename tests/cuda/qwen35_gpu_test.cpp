@@ -35,6 +35,7 @@
 #include "model/backend.h"
 #include "model/decoder.h"
 #include "model/model.h"
+#include "support/collecting_sink.h"
 #include "support/model_files.h"
 #include "support/oracle_runs.h"
 #include "support/temp_dir.h"
@@ -707,18 +708,7 @@ TEST(GpuQwen35SequenceCopy, ALoadedSequenceContinuesAsTheSavedOne) {
             const std::unique_ptr<Ops> backend = make_backend(*model, pool(), o);
             Decoder decoder(*model, *backend, o.max_batch);
             const auto feed = [&](int seq, std::span<const int32_t> tokens, int pos0) {
-                std::vector<float> logits(V);
-                for (size_t b = 0; b < tokens.size(); b += o.max_batch) {
-                    const std::span<const int32_t> batch =
-                        tokens.subspan(b, std::min<size_t>(o.max_batch, tokens.size() - b));
-                    std::vector<TokenPlace> places;
-                    for (size_t i = 0; i < batch.size(); ++i)
-                        places.push_back({seq, pos0 + static_cast<int>(b + i)});
-                    std::vector<uint8_t> want(batch.size(), 0);
-                    want.back() = 1;
-                    decoder.eval(batch, places, want, logits.data());
-                }
-                return logits;
+                return testing::feed_sequence(decoder, seq, tokens, pos0, o.max_batch, V);
             };
             const std::vector<int32_t> prompt = testing::random_tokens(60, V, 12),
                                        other = testing::random_tokens(53, V, 13);
@@ -752,38 +742,6 @@ TEST(GpuQwen35SequenceCopy, ALoadedSequenceContinuesAsTheSavedOne) {
 // The server's prefix cache in host memory on the GPU: one slot, two conversations taking
 // turns, each turn copying its conversation's states back from host memory and computing only
 // its new tokens.
-class Collect : public GenerationSink {
-  public:
-    bool on_token(int32_t token) override {
-        std::lock_guard<std::mutex> lock(mutex_);
-        tokens_.push_back(token);
-        return true;
-    }
-    void on_finish(const GenerationResult& result) override {
-        std::lock_guard<std::mutex> lock(mutex_);
-        result_ = result;
-        done_ = true;
-        cv_.notify_all();
-    }
-    GenerationResult wait() {
-        std::unique_lock<std::mutex> lock(mutex_);
-        EXPECT_TRUE(cv_.wait_for(lock, std::chrono::seconds(120), [&] { return done_; }));
-        EXPECT_EQ(result_.reason, FinishReason::kLength) << result_.error;
-        return result_;
-    }
-    std::vector<int32_t> tokens() {
-        std::lock_guard<std::mutex> lock(mutex_);
-        return tokens_;
-    }
-
-  private:
-    std::mutex mutex_;
-    std::condition_variable cv_;
-    std::vector<int32_t> tokens_;
-    GenerationResult result_;
-    bool done_ = false;
-};
-
 TEST(GpuQwen35Scheduler, PrefixCacheInHostMemoryKeepsTheConversations) {
     TANDEM_REQUIRE_GPU();
     testing::TempDir dir;
@@ -799,7 +757,7 @@ TEST(GpuQwen35Scheduler, PrefixCacheInHostMemoryKeepsTheConversations) {
     Scheduler s(*model, pool(), o);
     auto generate = [&](const std::vector<int32_t>& prompt, int max_tokens,
                         std::vector<int32_t>* out) {
-        auto sink = std::make_shared<Collect>();
+        auto sink = std::make_shared<testing::CollectingSink>();
         GenerationParams p;
         p.prompt = prompt;
         p.sampling.temperature = 0.0f;

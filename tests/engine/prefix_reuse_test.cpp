@@ -17,6 +17,7 @@
 #include "base/thread_pool.h"
 #include "engine/scheduler.h"
 #include "model/model.h"
+#include "support/collecting_sink.h"
 #include "support/model_files.h"
 #include "support/temp_dir.h"
 
@@ -28,38 +29,6 @@ ThreadPool& pool() {
     return p;
 }
 
-class Collect : public GenerationSink {
-  public:
-    bool on_token(int32_t token) override {
-        std::lock_guard<std::mutex> lock(mutex_);
-        tokens_.push_back(token);
-        return true;
-    }
-    void on_finish(const GenerationResult& result) override {
-        std::lock_guard<std::mutex> lock(mutex_);
-        result_ = result;
-        done_ = true;
-        cv_.notify_all();
-    }
-    GenerationResult wait() {
-        std::unique_lock<std::mutex> lock(mutex_);
-        EXPECT_TRUE(cv_.wait_for(lock, std::chrono::seconds(120), [&] { return done_; }));
-        EXPECT_EQ(result_.reason, FinishReason::kLength) << result_.error;
-        return result_;
-    }
-    std::vector<int32_t> tokens() {
-        std::lock_guard<std::mutex> lock(mutex_);
-        return tokens_;
-    }
-
-  private:
-    std::mutex mutex_;
-    std::condition_variable cv_;
-    std::vector<int32_t> tokens_;
-    GenerationResult result_;
-    bool done_ = false;
-};
-
 struct Reply {
     std::vector<int32_t> tokens;
     GenerationResult result;
@@ -67,7 +36,7 @@ struct Reply {
 
 // Runs one request to its end (max_tokens generated).
 Reply generate(Scheduler& s, const std::vector<int32_t>& prompt, int max_tokens) {
-    auto sink = std::make_shared<Collect>();
+    auto sink = std::make_shared<testing::CollectingSink>();
     GenerationParams p;
     p.prompt = prompt;
     p.sampling.temperature = 1.1f;

@@ -14,42 +14,15 @@
 #include "base/thread_pool.h"
 #include "engine/scheduler.h"
 #include "model/model.h"
+#include "support/collecting_sink.h"
 #include "support/model_files.h"
 #include "support/temp_dir.h"
 
 namespace tandem {
 namespace {
 
-class Collect : public GenerationSink {
-  public:
-    bool on_token(int32_t token) override {
-        std::lock_guard<std::mutex> lock(mutex_);
-        tokens_.push_back(token);
-        return true;
-    }
-    void on_finish(const GenerationResult& result) override {
-        std::lock_guard<std::mutex> lock(mutex_);
-        result_ = result;
-        done_ = true;
-        cv_.notify_all();
-    }
-    std::vector<int32_t> wait() {
-        std::unique_lock<std::mutex> lock(mutex_);
-        EXPECT_TRUE(cv_.wait_for(lock, std::chrono::seconds(120), [&] { return done_; }));
-        EXPECT_EQ(result_.reason, FinishReason::kLength) << result_.error;
-        return tokens_;
-    }
-
-  private:
-    std::mutex mutex_;
-    std::condition_variable cv_;
-    std::vector<int32_t> tokens_;
-    GenerationResult result_;
-    bool done_ = false;
-};
-
-std::shared_ptr<Collect> submit(Scheduler& s, std::vector<int32_t> prompt) {
-    auto sink = std::make_shared<Collect>();
+std::shared_ptr<testing::CollectingSink> submit(Scheduler& s, std::vector<int32_t> prompt) {
+    auto sink = std::make_shared<testing::CollectingSink>();
     GenerationParams p;
     p.prompt = std::move(prompt);
     p.sampling.temperature = 0.0f;
@@ -91,7 +64,11 @@ TEST_P(SchedulerSliding, BatchedEqualSolo) {
         o.n_ctx = 128;
         o.max_batch = 64;
         Scheduler s(*model, pool, o);
-        for (const auto& p : prompts) solo.push_back(submit(s, p)->wait());
+        for (const auto& p : prompts) {
+            const auto sink = submit(s, p);
+            sink->wait();
+            solo.push_back(sink->tokens());
+        }
     }
     // Four slots, batches of 12 rows: prompts in chunks next to decode rows, rings of other sizes.
     SchedulerOptions o;
@@ -99,9 +76,12 @@ TEST_P(SchedulerSliding, BatchedEqualSolo) {
     o.n_ctx = 128;
     o.max_batch = 12;
     Scheduler s(*model, pool, o);
-    std::vector<std::shared_ptr<Collect>> sinks;
+    std::vector<std::shared_ptr<testing::CollectingSink>> sinks;
     for (const auto& p : prompts) sinks.push_back(submit(s, p));
-    for (size_t i = 0; i < sinks.size(); ++i) EXPECT_EQ(sinks[i]->wait(), solo[i]) << "request " << i;
+    for (size_t i = 0; i < sinks.size(); ++i) {
+        sinks[i]->wait();
+        EXPECT_EQ(sinks[i]->tokens(), solo[i]) << "request " << i;
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(Archs, SchedulerSliding, ::testing::Values("gpt-oss", "gemma4", "qwen35moe", "deepseek2"),
