@@ -369,10 +369,7 @@ GpuBackend::GpuBackend(const Model& model, ThreadPool& pool, const CpuBackendOpt
         std::vector<Route> host(n_routes);
         for (int r = 0; r < n_routes; ++r) host[r] = {r % c_.n_head, 1.0f};
         head_routes_ =
-            reinterpret_cast<Route*>(device_floats(2 * static_cast<size_t>(n_routes), "head routes"));
-        cuda::check(cudaMemcpy(head_routes_, host.data(), sizeof(Route) * host.size(),
-                               cudaMemcpyHostToDevice),
-                    "head routes upload");
+            static_cast<Route*>(upload(host.data(), sizeof(Route) * host.size(), "head routes"));
         head_groups_.max_routes = n_routes;
         head_groups_.max_tiles = cuda::max_group_tiles(n_routes, c_.n_head);
         const auto ints = [&](size_t n) {
@@ -461,16 +458,10 @@ void GpuBackend::make_ropes() {
             LayerRope r;
             r.params = L.rope;
             r.table = cuda::make_rope_table(L.rope);  // (its frequency factors are host values)
-            float* factor = device_floats(std::max<size_t>(1, r.table.factor.size()), "rope table");
-            float* ramp = device_floats(std::max<size_t>(1, r.table.ramp.size()), "rope table");
-            cuda::check(cudaMemcpy(factor, r.table.factor.data(),
-                                   sizeof(float) * r.table.factor.size(), cudaMemcpyHostToDevice),
-                        "rope table upload");
-            cuda::check(cudaMemcpy(ramp, r.table.ramp.data(), sizeof(float) * r.table.ramp.size(),
-                                   cudaMemcpyHostToDevice),
-                        "rope table upload");
-            r.factor = factor;
-            r.ramp = ramp;
+            r.factor = static_cast<const float*>(upload(
+                r.table.factor.data(), sizeof(float) * r.table.factor.size(), "rope table"));
+            r.ramp = static_cast<const float*>(
+                upload(r.table.ramp.data(), sizeof(float) * r.table.ramp.size(), "rope table"));
             ropes_.push_back(std::move(r));
         }
         rope_of_.push_back(static_cast<int>(i));
@@ -496,8 +487,6 @@ void GpuBackend::check_supported() const {
         for (const WeightMatrix* m : {&L.wq_a, &L.wq_b, &L.wkv_a, &L.wk_b.matrix, &L.wv_b.matrix})
             check_matrix(*m, "latent attention");
         for (const WeightMatrix* m : {&L.ffn_gate, &L.ffn_up, &L.ffn_down}) check_matrix(*m, "ffn");
-        for (const WeightMatrix* m : {&L.shexp_gate, &L.shexp_up, &L.shexp_down})
-            check_matrix(*m, "shared experts");
         check_matrix(L.router, "router");
         for (const WeightMatrix* m : {&L.wqkv, &L.wqkv_gate, &L.ssm_beta, &L.ssm_alpha, &L.ssm_out})
             check_matrix(*m, "delta-net");
@@ -645,6 +634,13 @@ void GpuBackend::synchronize(const char* what) {
 float* GpuBackend::device_floats(size_t n, const char* what) {
     buffers_.emplace_back(cuda::align_up(sizeof(float) * n), what);
     return buffers_.back().as<float>();
+}
+
+void* GpuBackend::upload(const void* host, size_t bytes, const char* what) {
+    float* device = device_floats(std::max<size_t>(1, (bytes + sizeof(float) - 1) / sizeof(float)),
+                                  what);
+    if (bytes > 0) cuda::check(cudaMemcpy(device, host, bytes, cudaMemcpyHostToDevice), what);
+    return device;
 }
 
 Act GpuBackend::allocate(int rows, int64_t cols) {

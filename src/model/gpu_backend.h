@@ -114,6 +114,8 @@ class GpuBackend final : public Ops {
     // Waits for the stream; throws the first error of a kernel or of the CPU experts.
     void synchronize(const char* what);
     float* device_floats(size_t n, const char* what);
+    // A copy of `host` in device memory kept as long as the backend.
+    void* upload(const void* host, size_t bytes, const char* what);
     // `in` rounded through w's activation type into rounded_ (cuda/activation_rounding.h), or
     // in itself for f32 weights; rounded_ is reused while the same input and type follow. For
     // the q8 types the codes too (rounded_q8_), for the integer kernels.
