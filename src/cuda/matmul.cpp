@@ -84,6 +84,14 @@ void set_codes(ProductOperands& p, const Q8Rows& xq) {
     p.xd_stride = xq.d_stride;
 }
 
+void set_groups(TileParams& p, const ExpertGroups& groups) {
+    p.sorted = groups.sorted;
+    p.tile_expert = groups.tile_expert;
+    p.tile_begin = groups.tile_begin;
+    p.tile_end = groups.tile_end;
+    p.n_tiles = groups.n_tiles;
+}
+
 }  // namespace
 
 bool gpu_supports(GgmlType type) {
@@ -132,11 +140,7 @@ void matmul_routed(const MatmulContext& ctx, const ExpertMatrix& w, const Route*
     }
     TileParams p;
     static_cast<ProductOperands&>(p) = operands;
-    p.sorted = groups->sorted;
-    p.tile_expert = groups->tile_expert;
-    p.tile_begin = groups->tile_begin;
-    p.tile_end = groups->tile_end;
-    p.n_tiles = groups->n_tiles;
+    set_groups(p, *groups);
     (ints ? k.int_tile : k.tile)(p, groups->max_tiles, ctx.stream);
 }
 
@@ -145,7 +149,8 @@ void matmul_group(const MatmulContext& ctx, std::span<const ProductTarget> targe
     if (n <= 0 || targets.empty()) return;
     const WeightMatrix& w0 = *targets[0].w;
     const FormatKernels& k = kernels_for(*w0.format);
-    bool shared = n <= kSmallBatch && targets.size() <= 1 + kMaxSiblings && use_int_kernels(k, xq);
+    // One launch for all targets (more blocks in flight: k and v alone fill few SMs).
+    bool shared = targets.size() <= 1 + kMaxSiblings && use_int_kernels(k, xq);
     for (const ProductTarget& t : targets)
         shared = shared && t.w->format == w0.format && t.w->cols == w0.cols;
     if (!shared) {
@@ -153,16 +158,27 @@ void matmul_group(const MatmulContext& ctx, std::span<const ProductTarget> targe
             matmul(ctx, *t.w, x, x_stride, n, t.y, t.y_stride, xq);
         return;
     }
-    MatvecParams p;
-    static_cast<ProductOperands&>(p) =
+    ProductOperands operands =
         dense_operands(ctx, w0, x, x_stride, targets[0].y, targets[0].y_stride);
-    set_codes(p, *xq);
-    p.n_cols = n;
+    set_codes(operands, *xq);
     for (size_t i = 1; i < targets.size(); ++i) {
         const ProductTarget& t = targets[i];
-        p.siblings[i - 1] = {t.w->data, t.w->rows, t.w->scale, t.y, t.y_stride, nullptr, nullptr};
+        operands.siblings[i - 1] = {t.w->data, t.w->rows, t.w->scale, t.y, t.y_stride, nullptr,
+                                    nullptr};
     }
-    k.int_matvec[matvec_slot(n)](p, 1, ctx.stream, static_cast<int>(targets.size()));
+    const int n_targets = static_cast<int>(targets.size());
+    if (n <= kSmallBatch) {
+        MatvecParams p;
+        static_cast<ProductOperands&>(p) = operands;
+        p.n_cols = n;
+        k.int_matvec[matvec_slot(n)](p, 1, ctx.stream, n_targets);
+        return;
+    }
+    TileParams p;
+    static_cast<ProductOperands&>(p) = operands;
+    p.n_tokens = n;
+    p.n_targets = n_targets;
+    k.int_tile(p, (n + kTileTokens - 1) / kTileTokens, ctx.stream);
 }
 
 void matmul_routed_pair(const MatmulContext& ctx, const ExpertMatrix& a, const ExpertMatrix& b,
@@ -171,20 +187,29 @@ void matmul_routed_pair(const MatmulContext& ctx, const ExpertMatrix& a, const E
                         const ExpertGroups* groups, const Q8Rows* xq) {
     if (n_routes <= 0) return;
     const FormatKernels& k = kernels_for(*a.matrix.format);
-    const bool shared = groups == nullptr && use_int_kernels(k, xq) &&
-                        a.matrix.format == b.matrix.format && a.matrix.cols == b.matrix.cols &&
-                        a.expert_stride == b.expert_stride && a.bias_stride == b.bias_stride;
+    const bool shared = use_int_kernels(k, xq) && a.matrix.format == b.matrix.format &&
+                        a.matrix.cols == b.matrix.cols && a.expert_stride == b.expert_stride &&
+                        a.bias_stride == b.bias_stride;
     if (!shared) {
         matmul_routed(ctx, a, routes, n_routes, x_div, x, x_stride, y_a, y_stride, groups, xq);
         matmul_routed(ctx, b, routes, n_routes, x_div, x, x_stride, y_b, y_stride, groups, xq);
         return;
     }
-    MatvecParams p;
-    static_cast<ProductOperands&>(p) = expert_operands(ctx, a, x_div, x, x_stride, y_a, y_stride);
-    set_codes(p, *xq);
-    p.routes = routes;
-    p.siblings[0] = {b.matrix.data, b.matrix.rows, 1.0f, y_b, y_stride, b.scales, b.bias};
-    k.int_matvec[0](p, n_routes, ctx.stream, 2);
+    ProductOperands operands = expert_operands(ctx, a, x_div, x, x_stride, y_a, y_stride);
+    set_codes(operands, *xq);
+    operands.siblings[0] = {b.matrix.data, b.matrix.rows, 1.0f, y_b, y_stride, b.scales, b.bias};
+    if (groups == nullptr) {
+        MatvecParams p;
+        static_cast<ProductOperands&>(p) = operands;
+        p.routes = routes;
+        k.int_matvec[0](p, n_routes, ctx.stream, 2);
+        return;
+    }
+    TileParams p;
+    static_cast<ProductOperands&>(p) = operands;
+    set_groups(p, *groups);
+    p.n_targets = 2;
+    k.int_tile(p, groups->max_tiles, ctx.stream);
 }
 
 void embed_rows(const MatmulContext& ctx, const WeightMatrix& table, const int32_t* tokens, int n,

@@ -40,9 +40,9 @@ bool gpu_integer_products(GgmlType type);
 void matmul(const MatmulContext& ctx, const WeightMatrix& w, const float* x, int64_t x_stride,
             int n, float* y, int64_t y_stride, const Q8Rows* xq = nullptr);
 
-// Several matrices over one input (q, k and v): y_i = (W_i · x) · W_i.scale. Decode batches of
-// matrices of one format and width that take the integer kernels share one launch; the others
-// run one by one, as matmul.
+// Several matrices over one input (q, k and v): y_i = (W_i · x) · W_i.scale. Matrices of one
+// format and width that take the integer kernels share one launch (matrix-vector or tiles); the
+// others run one by one, as matmul.
 struct ProductTarget {
     const WeightMatrix* w;
     float* y;
@@ -73,7 +73,7 @@ void matmul_routed(const MatmulContext& ctx, const ExpertMatrix& w, const Route*
                    int64_t y_stride, const ExpertGroups* groups, const Q8Rows* xq = nullptr);
 
 // Two expert stacks over the same routes and input (gate and up), into y_a and y_b: one launch
-// for decode where the integer kernels take them, else matmul_routed twice.
+// where the integer kernels take them (decode and prefill), else matmul_routed twice.
 void matmul_routed_pair(const MatmulContext& ctx, const ExpertMatrix& a, const ExpertMatrix& b,
                         const Route* routes, int n_routes, int x_div, const float* x,
                         int64_t x_stride, float* y_a, float* y_b, int64_t y_stride,

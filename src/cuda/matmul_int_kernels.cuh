@@ -261,7 +261,7 @@ __global__ void __launch_bounds__(128, 3) tile_int_kernel(const __grid_constant_
             const int64_t row = row0 + i;
             const int64_t ch = k0 / 8 + c;
             gpu::IntChunk v;
-            if (row < p.rows && 8 * ch < p.cols)
+            if (row < src.rows && 8 * ch < p.cols)
                 v = I::chunk(w + row * p.row_bytes + (ch / kChunks) * B::kBytes,
                              static_cast<int>(ch % kChunks), p.tables);
             Wq[i * kIntLd + 2 * c] = v.lo;
@@ -359,17 +359,15 @@ __global__ void __launch_bounds__(128, 3) tile_int_kernel(const __grid_constant_
         const int tk = idx / kTileRows, i = idx % kTileRows;
         const int64_t row = row0 + i;
         const int o = out_row[tk];
-        if (o < 0 || row >= p.rows) continue;
-        p.y[o * p.y_stride + row] =
+        if (o < 0 || row >= src.rows) continue;
+        src.y[o * src.y_stride + row] =
             Cs[i * kCLd + tk] * scale + (bias != nullptr ? bias[row] : 0.0f);
     }
 }
 
 template <GgmlType F>
 void launch_tile_int(const TileParams& p, int token_tiles, cudaStream_t stream) {
-    const dim3 grid(static_cast<unsigned>((p.rows + kTileRows - 1) / kTileRows),
-                    static_cast<unsigned>(token_tiles));
-    tile_int_kernel<F><<<grid, 128, 0, stream>>>(p);
+    tile_int_kernel<F><<<tile_grid(p, token_tiles), 128, 0, stream>>>(p);
     check_launch("tile_int_kernel");
 }
 

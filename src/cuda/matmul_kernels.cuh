@@ -4,6 +4,8 @@
 
 #include <mma.h>
 
+#include <algorithm>
+
 #include "cuda/check.h"
 #include "cuda/early_launch.cuh"
 #include "cuda/matmul.h"
@@ -142,25 +144,38 @@ constexpr int kTileRows = 64;
 constexpr int kTileK = 32;
 constexpr int kTilePad = 4;  // floats of padding per shared row (bank conflicts)
 
-// The weights, scale, bias and token rows of tile (blockIdx.x, blockIdx.y): an expert group's
-// tile (false past the groups' tiles: the block has nothing to do) or a dense tile of tokens.
+// The weights, scale, bias, output and token rows of tile (blockIdx.x, blockIdx.y) of target
+// blockIdx.z: an expert group's tile (false past the groups' tiles, or past the target's rows:
+// the block has nothing to do) or a dense tile of tokens.
 // token_row[i]: the row of x of tile row i (-1: none); out_row[i]: its row of y.
 struct TileSource {
     const uint8_t* w;
     float scale;
     const float* bias;
+    int64_t rows;
+    float* y;
+    int64_t y_stride;
 };
 __device__ __forceinline__ bool tile_source(const TileParams& p, int32_t* token_row,
                                             int32_t* out_row, TileSource& src) {
-    src = {p.w, p.scale, nullptr};
+    src = {p.w, p.scale, nullptr, p.rows, p.y, p.y_stride};
+    const float* expert_scales = p.expert_scales;
+    const float* expert_bias = p.expert_bias;
+    if (blockIdx.z > 0) {
+        const SiblingTarget& s = p.siblings[blockIdx.z - 1];
+        src = {s.w, s.scale, nullptr, s.rows, s.y, s.y_stride};
+        expert_scales = s.expert_scales;
+        expert_bias = s.expert_bias;
+    }
+    if (static_cast<int64_t>(blockIdx.x) * kTileRows >= src.rows) return false;
     if (p.sorted != nullptr) {
         const int j = blockIdx.y;
         if (j >= *p.n_tiles) return false;
         const int e = p.tile_expert[j];
         const int begin = p.tile_begin[j], end = p.tile_end[j];
         src.w += static_cast<size_t>(e) * p.expert_stride;
-        if (p.expert_scales != nullptr) src.scale = p.expert_scales[e];
-        if (p.expert_bias != nullptr) src.bias = p.expert_bias + e * p.bias_stride;
+        if (expert_scales != nullptr) src.scale = expert_scales[e];
+        if (expert_bias != nullptr) src.bias = expert_bias + e * p.bias_stride;
         for (int i = threadIdx.x; i < kTileTokens; i += blockDim.x) {
             const int r = begin + i < end ? p.sorted[begin + i] : -1;
             token_row[i] = r < 0 ? -1 : r / p.x_div;
@@ -175,6 +190,15 @@ __device__ __forceinline__ bool tile_source(const TileParams& p, int32_t* token_
         }
     }
     return true;
+}
+
+// The tiles of a launch: row tiles of its widest target × token tiles × targets (blocks past a
+// narrower target's rows return at once).
+inline dim3 tile_grid(const TileParams& p, int token_tiles) {
+    int64_t rows = p.rows;
+    for (int i = 0; i + 1 < p.n_targets; ++i) rows = std::max(rows, p.siblings[i].rows);
+    return dim3(static_cast<unsigned>((rows + kTileRows - 1) / kTileRows),
+                static_cast<unsigned>(token_tiles), static_cast<unsigned>(p.n_targets));
 }
 
 template <GgmlType F>
@@ -224,7 +248,7 @@ __global__ void __launch_bounds__(128) tile_kernel(const __grid_constant__ TileP
             const int64_t row = row0 + i;
             const int64_t ch = k0 / 8 + c;
             float v[8];
-            if (row < p.rows && ch * 8 < p.cols) {
+            if (row < src.rows && ch * 8 < p.cols) {
                 B::chunk8(w + row * p.row_bytes + (ch / kChunks) * B::kBytes,
                           static_cast<int>(ch % kChunks), v, p.tables);
             } else {
@@ -313,16 +337,14 @@ __global__ void __launch_bounds__(128) tile_kernel(const __grid_constant__ TileP
         const int t = idx / kTileRows, i = idx % kTileRows;
         const int64_t row = row0 + i;
         const int o = out_row[t];
-        if (o < 0 || row >= p.rows) continue;
-        p.y[o * p.y_stride + row] = Cs[i * kCLd + t] * scale + (bias != nullptr ? bias[row] : 0.0f);
+        if (o < 0 || row >= src.rows) continue;
+        src.y[o * src.y_stride + row] = Cs[i * kCLd + t] * scale + (bias != nullptr ? bias[row] : 0.0f);
     }
 }
 
 template <GgmlType F>
 void launch_tile(const TileParams& p, int token_tiles, cudaStream_t stream) {
-    const dim3 grid(static_cast<unsigned>((p.rows + kTileRows - 1) / kTileRows),
-                    static_cast<unsigned>(token_tiles));
-    tile_kernel<F><<<grid, 128, 0, stream>>>(p);
+    tile_kernel<F><<<tile_grid(p, token_tiles), 128, 0, stream>>>(p);
     check_launch("tile_kernel");
 }
 

@@ -12,6 +12,19 @@
 
 namespace tandem::cuda {
 
+// Another matrix of the same format and width over the same activations, in the same launch
+// (blockIdx.z = 1, 2): q, k and v; an expert's gate and up. The integer kernels take them.
+struct SiblingTarget {
+    const uint8_t* w = nullptr;
+    int64_t rows = 0;
+    float scale = 1.0f;
+    float* y = nullptr;
+    int64_t y_stride = 0;
+    const float* expert_scales = nullptr;
+    const float* expert_bias = nullptr;
+};
+constexpr int kMaxSiblings = 2;
+
 // What every product kernel reads: the weights (a matrix, or expert 0 of a stack), the
 // activations and where the results go.
 struct ProductOperands {
@@ -36,33 +49,22 @@ struct ProductOperands {
     const float* expert_bias = nullptr;
     int64_t bias_stride = 0;
     gpu::DequantTables tables;
+    // Targets 1.. of the launch (target 0 is the fields above), blockIdx.z choosing.
+    SiblingTarget siblings[kMaxSiblings];
 };
 
-// Another matrix of the same format and width over the same activations, in the same launch
-// (blockIdx.z = 1, 2): q, k and v; an expert's gate and up.
-struct SiblingTarget {
-    const uint8_t* w = nullptr;
-    int64_t rows = 0;
-    float scale = 1.0f;
-    float* y = nullptr;
-    int64_t y_stride = 0;
-    const float* expert_scales = nullptr;
-    const float* expert_bias = nullptr;
-};
-constexpr int kMaxSiblings = 2;
 
 struct MatvecParams : ProductOperands {
     int n_cols = 1;  // dense: rows of x (columns of the product)
     // Routed (routes != nullptr): job blockIdx.y is route j.
     const Route* routes = nullptr;
-    // The integer kernels: targets 1.. of the launch (target 0 is ProductOperands').
-    SiblingTarget siblings[kMaxSiblings];
     // The integer kernels: warps of a block that share rows (set by the launcher).
     int warps_per_row = 1;
 };
 
 struct TileParams : ProductOperands {
     int n_tokens = 0;  // dense: rows of x
+    int n_targets = 1;  // 1 + the siblings
     // Grouped (sorted != nullptr): tile blockIdx.y of ExpertGroups.
     const int32_t* sorted = nullptr;
     const int32_t* tile_expert = nullptr;
