@@ -31,6 +31,6 @@ pack="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 export PATH="$pack/bin:$PATH"
 export LD_LIBRARY_PATH="$pack/lib:$pack/oracle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export ORACLE_BIN="$pack/oracle/bin" ORACLE_LIBDIR="$pack/oracle/lib" TANDEM_ORACLE_DIR="$pack/oracle"
-export TANDEM_ORACLE_KIT="$pack/kit" TANDEM_REQUIRE_ORACLE=1
+export TANDEM_ORACLE_KIT="$pack/kit" TANDEM_REQUIRE_ORACLE=1 TANDEM_EXE="$pack/bin/tandem"
 ENV
 du -sh "$out"

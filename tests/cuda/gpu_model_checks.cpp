@@ -97,8 +97,9 @@ std::vector<float> reference_kernel_logits(const std::string& model_path,
     for (const int32_t t : tokens) ids += (ids.empty() ? "" : ",") + std::to_string(t);
     std::string log;
     const int rc =
-        run_command("TANDEM_CPU_VARIANT=reference '" TANDEM_BINARY_DIR "/tandem' logits -m '" +
-                        model_path + "' --kv-type f32 --tokens " + ids + " -o '" + out + "' 2>&1",
+        run_command("TANDEM_CPU_VARIANT=reference " + shell_quote(tandem_binary()) + " logits -m " +
+                        shell_quote(model_path) + " --kv-type f32 --tokens " + ids + " -o " +
+                        shell_quote(out) + " 2>&1",
                     &log);
     if (rc != 0) {
         ADD_FAILURE() << "tandem logits with the reference kernels failed (" << rc << "): " << log;

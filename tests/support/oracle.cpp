@@ -58,6 +58,12 @@ int run_command(const std::string& command, std::string* output) {
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
-std::string tandem_binary() { return std::string(TANDEM_BINARY_DIR) + "/tandem"; }
+// TANDEM_EXE names another: a packed copy on a GPU machine (tools/gpu_pack.sh's env.sh sets it),
+// where the build folder the tests were compiled in does not exist.
+std::string tandem_binary() {
+    const char* exe = std::getenv("TANDEM_EXE");
+    return exe != nullptr && *exe != '\0' ? std::string(exe)
+                                          : std::string(TANDEM_BINARY_DIR) + "/tandem";
+}
 
 }  // namespace tandem::testing
