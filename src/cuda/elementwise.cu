@@ -64,30 +64,45 @@ void for_each_element(int rows, int64_t cols, Op op, cudaStream_t stream, const 
     check_launch(name);
 }
 
-__global__ void argmax_kernel(DeviceRows x, int32_t* ids) {
-    const float* row = x.data + static_cast<int64_t>(blockIdx.x) * x.stride;
+// The argmax of a row as one 64-bit key per row that atomicMax can merge across blocks: the
+// value's bits made unsigned-orderable above, the complement of its index below (so that among
+// equal values the lowest index is largest). argmax_index() reads the index back.
+__device__ __forceinline__ unsigned long long argmax_key(float v, int64_t i) {
+    const uint32_t bits = __float_as_uint(v);
+    const uint32_t ordered = (bits & 0x80000000u) != 0 ? ~bits : bits | 0x80000000u;
+    return (static_cast<unsigned long long>(ordered) << 32) |
+           (0xffffffffu - static_cast<uint32_t>(i));
+}
+
+// Block (blockIdx.x, row blockIdx.y) scans kArgmaxValues values of the row, kArgmaxUnroll loads
+// in flight per thread (a vocabulary row over one block was ~100 µs of latency-bound loads),
+// then merges its best into the row's key. NaNs never win, as in a plain `>` scan.
+constexpr int kArgmaxUnroll = 16;
+constexpr int64_t kArgmaxValues = static_cast<int64_t>(kThreads) * kArgmaxUnroll;
+__global__ void argmax_kernel(DeviceRows x, unsigned long long* keys) {
+    const float* row = x.data + static_cast<int64_t>(blockIdx.y) * x.stride;
+    const int64_t first = static_cast<int64_t>(blockIdx.x) * kArgmaxValues + threadIdx.x;
+    float v[kArgmaxUnroll];
+#pragma unroll
+    for (int u = 0; u < kArgmaxUnroll; ++u) {
+        const int64_t i = first + u * kThreads;
+        v[u] = i < x.cols ? row[i] : -FLT_MAX;
+    }
     float best = -FLT_MAX;
-    int64_t best_i = 0;
-    for (int64_t i = threadIdx.x; i < x.cols; i += blockDim.x) {
-        if (row[i] > best) best = row[i], best_i = i;  // strided ascending: the first of equals
+    int64_t best_i = first < x.cols ? first : 0;
+#pragma unroll
+    for (int u = 0; u < kArgmaxUnroll; ++u) {
+        if (v[u] > best) best = v[u], best_i = first + u * kThreads;  // ascending: first of equals
     }
-    __shared__ float values[kThreads];
-    __shared__ int64_t index[kThreads];
-    values[threadIdx.x] = best;
-    index[threadIdx.x] = best_i;
+    unsigned long long key = argmax_key(best, best_i);
+    for (int o = 16; o > 0; o >>= 1) key = max(key, __shfl_xor_sync(0xffffffffu, key, o));
+    __shared__ unsigned long long warp_best[kThreads / 32];
+    if (threadIdx.x % 32 == 0) warp_best[threadIdx.x / 32] = key;
     __syncthreads();
-    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
-        if (threadIdx.x < s) {
-            const float v = values[threadIdx.x + s];
-            const int64_t j = index[threadIdx.x + s];
-            if (v > values[threadIdx.x] || (v == values[threadIdx.x] && j < index[threadIdx.x])) {
-                values[threadIdx.x] = v;
-                index[threadIdx.x] = j;
-            }
-        }
-        __syncthreads();
+    if (threadIdx.x == 0) {
+        for (int w = 1; w < kThreads / 32; ++w) key = max(key, warp_best[w]);
+        atomicMax(&keys[blockIdx.y], key);
     }
-    if (threadIdx.x == 0) ids[blockIdx.x] = static_cast<int32_t>(index[0]);
 }
 
 // ggml's fp16 GELU table (cpu/elementwise.h's gelu_fp16_table), copied by upload_gelu_table().
@@ -290,9 +305,12 @@ void gather_rows(DeviceRows x, const int32_t* rows, DeviceRows out, cudaStream_t
         stream, "gather_rows");
 }
 
-void argmax_rows(DeviceRows x, int32_t* ids, cudaStream_t stream) {
+void argmax_rows(DeviceRows x, uint64_t* keys, cudaStream_t stream) {
     if (x.rows == 0) return;
-    argmax_kernel<<<x.rows, kThreads, 0, stream>>>(x, ids);
+    check(cudaMemsetAsync(keys, 0, sizeof(uint64_t) * x.rows, stream), "argmax_rows");
+    const dim3 grid(static_cast<unsigned>((x.cols + kArgmaxValues - 1) / kArgmaxValues),
+                    static_cast<unsigned>(x.rows));
+    argmax_kernel<<<grid, kThreads, 0, stream>>>(x, reinterpret_cast<unsigned long long*>(keys));
     check_launch("argmax_rows");
 }
 

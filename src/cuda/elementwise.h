@@ -68,7 +68,11 @@ void glu_round_activations(GluKind kind, DeviceRows gate, DeviceRows up, GgmlTyp
                            DeviceRows out, const Q8Rows& q8, cudaStream_t stream);
 // Whether round_activations gives q8 codes for `dot_type`.
 bool has_q8_codes(GgmlType dot_type);
-// ids[t] = the index of the largest value of row t (the lowest index among equals).
-void argmax_rows(DeviceRows x, int32_t* ids, cudaStream_t stream);
+// keys[t] = the key of the largest value of row t (the lowest index among equals), merged over
+// the blocks that split the row; argmax_index(keys[t]) is its index.
+void argmax_rows(DeviceRows x, uint64_t* keys, cudaStream_t stream);
+inline int32_t argmax_index(uint64_t key) {
+    return static_cast<int32_t>(0xffffffffu - static_cast<uint32_t>(key));
+}
 
 }  // namespace tandem::cuda

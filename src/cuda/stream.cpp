@@ -1,6 +1,8 @@
 // Streams and graph replay.
 #include "cuda/stream.h"
 
+#include <thread>
+
 #include "cuda/check.h"
 
 namespace tandem::cuda {
@@ -18,7 +20,13 @@ Stream::~Stream() {
 
 void Stream::synchronize(const char* what) const {
     check(cudaEventRecord(done_, stream_), what);
-    check(cudaEventSynchronize(done_), what);
+    if (!spin_wait_) {
+        check(cudaEventSynchronize(done_), what);
+        return;
+    }
+    cudaError_t e;
+    while ((e = cudaEventQuery(done_)) == cudaErrorNotReady) std::this_thread::yield();
+    check(e, what);
 }
 
 Event::Event() {

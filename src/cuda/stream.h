@@ -18,13 +18,17 @@ class Stream {
     Stream& operator=(const Stream&) = delete;
 
     cudaStream_t get() const { return stream_; }
-    // Waits for everything queued, asleep rather than spinning (a spinning host thread takes a
-    // core from the CPU executor's workers); throws Error naming `what` if a kernel failed.
+    // Waits for everything queued; throws Error naming `what` if a kernel failed. Asleep by
+    // default (a spinning host thread takes a core from the CPU executor's workers); polling
+    // (yielding the core between polls) once set_spin_wait(true): where no host workers compete,
+    // waking from the blocking wait costs a decode step more than the poll.
     void synchronize(const char* what) const;
+    void set_spin_wait(bool spin) { spin_wait_ = spin; }
 
   private:
     cudaStream_t stream_ = nullptr;
     cudaEvent_t done_ = nullptr;  // blocking-sync event that synchronize() waits on
+    bool spin_wait_ = false;
 };
 
 // A CUDA event without timing (ordering between streams), owned.

@@ -7,9 +7,11 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <iterator>
 #include <optional>
+#include <string_view>
 
 #include "base/error.h"
 #include "base/log.h"
@@ -274,6 +276,10 @@ GpuBackend::GpuBackend(const Model& model, ThreadPool& pool, const CpuBackendOpt
     if (placement_.n_cpu_layers > 0) {
         cpu_experts_ = std::make_unique<GpuCpuExperts>(model, placement_.experts_on_cpu, T, pool);
     }
+    // Without the CPU executor no host thread needs the cores while a step runs: poll for its end
+    // (TANDEM_GPU_BLOCKING_SYNC=1 keeps the blocking wait, for comparison).
+    const char* blocking = std::getenv("TANDEM_GPU_BLOCKING_SYNC");
+    stream_.set_spin_wait(!cpu_experts_ && !(blocking != nullptr && std::string_view(blocking) == "1"));
 
     upload_weights();
     if (placement_.n_cpu_layers > 0) {
@@ -355,7 +361,7 @@ GpuBackend::GpuBackend(const Model& model, ThreadPool& pool, const CpuBackendOpt
     tokens_ = reinterpret_cast<int32_t*>(device_floats(T, "batch"));
     places_ = reinterpret_cast<TokenPlace*>(device_floats(2 * static_cast<size_t>(T), "batch"));
     logit_rows_ = reinterpret_cast<int32_t*>(device_floats(T, "batch"));
-    argmax_ids_ = reinterpret_cast<int32_t*>(device_floats(T, "batch"));
+    argmax_keys_ = reinterpret_cast<uint64_t*>(device_floats(2 * static_cast<size_t>(T), "batch"));
     // tokens, places and logit rows; for recurrent layers also the rows by sequence and the spans.
     const size_t staged_per_token =
         sizeof(int32_t) * 4 +
@@ -877,12 +883,13 @@ void GpuBackend::copy_sequence(const char* op, int seq, int n_positions, uint8_t
 }
 
 void GpuBackend::argmax(Act x, int32_t* host) {
-    cuda::argmax_rows(rows(x), argmax_ids_, stream_.get());
-    cuda::check(cudaMemcpyAsync(read_staging_.get(), argmax_ids_, sizeof(int32_t) * x.rows,
+    cuda::argmax_rows(rows(x), argmax_keys_, stream_.get());
+    cuda::check(cudaMemcpyAsync(read_staging_.get(), argmax_keys_, sizeof(uint64_t) * x.rows,
                                 cudaMemcpyDeviceToHost, stream_.get()),
                 "reading argmax");
     synchronize("the forward pass");
-    std::memcpy(host, read_staging_.get(), sizeof(int32_t) * x.rows);
+    const uint64_t* keys = reinterpret_cast<const uint64_t*>(read_staging_.get());
+    for (int r = 0; r < x.rows; ++r) host[r] = cuda::argmax_index(keys[r]);
 }
 
 void GpuBackend::embed(const WeightMatrix& table, Act out) {

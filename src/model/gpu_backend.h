@@ -190,7 +190,7 @@ class GpuBackend final : public Ops {
     int32_t* tokens_ = nullptr;
     TokenPlace* places_ = nullptr;
     int32_t* logit_rows_ = nullptr;
-    int32_t* argmax_ids_ = nullptr;  // [T]
+    uint64_t* argmax_keys_ = nullptr;  // [T]: cuda::argmax_rows' keys
     cuda::PinnedBuffer batch_staging_;
     cudaEvent_t batch_copied_ = nullptr;
     bool batch_staged_ = false;

@@ -496,5 +496,29 @@ TEST(GpuRouting, WeightedSumInRouteOrder) {
     EXPECT_LE(max_abs_diff(out.download(), ref), 1e-6);
 }
 
+TEST(GpuArgmax, LargestValueLowestIndexAcrossBlocks) {
+    TANDEM_REQUIRE_GPU();
+    // Rows of a vocabulary's width, split over many blocks: the largest value at the start, in
+    // the middle, at the very end; a tie between blocks (the lower index wins); a row of -inf
+    // (index 0, as a plain scan gives); NaNs never win.
+    const int64_t cols = 151936;
+    const int rows = 6;
+    std::vector<float> x = testing::random_floats(static_cast<size_t>(rows) * cols, 21);
+    const auto at = [&](int r, int64_t c) -> float& { return x[r * cols + c]; };
+    at(0, 0) = 50.0f;
+    at(1, 77777) = 50.0f;
+    at(2, cols - 1) = 50.0f;
+    at(3, 4099) = 50.0f, at(3, 100000) = 50.0f, at(3, 5000) = 49.0f;
+    for (int64_t c = 0; c < cols; ++c) at(4, c) = -INFINITY;
+    at(5, 12) = NAN, at(5, 9000) = 40.0f, at(5, 9001) = NAN;
+    DeviceArray<float> dx(x);
+    DeviceArray<uint64_t> keys(rows);
+    cuda::Stream stream;
+    cuda::argmax_rows({dx.get(), rows, cols, cols}, keys.get(), stream.get());
+    const std::vector<uint64_t> got = keys.download();
+    const int32_t want[rows] = {0, 77777, static_cast<int32_t>(cols - 1), 4099, 0, 9000};
+    for (int r = 0; r < rows; ++r) EXPECT_EQ(cuda::argmax_index(got[r]), want[r]) << "row " << r;
+}
+
 }  // namespace
 }  // namespace tandem
