@@ -1,6 +1,7 @@
 // Dispatch of the matrix products to the kernels of the weight's format.
 #include "cuda/matmul.h"
 
+#include <algorithm>
 #include <array>
 #include <cstdlib>
 #include <cstring>
@@ -34,6 +35,23 @@ const FormatKernels& kernels_for(const FormatTraits& format) {
 // The matvec variant for n columns: 1, 2, 4 or 8 (the kernel masks the columns past n).
 int matvec_slot(int n) {
     return n <= 1 ? 0 : n <= 2 ? 1 : n <= 4 ? 2 : 3;
+}
+
+// Whether n columns of a product of `rows` weight rows take the matrix-vector kernels (in jobs
+// of kSmallBatch columns) rather than tiles: decode, and prefill products whose tiles would
+// leave most of the GPU idle (a router's 128 rows: 16 tiles for 512 tokens, 250 µs in f32 on an
+// H200, where the matrix-vector jobs spread over every SM).
+constexpr int64_t kMinTiles = 64;
+bool matvec_columns(int64_t rows, int n) {
+    const int64_t tiles =
+        (rows + kTileRows - 1) / kTileRows * ((n + kTileTokens - 1) / kTileTokens);
+    return n <= kSmallBatch || tiles < kMinTiles;
+}
+
+// Matrix-vector launches over n columns: one job per kSmallBatch of them.
+void launch_matvec_columns(const MatvecLauncher* launchers, const MatvecParams& p, int n,
+                           cudaStream_t stream, int n_targets) {
+    launchers[matvec_slot(n)](p, (n + kSmallBatch - 1) / kSmallBatch, stream, n_targets);
 }
 
 ProductOperands dense_operands(const MatmulContext& ctx, const WeightMatrix& w, const float* x,
@@ -110,11 +128,11 @@ void matmul(const MatmulContext& ctx, const WeightMatrix& w, const float* x, int
     ProductOperands operands = dense_operands(ctx, w, x, x_stride, y, y_stride);
     const bool ints = use_int_kernels(k, xq);
     if (ints) set_codes(operands, *xq);
-    if (n <= kSmallBatch) {
+    if (matvec_columns(w.rows, n)) {
         MatvecParams p;
         static_cast<ProductOperands&>(p) = operands;
         p.n_cols = n;
-        (ints ? k.int_matvec : k.matvec)[matvec_slot(n)](p, 1, ctx.stream, 1);
+        launch_matvec_columns(ints ? k.int_matvec : k.matvec, p, n, ctx.stream, 1);
         return;
     }
     TileParams p;
@@ -167,11 +185,13 @@ void matmul_group(const MatmulContext& ctx, std::span<const ProductTarget> targe
                                     nullptr};
     }
     const int n_targets = static_cast<int>(targets.size());
-    if (n <= kSmallBatch) {
+    int64_t rows = 0;
+    for (const ProductTarget& t : targets) rows = std::max(rows, t.w->rows);
+    if (matvec_columns(rows, n)) {
         MatvecParams p;
         static_cast<ProductOperands&>(p) = operands;
         p.n_cols = n;
-        k.int_matvec[matvec_slot(n)](p, 1, ctx.stream, n_targets);
+        launch_matvec_columns(k.int_matvec, p, n, ctx.stream, n_targets);
         return;
     }
     TileParams p;

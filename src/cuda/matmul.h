@@ -17,10 +17,12 @@
 
 namespace tandem::cuda {
 
-// Rows of a batch up to which products take the matrix-vector path.
+// Rows of a batch up to which products take the matrix-vector path (and larger batches too
+// where a matrix has too few rows for tiles: matmul.cpp).
 constexpr int kSmallBatch = 8;
-// Token rows of one tensor-core tile (and of one expert group's tile).
+// Token rows and weight rows of one tensor-core tile (and of one expert group's tile).
 constexpr int kTileTokens = 64;
+constexpr int kTileRows = 64;
 
 struct MatmulContext {
     cudaStream_t stream = nullptr;

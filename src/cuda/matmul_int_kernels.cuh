@@ -32,18 +32,24 @@ __device__ __forceinline__ int sum8(uint2 a, int acc = 0) {
 template <GgmlType F>
 constexpr int kSpanChunks = (F == GgmlType::kQ4_K || F == GgmlType::kQ5_K) ? 8 : 4;
 
-// Warps of a block that share a row group (1, 2 or 4), so that a row of n spans keeps
-// about one span per lane: short rows leave fewer lanes idle, long rows split over warps.
-inline int matvec_warps_per_row(int64_t n_spans) {
-    return n_spans <= 32 ? 1 : n_spans <= 64 ? 2 : 4;
+// How the lanes of a block share rows, so that a row of n spans keeps about one span per lane:
+// long rows split over 2 or 4 warps, short rows (an expert's down projection: 12 spans of q4_K)
+// take 16 or 8 lanes each, a warp then holding 2 or 4 row groups.
+struct MatvecLanes {
+    int warps_per_row;  // 1, 2 or 4
+    int lanes_per_row;  // 32, 16 or 8 (below 32 only with one warp per row)
+};
+inline MatvecLanes matvec_lanes(int64_t n_spans) {
+    if (n_spans > 32) return {n_spans <= 64 ? 2 : 4, 32};
+    return {1, n_spans <= 8 ? 8 : n_spans <= 16 ? 16 : 32};
 }
 
-// Block: 128 threads; warps w and w + 1 .. (S = p.warps_per_row of them) share R rows (of target
-// blockIdx.z: the operands' matrix or a sibling) for up to C columns. Lane i of the group's
-// warps takes spans i, i + 32 S, ... of every row: kSpanChunks chunks, whose codes multiply the
-// activations' in integer arithmetic (dp4a) group by group, each group's integer sum scaled once
-// by the weights' scale (plus its min times the activations' code sum) and the activations'.
-// A lane's groups add in f32, the lanes' and warps' sums in f64.
+// Block: 128 threads; lanes_per_row L lanes of warps w .. w + S - 1 (S = warps_per_row) share R
+// rows (of target blockIdx.z: the operands' matrix or a sibling) for up to C columns. Lane i of
+// a row group takes spans i, i + L S, ... of every row: kSpanChunks chunks, whose codes multiply
+// the activations' in integer arithmetic (dp4a) group by group, each group's integer sum scaled
+// once by the weights' scale (plus its min times the activations' code sum) and the
+// activations'. A lane's groups add in f32, the lanes' and warps' sums in f64.
 template <GgmlType F, int C, int R>
 __global__ void __launch_bounds__(kMatvecThreads)
     matvec_int_kernel(const __grid_constant__ MatvecParams p) {
@@ -55,12 +61,14 @@ __global__ void __launch_bounds__(kMatvecThreads)
     static_assert(kSpan % kGroupChunks == 0 && B::kValues % (8 * kSpan) == 0,
                   "a span holds whole groups and a block whole spans");
     constexpr int kWarps = kMatvecThreads / 32;
-    __shared__ double partial[kWarps][R][C];
+    constexpr int kMaxGroups = 4;  // row groups per warp (lanes_per_row 8)
+    __shared__ double partial[kWarps][kMaxGroups][R][C];
     wait_for_previous_kernel();
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const int S = p.warps_per_row;
-    const int part = warp % S;
-    const int64_t row0 = (static_cast<int64_t>(blockIdx.x) * (kWarps / S) + warp / S) * R;
+    const int S = p.warps_per_row, L = p.lanes_per_row, G = 32 / L;
+    const int part = warp % S, sub = lane / L, sub_lane = lane % L;
+    const int64_t group0 = (static_cast<int64_t>(blockIdx.x) * (kWarps / S) + warp / S) * G;
+    const int64_t row0 = (group0 + sub) * R;
     const uint8_t* w = p.w;
     const int8_t* xq = p.xq;
     const float* xd = p.xd;
@@ -92,6 +100,13 @@ __global__ void __launch_bounds__(kMatvecThreads)
         xd += static_cast<int64_t>(j / p.x_div) * p.xd_stride;
         y += static_cast<int64_t>(j) * y_stride;
         n_cols = 1;
+    } else {
+        // Dense: columns blockIdx.y · C .. of the n_cols (a prefill product of few rows).
+        const int c0 = static_cast<int>(blockIdx.y) * C;
+        xq += static_cast<int64_t>(c0) * p.xq_stride;
+        xd += static_cast<int64_t>(c0) * p.xd_stride;
+        y += static_cast<int64_t>(c0) * y_stride;
+        n_cols = min(C, n_cols - c0);
     }
     float acc[R][C];
 #pragma unroll
@@ -105,7 +120,7 @@ __global__ void __launch_bounds__(kMatvecThreads)
     for (int r = 0; r < R; ++r)
         wrow[r] = w + (row0 + r < rows ? row0 + r : 0) * static_cast<int64_t>(p.row_bytes);
     const int n_spans = row0 < rows ? static_cast<int>(p.cols / (8 * kSpan)) : 0;
-    for (int s = part * 32 + lane; s < n_spans; s += S * 32) {
+    for (int s = part * L + sub_lane; s < n_spans; s += S * L) {
         const int blk = s / kSpansPerBlock;
         const int first = (s % kSpansPerBlock) * kSpan;  // the span's first chunk in its block
         const int64_t col0 = static_cast<int64_t>(s) * kSpan * 8;
@@ -158,17 +173,20 @@ __global__ void __launch_bounds__(kMatvecThreads)
     for (int r = 0; r < R; ++r)
 #pragma unroll
         for (int c = 0; c < C; ++c) {
-            const double v = warp_sum(static_cast<double>(acc[r][c]));
-            if (lane == 0) partial[warp][r][c] = v;
+            // The sum over the row group's L lanes (xor partners stay within the group).
+            double v = static_cast<double>(acc[r][c]);
+            for (int o = L / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+            if (sub_lane == 0) partial[warp][sub][r][c] = v;
         }
     __syncthreads();
-    // The first warp of each group writes the group's rows.
-    if (part == 0 && lane < R * C) {
-        const int r = lane / C, c = lane % C;
-        const int64_t row = row0 + r;
-        if (row < rows && c < n_cols) {
+    // The first warp of each row group writes the group's rows.
+    if (part == 0) {
+        for (int i = lane; i < G * R * C; i += 32) {
+            const int gi = i / (R * C), r = i / C % R, c = i % C;
+            const int64_t row = (group0 + gi) * R + r;
+            if (row >= rows || c >= n_cols) continue;
             double v = 0.0;
-            for (int k = 0; k < S; ++k) v += partial[warp + k][r][c];
+            for (int k = 0; k < S; ++k) v += partial[warp + k][gi][r][c];
             y[c * y_stride + row] =
                 static_cast<float>(v) * scale + (bias != nullptr ? bias[row] : 0.0f);
         }
@@ -181,8 +199,11 @@ void launch_matvec_int(const MatvecParams& p, int n_jobs, cudaStream_t stream, i
     int64_t rows = p.rows;
     for (int i = 0; i + 1 < n_targets; ++i) rows = std::max(rows, p.siblings[i].rows);
     MatvecParams q = p;
-    q.warps_per_row = matvec_warps_per_row(p.cols / (8 * kSpanChunks<F>));
-    const int64_t rows_per_block = static_cast<int64_t>(R) * (kMatvecThreads / 32 / q.warps_per_row);
+    const MatvecLanes lanes = matvec_lanes(p.cols / (8 * kSpanChunks<F>));
+    q.warps_per_row = lanes.warps_per_row;
+    q.lanes_per_row = lanes.lanes_per_row;
+    const int64_t rows_per_block = static_cast<int64_t>(R) * (32 / lanes.lanes_per_row) *
+                                   (kMatvecThreads / 32 / lanes.warps_per_row);
     const dim3 grid(static_cast<unsigned>((rows + rows_per_block - 1) / rows_per_block),
                     static_cast<unsigned>(n_jobs), static_cast<unsigned>(n_targets));
     launch_early(matvec_int_kernel<F, C, R>, grid, kMatvecThreads, 0, stream, "matvec_int_kernel",
@@ -210,13 +231,14 @@ __device__ __forceinline__ void mma_s8_16x8x16(int (&c)[4], uint32_t a0, uint32_
 // registers, and with them the blocks an SM can keep in flight). A step
 // spans several groups so that each thread has many loads in flight per barrier: the products
 // are bound by the latency of the steps' loads, not by the MMAs. The result goes through shared
-// memory so that rows and columns past the edges are never written.
+// memory so that rows and columns past the edges are never written. Two blocks an SM: held to
+// three (168 registers), ptxas spilled 40-150 bytes a thread inside the k loop.
 constexpr int kIntTileK = 128;                 // k values per step
 constexpr int kIntLd = kIntTileK / 4 + 4;      // words per shared row (padded: no conflicts)
 constexpr int kIntSteps16 = kIntTileK / 16;    // MMA k-steps (16 values) per step
 
 template <GgmlType F>
-__global__ void __launch_bounds__(128, 3) tile_int_kernel(const __grid_constant__ TileParams p) {
+__global__ void __launch_bounds__(128, 2) tile_int_kernel(const __grid_constant__ TileParams p) {
     using B = gpu::BlockFormat<F>;
     using I = gpu::BlockInt<F>;
     constexpr int kChunks = B::kValues / 8;

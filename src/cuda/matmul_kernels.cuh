@@ -57,6 +57,12 @@ __global__ void __launch_bounds__(kMatvecThreads)
         x += static_cast<int64_t>(j / p.x_div) * p.x_stride;
         y += static_cast<int64_t>(j) * p.y_stride;
         n_cols = 1;
+    } else {
+        // Dense: columns blockIdx.y · C .. of the n_cols (a prefill product of few rows).
+        const int c0 = static_cast<int>(blockIdx.y) * C;
+        x += static_cast<int64_t>(c0) * p.x_stride;
+        y += static_cast<int64_t>(c0) * p.y_stride;
+        n_cols = min(C, n_cols - c0);
     }
     double acc[R][C];
 #pragma unroll
@@ -140,7 +146,6 @@ void launch_matvec(const MatvecParams& p, int n_jobs, cudaStream_t stream, int /
 // the next layers' activations across their q8 rounding steps); warp w multiplies its 32 × 32
 // quarter with 2 × 2 WMMA fragments (m16n16k8). The result goes through shared memory so that
 // rows and columns past the edges are never written.
-constexpr int kTileRows = 64;
 constexpr int kTileK = 32;
 constexpr int kTilePad = 4;  // floats of padding per shared row (bank conflicts)
 

@@ -56,10 +56,13 @@ struct ProductOperands {
 
 struct MatvecParams : ProductOperands {
     int n_cols = 1;  // dense: rows of x (columns of the product)
-    // Routed (routes != nullptr): job blockIdx.y is route j.
+    // Routed (routes != nullptr): job blockIdx.y is route j. Dense: job j takes the columns
+    // j · C .. j · C + C - 1 of the kernel's C (a prefill product of few rows: see matmul.cpp).
     const Route* routes = nullptr;
-    // The integer kernels: warps of a block that share rows (set by the launcher).
+    // The integer kernels: warps of a block that share rows, lanes of a warp on one row (set by
+    // the launcher: matvec_lanes).
     int warps_per_row = 1;
+    int lanes_per_row = 32;
 };
 
 struct TileParams : ProductOperands {
