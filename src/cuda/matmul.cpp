@@ -3,10 +3,9 @@
 
 #include <algorithm>
 #include <array>
-#include <cstdlib>
-#include <cstring>
 
 #include "base/error.h"
+#include "base/env_flag.h"
 #include "cuda/matmul_params.h"
 
 namespace tandem::cuda {
@@ -83,10 +82,7 @@ ProductOperands expert_operands(const MatmulContext& ctx, const ExpertMatrix& w,
 }
 
 bool float_products_only() {
-    static const bool only = [] {
-        const char* v = std::getenv("TANDEM_GPU_FLOAT_PRODUCTS");
-        return v != nullptr && std::strcmp(v, "1") == 0;
-    }();
+    static const bool only = env_flag("TANDEM_GPU_FLOAT_PRODUCTS");
     return only;
 }
 

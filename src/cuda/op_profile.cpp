@@ -1,17 +1,15 @@
 // Per-operation GPU times.
 #include "cuda/op_profile.h"
 
-#include <cstdlib>
-#include <cstring>
 
+#include "base/env_flag.h"
 #include "base/log.h"
 #include "cuda/check.h"
 
 namespace tandem::cuda {
 
 OpProfile::OpProfile() {
-    const char* env = std::getenv("TANDEM_GPU_PROFILE");
-    enabled_ = env != nullptr && std::strcmp(env, "1") == 0;
+    enabled_ = env_flag("TANDEM_GPU_PROFILE");
     if (enabled_) log_info("gpu profile: on (no CUDA graphs; every operation timed)");
 }
 

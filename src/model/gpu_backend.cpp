@@ -7,13 +7,12 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
 #include <iterator>
 #include <optional>
-#include <string_view>
 
 #include "base/error.h"
+#include "base/env_flag.h"
 #include "base/log.h"
 #include "base/timer.h"
 #include "cuda/check.h"
@@ -278,8 +277,7 @@ GpuBackend::GpuBackend(const Model& model, ThreadPool& pool, const CpuBackendOpt
     }
     // Without the CPU executor no host thread needs the cores while a step runs: poll for its end
     // (TANDEM_GPU_BLOCKING_SYNC=1 keeps the blocking wait, for comparison).
-    const char* blocking = std::getenv("TANDEM_GPU_BLOCKING_SYNC");
-    stream_.set_spin_wait(!cpu_experts_ && !(blocking != nullptr && std::string_view(blocking) == "1"));
+    stream_.set_spin_wait(!cpu_experts_ && !env_flag("TANDEM_GPU_BLOCKING_SYNC"));
 
     upload_weights();
     if (placement_.n_cpu_layers > 0) {

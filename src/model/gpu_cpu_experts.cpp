@@ -1,11 +1,11 @@
 // The CPU executor's experts on the GPU backend's stream.
 #include "model/gpu_cpu_experts.h"
 
-#include <cstdlib>
 #include <cstring>
 #include <exception>
 
 #include "base/error.h"
+#include "base/env_flag.h"
 #include "base/log.h"
 #include "base/timer.h"
 #include "cuda/check.h"
@@ -27,8 +27,7 @@ GpuCpuExperts::GpuCpuExperts(const Model& model, const std::vector<bool>& on_cpu
     hidden_ = cuda::PinnedBuffer(sizeof(float) * rows * n_embd_, "CPU experts' input");
     routes_ = cuda::PinnedBuffer(sizeof(Route) * rows * top_k_, "CPU experts' routes");
     result_ = cuda::PinnedBuffer(sizeof(float) * rows * n_embd_, "CPU experts' output");
-    const char* profile = std::getenv("TANDEM_GPU_PROFILE");
-    timed_ = profile != nullptr && std::strcmp(profile, "1") == 0;
+    timed_ = env_flag("TANDEM_GPU_PROFILE");
 }
 
 GpuCpuExperts::~GpuCpuExperts() {
