@@ -196,8 +196,7 @@ __global__ void __launch_bounds__(kMatvecThreads)
 template <GgmlType F, int C>
 void launch_matvec_int(const MatvecParams& p, int n_jobs, cudaStream_t stream, int n_targets) {
     constexpr int R = 2;
-    int64_t rows = p.rows;
-    for (int i = 0; i + 1 < n_targets; ++i) rows = std::max(rows, p.siblings[i].rows);
+    const int64_t rows = p.widest_rows(n_targets);
     MatvecParams q = p;
     const MatvecLanes lanes = matvec_lanes(p.cols / (8 * kSpanChunks<F>));
     q.warps_per_row = lanes.warps_per_row;

@@ -4,8 +4,6 @@
 
 #include <mma.h>
 
-#include <algorithm>
-
 #include "cuda/check.h"
 #include "cuda/early_launch.cuh"
 #include "cuda/matmul.h"
@@ -200,8 +198,7 @@ __device__ __forceinline__ bool tile_source(const TileParams& p, int32_t* token_
 // The tiles of a launch: row tiles of its widest target × token tiles × targets (blocks past a
 // narrower target's rows return at once).
 inline dim3 tile_grid(const TileParams& p, int token_tiles) {
-    int64_t rows = p.rows;
-    for (int i = 0; i + 1 < p.n_targets; ++i) rows = std::max(rows, p.siblings[i].rows);
+    const int64_t rows = p.widest_rows(p.n_targets);
     return dim3(static_cast<unsigned>((rows + kTileRows - 1) / kTileRows),
                 static_cast<unsigned>(token_tiles), static_cast<unsigned>(p.n_targets));
 }

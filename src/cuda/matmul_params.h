@@ -4,6 +4,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 
@@ -51,6 +52,13 @@ struct ProductOperands {
     gpu::DequantTables tables;
     // Targets 1.. of the launch (target 0 is the fields above), blockIdx.z choosing.
     SiblingTarget siblings[kMaxSiblings];
+
+    // The rows of the widest of the launch's n_targets targets: what its grid covers.
+    int64_t widest_rows(int n_targets) const {
+        int64_t widest = rows;
+        for (int i = 0; i + 1 < n_targets; ++i) widest = std::max(widest, siblings[i].rows);
+        return widest;
+    }
 };
 
 
