@@ -8,6 +8,7 @@
 
 #include <algorithm>
 
+#include "cuda/async_copy.cuh"
 #include "cuda/block_int.h"
 #include "cuda/matmul_kernels.cuh"
 
@@ -222,35 +223,121 @@ __device__ __forceinline__ void mma_s8_16x8x16(int (&c)[4], uint32_t a0, uint32_
         : "r"(a0), "r"(a1), "r"(b0));
 }
 
-// Block: 4 warps over 64 weight rows × 64 token rows, k in steps of kIntTileK. Each step writes
-// the weights' codes (with each row's scale and min per group) and the activations' codes (with
-// each token's scales and the sums of its codes per group of 16) to shared memory; warp w
-// multiplies its 32 × 32 quarter as 2 × 4 MMAs per 16 values, scales each group's integer sums
-// and adds them up in f32 (as llama.cpp's integer tiles do; f64 sums cost a third of the
-// registers, and with them the blocks an SM can keep in flight). A step
-// spans several groups so that each thread has many loads in flight per barrier: the products
-// are bound by the latency of the steps' loads, not by the MMAs. The result goes through shared
-// memory so that rows and columns past the edges are never written. Two blocks an SM: held to
-// three (168 registers), ptxas spilled 40-150 bytes a thread inside the k loop.
-constexpr int kIntTileK = 128;                 // k values per step
+// Block: 4 warps over 64 weight rows × 64 token rows. The weights' blocks (raw, as in the file)
+// and the activations' codes and scales come to shared memory in stages of whole weight blocks
+// (at least kIntTileK values) by asynchronous copies, two stages deep: the copies of stage s + 1
+// fly while stage s is decoded and multiplied (without them, each step waited for its loads:
+// 18 % occupancy, bound by load latency). A stage is taken kIntTileK values at a time: the
+// weights' codes (with each row's scale and min per group) are decoded from the raw blocks in
+// shared memory, the sums of the activations' codes per group of 16 computed (formats with a
+// min), and warp w multiplies its 32 × 32 quarter as 2 × 4 MMAs per 16 values, scales each
+// group's integer sums and adds them up in f32 (as llama.cpp's integer tiles do; f64 sums cost a
+// third of the registers, and with them the blocks an SM can keep in flight). The result goes
+// through shared memory so that rows and columns past the edges are never written.
+constexpr int kIntTileK = 128;                 // k values decoded and multiplied at a time
 constexpr int kIntLd = kIntTileK / 4 + 4;      // words per shared row (padded: no conflicts)
-constexpr int kIntSteps16 = kIntTileK / 16;    // MMA k-steps (16 values) per step
+constexpr int kIntSteps16 = kIntTileK / 16;    // MMA k-steps (16 values) per kIntTileK
+
+// The shared memory of a stage and of the decoded step, for format F.
+template <GgmlType F>
+struct IntTileLayout {
+    using B = gpu::BlockFormat<F>;
+    static constexpr int kStageValues = B::kValues > kIntTileK ? B::kValues : kIntTileK;
+    static constexpr int kSubSteps = kStageValues / kIntTileK;
+    static constexpr int kStageBlocks = kStageValues / B::kValues;
+    static constexpr int kRawBytes = kStageBlocks * B::kBytes;  // a row's blocks of a stage
+    // A row's raw bytes sit at the offset of their global address mod 16 (so the decoders'
+    // aligned loads stay aligned), copied in words from the word below.
+    static constexpr int kRawLd = (kRawBytes + 18 + 15) / 16 * 16;
+    static constexpr int kActLd = kStageValues + 16;  // bytes per token row (no conflicts)
+    static constexpr int kActScales = kStageValues / 32;
+    static constexpr size_t kRaw = 2 * kTileRows * kRawLd;
+    static constexpr size_t kAct = 2 * kTileTokens * kActLd;
+    static constexpr size_t kActD = 2 * kTileTokens * kActScales * sizeof(float);
+    static constexpr size_t kStages = kRaw + kAct + kActD;
+    static constexpr size_t kCs = kTileRows * (kTileTokens + kTilePad) * sizeof(float);
+    static_assert(kCs <= kStages, "the result tile reuses the stages' memory");
+    static constexpr size_t kBytes = kStages;
+};
+
+// Issues the copies of stage s into buffer `buf`: each row's raw blocks (in 16-byte pieces where
+// rows and the stage are 16-byte aligned, else in words), each token's codes (16 bytes a piece)
+// and scales; codes and scales past the end or of absent tokens are zeros.
+template <GgmlType F>
+__device__ __forceinline__ void issue_int_stage(const TileParams& p, const uint8_t* w,
+                                                int64_t src_rows, int64_t row0,
+                                                const int32_t* token_row, int64_t s, int buf,
+                                                uint8_t* raw, uint8_t* act, float* act_d,
+                                                bool wide) {
+    using L = IntTileLayout<F>;
+    using B = gpu::BlockFormat<F>;
+    const int64_t blocks_per_row = p.cols / B::kValues;
+    const int64_t first_block = s * L::kStageBlocks;
+    const int stage_blocks =
+        static_cast<int>(min(static_cast<int64_t>(L::kStageBlocks), blocks_per_row - first_block));
+    const int stage_bytes = stage_blocks * B::kBytes;
+    uint8_t* raw_buf = raw + static_cast<size_t>(buf) * kTileRows * L::kRawLd;
+    if (wide) {
+        constexpr int kPieces = L::kRawBytes / 16;
+        for (int job = threadIdx.x; job < kTileRows * kPieces; job += blockDim.x) {
+            const int i = job / kPieces, c = job % kPieces;
+            if (row0 + i >= src_rows || 16 * c >= stage_bytes) continue;
+            const uint8_t* g = w + (row0 + i) * p.row_bytes + first_block * B::kBytes + 16 * c;
+            copy_async<16>(raw_buf + i * L::kRawLd + 16 * c, g);
+        }
+    } else {
+        constexpr int kWords = (L::kRawBytes + 6) / 4 + 1;
+        for (int job = threadIdx.x; job < kTileRows * kWords; job += blockDim.x) {
+            const int i = job / kWords, c = job % kWords;
+            if (row0 + i >= src_rows) continue;
+            const uint8_t* g = w + (row0 + i) * p.row_bytes + first_block * B::kBytes;
+            const uintptr_t a = reinterpret_cast<uintptr_t>(g);
+            const uintptr_t from = a & ~uintptr_t{3}, to = (a + stage_bytes + 3) & ~uintptr_t{3};
+            if (from + 4 * c >= to) continue;
+            copy_async<4>(raw_buf + i * L::kRawLd + (a & 15) - (a & 3) + 4 * c,
+                          reinterpret_cast<const void*>(from + 4 * c));
+        }
+    }
+    const int64_t col0 = s * L::kStageValues;
+    uint8_t* act_buf = act + static_cast<size_t>(buf) * kTileTokens * L::kActLd;
+    constexpr int kPieces = L::kStageValues / 16;
+    for (int job = threadIdx.x; job < kTileTokens * kPieces; job += blockDim.x) {
+        const int i = job / kPieces, c = job % kPieces;
+        const int tok = token_row[i];
+        const int64_t col = col0 + 16 * c;
+        const bool absent = tok < 0 || col >= p.cols;
+        copy_async<16>(act_buf + i * L::kActLd + 16 * c,
+                       absent ? p.xq : p.xq + tok * p.xq_stride + col, absent);
+    }
+    float* d_buf = act_d + static_cast<size_t>(buf) * kTileTokens * L::kActScales;
+    for (int job = threadIdx.x; job < kTileTokens * L::kActScales; job += blockDim.x) {
+        const int i = job / L::kActScales, c = job % L::kActScales;
+        const int tok = token_row[i];
+        const int64_t col = col0 + 32 * c;
+        const bool absent = tok < 0 || col >= p.cols;
+        copy_async<4>(d_buf + job, absent ? p.xd : p.xd + tok * p.xd_stride + col / 32, absent);
+    }
+}
 
 template <GgmlType F>
 __global__ void __launch_bounds__(128, 2) tile_int_kernel(const __grid_constant__ TileParams p) {
     using B = gpu::BlockFormat<F>;
     using I = gpu::BlockInt<F>;
+    using L = IntTileLayout<F>;
     constexpr int kChunks = B::kValues / 8;
     constexpr int kGroups = kIntTileK / I::kGroup;  // weight scales per row and step
     constexpr int kCLd = kTileTokens + kTilePad;
     constexpr int kWeightJobs = kTileRows * (kIntTileK / 8) / 128;  // chunks per thread
-    constexpr int kActJobs = kTileTokens * (kIntTileK / 16) / 128;  // 16-code pieces per thread
+    constexpr int kSumJobs = kTileTokens * kIntSteps16 / 128;      // 16-code sums per thread
+    constexpr int kActWords = L::kActLd / 4;
     static_assert(I::kGroup == 16 || I::kGroup == 32, "groups of 16 or 32 values");
+    extern __shared__ __align__(16) uint8_t stage_memory[];
+    uint8_t* raw = stage_memory;
+    uint8_t* act = raw + L::kRaw;
+    float* act_d = reinterpret_cast<float*>(act + L::kAct);
     __shared__ uint32_t Wq[kTileRows * kIntLd];
-    __shared__ uint32_t Aq[kTileTokens * kIntLd];
     __shared__ float Ws[kTileRows][kGroups], Wm[kTileRows][kGroups];
-    __shared__ float Ad[kTileTokens][kIntTileK / 32], Asum[kTileTokens][kIntSteps16];
-    __shared__ __align__(16) float Cs[kTileRows * kCLd];
+    __shared__ float Asum[kTileTokens][kIntSteps16];
     __shared__ int32_t token_row[kTileTokens];
     __shared__ int32_t out_row[kTileTokens];
 
@@ -261,6 +348,10 @@ __global__ void __launch_bounds__(128, 2) tile_int_kernel(const __grid_constant_
     const float scale = src.scale;
     const float* bias = src.bias;
     __syncthreads();
+    // 16-byte pieces where every block starts 16-byte aligned (one answer per block): else a
+    // partial last stage's pieces would reach past the row.
+    const bool wide = B::kBytes % 16 == 0 && p.row_bytes % 16 == 0 &&
+                      reinterpret_cast<uintptr_t>(w) % 16 == 0;
 
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int g = lane / 4, t = lane % 4;
@@ -273,98 +364,115 @@ __global__ void __launch_bounds__(128, 2) tile_int_kernel(const __grid_constant_
 #pragma unroll
             for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;
 
-    for (int64_t k0 = 0; k0 < p.cols; k0 += kIntTileK) {
-        // Weights: 64 rows × kIntTileK / 8 chunks; past the row's end, zero codes and scales.
-#pragma unroll
-        for (int n = 0; n < kWeightJobs; ++n) {
-            const int job = threadIdx.x + 128 * n;
-            const int i = job / (kIntTileK / 8), c = job % (kIntTileK / 8);
-            const int64_t row = row0 + i;
-            const int64_t ch = k0 / 8 + c;
-            gpu::IntChunk v;
-            if (row < src.rows && 8 * ch < p.cols)
-                v = I::chunk(w + row * p.row_bytes + (ch / kChunks) * B::kBytes,
-                             static_cast<int>(ch % kChunks), p.tables);
-            Wq[i * kIntLd + 2 * c] = v.lo;
-            Wq[i * kIntLd + 2 * c + 1] = v.hi;
-            if ((8 * c) % I::kGroup == 0) {
-                Ws[i][8 * c / I::kGroup] = v.scale;
-                Wm[i][8 * c / I::kGroup] = v.min;
-            }
-        }
-        // Activations: 64 token rows × kIntTileK / 16 pieces of 16 codes; past the end, zeros.
-#pragma unroll
-        for (int n = 0; n < kActJobs; ++n) {
-            const int job = threadIdx.x + 128 * n;
-            const int i = job / kIntSteps16, h = job % kIntSteps16;
-            const int tok = token_row[i];
-            const int64_t col = k0 + 16 * h;
-            uint4 a = make_uint4(0, 0, 0, 0);
-            float d = 0.0f;
-            if (tok >= 0 && col < p.cols) {
-                a = *reinterpret_cast<const uint4*>(p.xq + tok * p.xq_stride + col);
-                d = p.xd[tok * p.xd_stride + col / 32];
-            }
-            uint32_t* dst = Aq + i * kIntLd + 4 * h;
-            dst[0] = a.x;
-            dst[1] = a.y;
-            dst[2] = a.z;
-            dst[3] = a.w;
-            if constexpr (I::kHasMin) {
-                Asum[i][h] =
-                    static_cast<float>(sum8(make_uint2(a.x, a.y)) + sum8(make_uint2(a.z, a.w)));
-            }
-            if (h % 2 == 0) Ad[i][h / 2] = d;
+    const int64_t n_stages = (p.cols + L::kStageValues - 1) / L::kStageValues;
+    issue_int_stage<F>(p, w, src.rows, row0, token_row, 0, 0, raw, act, act_d, wide);
+    commit_copies();
+    for (int64_t s = 0; s < n_stages; ++s) {
+        const int buf = static_cast<int>(s & 1);
+        if (s + 1 < n_stages) {
+            issue_int_stage<F>(p, w, src.rows, row0, token_row, s + 1, buf ^ 1, raw, act, act_d,
+                               wide);
+            commit_copies();
+            wait_copies<1>();
+        } else {
+            wait_copies<0>();
         }
         __syncthreads();
-        int sums[2][4][4];
+        const uint8_t* raw_buf = raw + static_cast<size_t>(buf) * kTileRows * L::kRawLd;
+        const uint8_t* act_buf = act + static_cast<size_t>(buf) * kTileTokens * L::kActLd;
+        const uint32_t* act_words = reinterpret_cast<const uint32_t*>(act_buf);
+        const float* d_buf = act_d + static_cast<size_t>(buf) * kTileTokens * L::kActScales;
+#pragma unroll 1
+        for (int sub = 0; sub < L::kSubSteps; ++sub) {
+            const int64_t k0 = s * L::kStageValues + sub * kIntTileK;
+            // Weights: 64 rows × kIntTileK / 8 chunks from the raw blocks; past the row's end,
+            // zero codes and scales.
 #pragma unroll
-        for (int h = 0; h < kIntSteps16; ++h) {
-            // A group of 32 values spans two MMA steps: its sums start at the even one.
-            if (I::kGroup == 16 || h % 2 == 0) {
+            for (int n = 0; n < kWeightJobs; ++n) {
+                const int job = threadIdx.x + 128 * n;
+                const int i = job / (kIntTileK / 8), c = job % (kIntTileK / 8);
+                const int64_t row = row0 + i;
+                const int ch = sub * (kIntTileK / 8) + c;  // chunk of the stage
+                gpu::IntChunk v;
+                if (row < src.rows && k0 + 8 * c < p.cols) {
+                    const uintptr_t a = reinterpret_cast<uintptr_t>(w + row * p.row_bytes) +
+                                        static_cast<uintptr_t>(s) * L::kRawBytes;
+                    v = I::chunk(raw_buf + i * L::kRawLd + (a & 15) + (ch / kChunks) * B::kBytes,
+                                 ch % kChunks, p.tables);
+                }
+                Wq[i * kIntLd + 2 * c] = v.lo;
+                Wq[i * kIntLd + 2 * c + 1] = v.hi;
+                if ((8 * c) % I::kGroup == 0) {
+                    Ws[i][8 * c / I::kGroup] = v.scale;
+                    Wm[i][8 * c / I::kGroup] = v.min;
+                }
+            }
+            if constexpr (I::kHasMin) {
+#pragma unroll
+                for (int n = 0; n < kSumJobs; ++n) {
+                    const int job = threadIdx.x + 128 * n;
+                    const int i = job / kIntSteps16, h = job % kIntSteps16;
+                    const uint4 a = *reinterpret_cast<const uint4*>(act_buf + i * L::kActLd +
+                                                                    sub * kIntTileK + 16 * h);
+                    Asum[i][h] =
+                        static_cast<float>(sum8(make_uint2(a.x, a.y)) + sum8(make_uint2(a.z, a.w)));
+                }
+            }
+            __syncthreads();
+            int sums[2][4][4];
+#pragma unroll
+            for (int h = 0; h < kIntSteps16; ++h) {
+                // A group of 32 values spans two MMA steps: its sums start at the even one.
+                if (I::kGroup == 16 || h % 2 == 0) {
+#pragma unroll
+                    for (int i = 0; i < 2; ++i)
+#pragma unroll
+                        for (int j = 0; j < 4; ++j)
+#pragma unroll
+                            for (int e = 0; e < 4; ++e) sums[i][j][e] = 0;
+                }
+                uint32_t a[2][2], b[4];
+#pragma unroll
+                for (int i = 0; i < 2; ++i) {
+                    const int r = 32 * wr + 16 * i + g;
+                    a[i][0] = Wq[r * kIntLd + 4 * h + t];
+                    a[i][1] = Wq[(r + 8) * kIntLd + 4 * h + t];
+                }
+#pragma unroll
+                for (int j = 0; j < 4; ++j)
+                    b[j] = act_words[(32 * wc + 8 * j + g) * kActWords + sub * (kIntTileK / 4) +
+                                     4 * h + t];
+#pragma unroll
+                for (int i = 0; i < 2; ++i)
+#pragma unroll
+                    for (int j = 0; j < 4; ++j) mma_s8_16x8x16(sums[i][j], a[i][0], a[i][1], b[j]);
+                if (I::kGroup == 32 && h % 2 == 0) continue;
+                // The group's integer sums, scaled: d_token · (scale_row · sum + min_row · Σ codes).
+                const int grp = I::kGroup == 16 ? h : h / 2;
+                const int d_col = sub * (kIntTileK / 32) + h / 2;
 #pragma unroll
                 for (int i = 0; i < 2; ++i)
 #pragma unroll
                     for (int j = 0; j < 4; ++j)
 #pragma unroll
-                        for (int e = 0; e < 4; ++e) sums[i][j][e] = 0;
-            }
-            uint32_t a[2][2], b[4];
-#pragma unroll
-            for (int i = 0; i < 2; ++i) {
-                const int r = 32 * wr + 16 * i + g;
-                a[i][0] = Wq[r * kIntLd + 4 * h + t];
-                a[i][1] = Wq[(r + 8) * kIntLd + 4 * h + t];
-            }
-#pragma unroll
-            for (int j = 0; j < 4; ++j) b[j] = Aq[(32 * wc + 8 * j + g) * kIntLd + 4 * h + t];
-#pragma unroll
-            for (int i = 0; i < 2; ++i)
-#pragma unroll
-                for (int j = 0; j < 4; ++j) mma_s8_16x8x16(sums[i][j], a[i][0], a[i][1], b[j]);
-            if (I::kGroup == 32 && h % 2 == 0) continue;
-            // The group's integer sums, scaled: d_token · (scale_row · sum + min_row · Σ codes).
-            const int grp = I::kGroup == 16 ? h : h / 2;
-#pragma unroll
-            for (int i = 0; i < 2; ++i)
-#pragma unroll
-                for (int j = 0; j < 4; ++j)
-#pragma unroll
-                    for (int e = 0; e < 4; ++e) {
-                        const int r = 32 * wr + 16 * i + g + 8 * (e >> 1);
-                        const int tk = 32 * wc + 8 * j + 2 * t + (e & 1);
-                        float v = Ws[r][grp] * static_cast<float>(sums[i][j][e]);
-                        if constexpr (I::kHasMin) {
-                            const float s = I::kGroup == 16 ? Asum[tk][h]
-                                                            : Asum[tk][h - 1] + Asum[tk][h];
-                            v = fmaf(Wm[r][grp], s, v);
+                        for (int e = 0; e < 4; ++e) {
+                            const int r = 32 * wr + 16 * i + g + 8 * (e >> 1);
+                            const int tk = 32 * wc + 8 * j + 2 * t + (e & 1);
+                            float v = Ws[r][grp] * static_cast<float>(sums[i][j][e]);
+                            if constexpr (I::kHasMin) {
+                                const float sa = I::kGroup == 16 ? Asum[tk][h]
+                                                                 : Asum[tk][h - 1] + Asum[tk][h];
+                                v = fmaf(Wm[r][grp], sa, v);
+                            }
+                            acc[i][j][e] = fmaf(d_buf[tk * L::kActScales + d_col], v, acc[i][j][e]);
                         }
-                        acc[i][j][e] = fmaf(Ad[tk][h / 2], v, acc[i][j][e]);
-                    }
+            }
+            __syncthreads();
         }
-        __syncthreads();
     }
-    // The tile [row][token] through shared memory, then to y[token][row] within bounds.
+    // The tile [row][token] through shared memory (the stages' memory: every copy has landed
+    // and been read), then to y[token][row] within bounds.
+    float* Cs = reinterpret_cast<float*>(stage_memory);
 #pragma unroll
     for (int i = 0; i < 2; ++i)
 #pragma unroll
@@ -388,7 +496,16 @@ __global__ void __launch_bounds__(128, 2) tile_int_kernel(const __grid_constant_
 
 template <GgmlType F>
 void launch_tile_int(const TileParams& p, int token_tiles, cudaStream_t stream) {
-    tile_int_kernel<F><<<tile_grid(p, token_tiles), 128, 0, stream>>>(p);
+    constexpr size_t kShared = IntTileLayout<F>::kBytes;
+    // Past 48 KiB a block's dynamic shared memory must be asked for, once per kernel.
+    static const bool sized = [] {
+        check(cudaFuncSetAttribute(tile_int_kernel<F>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   static_cast<int>(kShared)),
+              "cudaFuncSetAttribute(tile_int_kernel)");
+        return true;
+    }();
+    (void)sized;
+    tile_int_kernel<F><<<tile_grid(p, token_tiles), 128, kShared, stream>>>(p);
     check_launch("tile_int_kernel");
 }
 
