@@ -83,6 +83,18 @@ __device__ __forceinline__ float load_value(const void* base, int64_t offset) {
     }
 }
 
+// A lane's share of a cache row of dim values from `row` on: values lane, lane + 32, ... (zeros
+// past dim).
+template <bool kF16, int kN>
+__device__ __forceinline__ void load_lane_share(const void* base, int64_t row, int dim, int lane,
+                                                float (&out)[kN]) {
+#pragma unroll
+    for (int i = 0; i < kN; ++i) {
+        const int d = lane + 32 * i;
+        out[i] = d < dim ? load_value<kF16>(base, row + d) : 0.0f;
+    }
+}
+
 // The slot of position j in a cache of `positions` slots per sequence: j itself in a full
 // layer's (no division on that path), j mod positions in a ring.
 __device__ __forceinline__ int64_t ring_slot(int j, int positions) {
@@ -209,11 +221,7 @@ __global__ void __launch_bounds__(kThreads)
         for (int j = j0 + warp; j < j1; j += kWarps) {
             const int64_t row = k_head + (seq_base + ring_slot(j, a.positions)) * k_row;
             float key[kMaxKeysPerLane];
-#pragma unroll
-            for (int i = 0; i < kMaxKeysPerLane; ++i) {
-                const int d = lane + 32 * i;
-                key[i] = d < a.dk ? load_value<kF16>(a.k, row + d) : 0.0f;
-            }
+            load_lane_share<kF16>(a.k, row, a.dk, lane, key);
 #pragma unroll
             for (int hh = 0; hh < kMaxHeads; ++hh) {
                 if (hh >= heads) break;
@@ -272,11 +280,7 @@ __global__ void __launch_bounds__(kThreads)
         for (int j = j0 + warp; j < j1; j += kWarps) {
             const int64_t row = v_head + (seq_base + ring_slot(j, a.positions)) * v_row;
             float value[kMaxDimsPerLane];
-#pragma unroll
-            for (int i = 0; i < kMaxDimsPerLane; ++i) {
-                const int d = lane + 32 * i;
-                value[i] = d < a.dv ? load_value<kF16>(a.v, row + d) : 0.0f;
-            }
+            load_lane_share<kF16>(a.v, row, a.dv, lane, value);
 #pragma unroll
             for (int hh = 0; hh < kMaxHeads; ++hh) {
                 if (hh >= heads) break;
