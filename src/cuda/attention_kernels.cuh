@@ -113,52 +113,55 @@ __device__ __forceinline__ float warp_sum(float v) {
 
 constexpr int kWarps = kThreads / 32;
 
-// The chunks' results of head h for query tq of the slice, rescaled to the common max and summed
-// into out (the block's threads together; `weight` holds n_chunks floats of shared memory). The
-// threads take the chunks' statistics in parallel (the common max, each chunk's weight
-// exp(m_c - m), the common sum), then each output dimension adds the chunks' weighted values in
-// chunk order. Empty chunks (weight 0) wrote no values and are skipped. A sink joins the max and
-// the sum, and no values. The other blocks' results are read past L1 (__ldcg): they were
-// written on other SMs.
-__device__ __forceinline__ void combine_head(const AttentionArgs& a, int h, int tq, float* weight,
-                                             float* red) {
+// The chunks' results of heads h0 .. h0 + heads - 1 for query tq of the slice, rescaled to each
+// head's common max and summed into out, by the whole block (`weight`: heads · n_chunks floats
+// of shared memory, `sum`: kMaxHeads). Warp w takes heads w, w + kWarps, ...: their common max,
+// each chunk's weight exp(m_c - m) and the common sum, added as a block of kThreads threads
+// with one chunk each would add them (the sums of 32 chunks at a time, in order); then each
+// (head, dimension) adds the chunks' weighted values in chunk order. Empty chunks (weight 0)
+// wrote no values and are skipped. A sink joins the max and the sum, and no values. The other
+// blocks' results are read past L1 (__ldcg): they were written on other SMs.
+__device__ __forceinline__ void combine_heads(const AttentionArgs& a, int h0, int heads, int tq,
+                                              float* weight, float* sum) {
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const int64_t slot0 = (static_cast<int64_t>(tq) * a.n_head + h) * a.n_chunks;
-    const float* stats = a.stats + 2 * slot0;
-    float m = -FLT_MAX;
-    for (int c = threadIdx.x; c < a.n_chunks; c += kThreads) {
-        if (__ldcg(stats + 2 * c + 1) > 0.0f) m = fmaxf(m, __ldcg(stats + 2 * c));
-    }
-    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-    if (lane == 0) red[warp] = m;
-    __syncthreads();
-    m = red[0];
-    for (int w = 1; w < kWarps; ++w) m = fmaxf(m, red[w]);
-    if (a.sinks != nullptr) m = fmaxf(m, a.sinks[h]);
-    __syncthreads();
-    float l = 0.0f;
-    for (int c = threadIdx.x; c < a.n_chunks; c += kThreads) {
-        const float lc = __ldcg(stats + 2 * c + 1);
-        const float wc = lc > 0.0f ? expf(__ldcg(stats + 2 * c) - m) : 0.0f;
-        weight[c] = wc;
-        l += wc * lc;
-    }
-    l = warp_sum(l);
-    if (lane == 0) red[warp] = l;
-    __syncthreads();  // also publishes weight
-    l = 0.0f;
-    for (int w = 0; w < kWarps; ++w) l += red[w];
-    if (a.sinks != nullptr) l += expf(a.sinks[h] - m);
-    float* dst = a.out + (a.token0 + tq) * a.out_stride + static_cast<int64_t>(h) * a.dv;
-    const float* values = a.values + slot0 * a.dv;
-    for (int d = threadIdx.x; d < a.dv; d += kThreads) {
-        float acc = 0.0f;
-        for (int c = 0; c < a.n_chunks; ++c) {
-            if (weight[c] != 0.0f) acc += weight[c] * __ldcg(values + c * a.dv + d);
+    for (int hh = warp; hh < heads; hh += kWarps) {
+        const int h = h0 + hh;
+        const float* stats = a.stats + 2 * (static_cast<int64_t>(tq) * a.n_head + h) * a.n_chunks;
+        float m = -FLT_MAX;
+        for (int c = lane; c < a.n_chunks; c += 32) {
+            if (__ldcg(stats + 2 * c + 1) > 0.0f) m = fmaxf(m, __ldcg(stats + 2 * c));
         }
-        dst[d] = acc / l;
+        for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+        if (a.sinks != nullptr) m = fmaxf(m, a.sinks[h]);
+        float l = 0.0f;
+        for (int g = 0; g < kWarps; ++g) {
+            float part = 0.0f;
+            for (int c = 32 * g + lane; c < a.n_chunks; c += kThreads) {
+                const float lc = __ldcg(stats + 2 * c + 1);
+                const float wc = lc > 0.0f ? expf(__ldcg(stats + 2 * c) - m) : 0.0f;
+                weight[hh * a.n_chunks + c] = wc;
+                part += wc * lc;
+            }
+            l += warp_sum(part);
+        }
+        if (a.sinks != nullptr) l += expf(a.sinks[h] - m);
+        if (lane == 0) sum[hh] = l;
     }
-    __syncthreads();  // weight and red are free again
+    __syncthreads();
+    for (int i = threadIdx.x; i < heads * a.dv; i += kThreads) {
+        const int hh = i / a.dv, d = i % a.dv;
+        const int64_t slot0 = (static_cast<int64_t>(tq) * a.n_head + h0 + hh) * a.n_chunks;
+        const float* values = a.values + slot0 * a.dv + d;
+        const float* w = weight + hh * a.n_chunks;
+        float acc = 0.0f;
+#pragma unroll 8
+        for (int c = 0; c < a.n_chunks; ++c) {
+            const float v = __ldcg(values + static_cast<int64_t>(c) * a.dv);
+            if (w[c] != 0.0f) acc += w[c] * v;
+        }
+        a.out[(a.token0 + tq) * a.out_stride + static_cast<int64_t>(h0 + hh) * a.dv + d] =
+            acc / sum[hh];
+    }
 }
 
 // Block (chunk, group of heads_per_block query heads of one kv head, query of the slice): the
@@ -168,7 +171,7 @@ __device__ __forceinline__ void combine_head(const AttentionArgs& a, int h, int 
 // block's heads (a decoded token's heads of one kv head read the same keys), and a score is a
 // warp sum. Position j sits in slot j mod positions. A lane accumulates kMaxValueDim / 32 value
 // dimensions of each head (dv <= kMaxValueDim). The last block of a (query, head group) to
-// finish combines its heads' chunks (combine_head): no second kernel.
+// finish combines its heads' chunks (combine_heads): no second kernel.
 template <bool kF16, int kMaxValueDim, int kMaxKeyDim, int kMaxHeads>
 __global__ void __launch_bounds__(kThreads)
     attention_chunk_kernel(const __grid_constant__ AttentionArgs a) {
@@ -179,7 +182,7 @@ __global__ void __launch_bounds__(kThreads)
     float* q = shared;                        // [heads][dk]
     float* p = q + heads * a.dk;              // [heads][max_chunk]
     float* part = p + heads * a.max_chunk;    // [kWarps][heads][dv]
-    float* weight = part + kWarps * heads * a.dv;  // [n_chunks], for combine_head
+    float* weight = part + kWarps * heads * a.dv;  // [heads][n_chunks], for combine_heads
     __shared__ float red[kWarps][kMaxHeads];
     __shared__ bool last;
     wait_for_previous_kernel();
@@ -328,13 +331,14 @@ __global__ void __launch_bounds__(kThreads)
     __syncthreads();
     if (!last) return;
     __threadfence();
-    for (int hh = 0; hh < heads; ++hh) combine_head(a, h0 + hh, tq, weight, &red[0][0]);
+    combine_heads(a, h0, heads, tq, weight, &red[0][0]);
 }
 
 // The chunk kernel's shared memory for a block of `heads` heads.
 inline size_t chunk_shared_bytes(const AttentionArgs& a, int heads) {
     return sizeof(float) * (static_cast<size_t>(heads) * (a.dk + a.max_chunk) +
-                            static_cast<size_t>(kWarps) * heads * a.dv + a.n_chunks);
+                            static_cast<size_t>(kWarps) * heads * a.dv +
+                            static_cast<size_t>(heads) * a.n_chunks);
 }
 
 // ---------------------------------------------------------------- prefill: query tiles
