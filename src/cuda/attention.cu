@@ -22,6 +22,55 @@ bool wide(int dk, int dv) {
     return dk > kMaxHeadDim || dv > kMaxHeadDim;
 }
 
+// Block (head, query of the slice): the chunks' results rescaled to the common max and summed.
+// The threads take the chunks' statistics in parallel (the common max, each chunk's weight
+// exp(m_c - m) into shared memory, the common sum), then each output dimension adds the chunks'
+// weighted values in chunk order. Empty chunks (weight 0) wrote no values and are skipped. A
+// sink joins the max and the sum, and no values.
+__global__ void attention_combine_kernel(const __grid_constant__ AttentionArgs a, float* out,
+                                         int64_t out_stride) {
+    extern __shared__ float weight[];  // [n_chunks]
+    __shared__ float red[kWarps];
+    wait_for_previous_kernel();
+    const int h = blockIdx.x, tq = blockIdx.y;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int64_t slot0 = (static_cast<int64_t>(tq) * a.n_head + h) * a.n_chunks;
+    const float* stats = a.stats + 2 * slot0;
+    float m = -FLT_MAX;
+    for (int c = threadIdx.x; c < a.n_chunks; c += kThreads) {
+        if (stats[2 * c + 1] > 0.0f) m = fmaxf(m, stats[2 * c]);
+    }
+    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+    if (lane == 0) red[warp] = m;
+    __syncthreads();
+    m = red[0];
+    for (int w = 1; w < kWarps; ++w) m = fmaxf(m, red[w]);
+    if (a.sinks != nullptr) m = fmaxf(m, a.sinks[h]);
+    __syncthreads();
+    float l = 0.0f;
+    for (int c = threadIdx.x; c < a.n_chunks; c += kThreads) {
+        const float lc = stats[2 * c + 1];
+        const float wc = lc > 0.0f ? expf(stats[2 * c] - m) : 0.0f;
+        weight[c] = wc;
+        l += wc * lc;
+    }
+    l = warp_sum(l);
+    if (lane == 0) red[warp] = l;
+    __syncthreads();  // also publishes weight
+    l = 0.0f;
+    for (int w = 0; w < kWarps; ++w) l += red[w];
+    if (a.sinks != nullptr) l += expf(a.sinks[h] - m);
+    float* dst = out + (a.token0 + tq) * out_stride + static_cast<int64_t>(h) * a.dv;
+    const float* values = a.values + slot0 * a.dv;
+    for (int d = threadIdx.x; d < a.dv; d += kThreads) {
+        float acc = 0.0f;
+        for (int c = 0; c < a.n_chunks; ++c) {
+            if (weight[c] != 0.0f) acc += weight[c] * values[c * a.dv + d];
+        }
+        dst[d] = acc / l;
+    }
+}
+
 template <bool kF16>
 __global__ void store_kv_kernel(void* cache, int positions, int64_t row, DeviceRows x,
                                 const TokenPlace* places) {
@@ -172,37 +221,23 @@ void attention(const KvLayer& kv, DeviceRows q, const TokenPlace* places,
     a.places = places;
     a.values = scratch.values;
     a.stats = scratch.stats;
-    a.arrivals = scratch.arrivals;
-    a.out = out.data;
-    a.out_stride = out.stride;
-    if (scratch.arrivals == nullptr)
-        check(cudaErrorInvalidValue, "attention (a scratch without arrival counts)");
-    // The most heads of one kv head a block takes (a divisor of the group) within the default
-    // 48 KiB of shared memory.
-    const int max_heads = wide(a.dk, a.dv) ? kMaxWideHeadsPerBlock : kMaxHeadsPerBlock;
-    a.heads_per_block = 1;
-    for (int hb = std::min(max_heads, a.group); hb > 1; --hb) {
-        if (a.group % hb == 0 && chunk_shared_bytes(a, hb) <= 48 * 1024) {
-            a.heads_per_block = hb;
-            break;
-        }
-    }
     const int64_t per_query = static_cast<int64_t>(p.n_head) * n_chunks;
     const int slice = static_cast<int>(std::max<int64_t>(1, scratch.capacity / per_query));
-    const size_t shared = chunk_shared_bytes(a, a.heads_per_block);
+    const size_t shared = sizeof(float) * (a.dk + a.max_chunk + kWarps * a.dv);
     for (int t0 = 0; t0 < q.rows; t0 += slice) {
         const int n = std::min(slice, q.rows - t0);
         a.token0 = t0;
-        const dim3 grid(n_chunks, p.n_head / a.heads_per_block, n);
+        const dim3 grid(n_chunks, p.n_head, n);
         if (wide(a.dk, a.dv)) {
             launch_chunks_wide(kv.f16, grid, shared, stream, a);
         } else {
-            launch_early(kv.f16 ? attention_chunk_kernel<true, kMaxHeadDim, kMaxHeadDim,
-                                                         kMaxHeadsPerBlock>
-                                : attention_chunk_kernel<false, kMaxHeadDim, kMaxHeadDim,
-                                                         kMaxHeadsPerBlock>,
+            launch_early(kv.f16 ? attention_chunk_kernel<true, kMaxHeadDim>
+                                : attention_chunk_kernel<false, kMaxHeadDim>,
                          grid, kThreads, shared, stream, "attention_chunk_kernel", a);
         }
+        launch_early(attention_combine_kernel, dim3(p.n_head, n), kThreads,
+                     sizeof(float) * n_chunks, stream, "attention_combine_kernel", a, out.data,
+                     out.stride);
     }
 }
 

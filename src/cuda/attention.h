@@ -1,7 +1,7 @@
 // Attention on the device: the KV cache in device memory (f16 or f32) and causal multi-head
 // attention with grouped-query heads over it. Decode splits the context of each query into
 // chunks of positions computed in parallel (flash-decoding: each chunk keeps its max, sum and
-// weighted values; the last chunk to finish combines them), so one decoded token spreads over the whole
+// weighted values; a second kernel combines them), so one decoded token spreads over the whole
 // GPU however long its sequence. Prefill takes tiles of queries that share each tile of keys
 // and values staged in shared memory. Both take sliding windows (over a layer's ring of
 // positions) and attention sinks.
@@ -104,9 +104,6 @@ struct AttentionScratch {
     float* values = nullptr;  // [capacity][head_dim_v]
     float* stats = nullptr;   // [capacity][2]: max and sum
     int64_t capacity = 0;
-    // [capacity / n_chunks] counts of a (query, head) pair's finished chunks, zero when
-    // allocated (the last chunk combines them all and sets its count back to zero).
-    unsigned* arrivals = nullptr;
 };
 
 // out[t][h] = softmax(q[t][h] · K · p.scale) · V over the positions the token at places[t] sees

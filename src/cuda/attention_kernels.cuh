@@ -19,10 +19,6 @@
 namespace tandem::cuda::attention_kernels {
 
 constexpr int kThreads = 128;
-// Query heads of one kv head in a decode block: 8 (a GQA group of most models) for heads of up
-// to kMaxHeadDim; 2 for the wide heads (their outputs take 16 registers a head and lane).
-constexpr int kMaxHeadsPerBlock = 8;
-constexpr int kMaxWideHeadsPerBlock = 2;
 
 // What both kernels take of the layer's cache and its attention parameters.
 struct LayerArgs {
@@ -63,15 +59,11 @@ struct AttentionArgs : LayerArgs {
     int chunk;      // positions per chunk (0: (pos + 1) / n_chunks, rounded up, per query)
     int max_chunk;  // the most a chunk may hold
     int token0;     // first query of this slice
-    int heads_per_block;  // query heads of one kv head that share a block's loads
     const float* q;
     int64_t q_stride;
     const TokenPlace* places;
     float* values;
     float* stats;
-    unsigned* arrivals;  // [slice queries][head groups], zero between launches
-    float* out;
-    int64_t out_stride;
 };
 
 template <bool kF16>
@@ -80,18 +72,6 @@ __device__ __forceinline__ float load_value(const void* base, int64_t offset) {
         return __half2float(static_cast<const __half*>(base)[offset]);
     } else {
         return static_cast<const float*>(base)[offset];
-    }
-}
-
-// A lane's share of a cache row of dim values from `row` on: values lane, lane + 32, ... (zeros
-// past dim).
-template <bool kF16, int kN>
-__device__ __forceinline__ void load_lane_share(const void* base, int64_t row, int dim, int lane,
-                                                float (&out)[kN]) {
-#pragma unroll
-    for (int i = 0; i < kN; ++i) {
-        const int d = lane + 32 * i;
-        out[i] = d < dim ? load_value<kF16>(base, row + d) : 0.0f;
     }
 }
 
@@ -113,232 +93,106 @@ __device__ __forceinline__ float warp_sum(float v) {
 
 constexpr int kWarps = kThreads / 32;
 
-// The chunks' results of heads h0 .. h0 + heads - 1 for query tq of the slice, rescaled to each
-// head's common max and summed into out, by the whole block (`weight`: heads · n_chunks floats
-// of shared memory, `sum`: kMaxHeads). Warp w takes heads w, w + kWarps, ...: their common max,
-// each chunk's weight exp(m_c - m) and the common sum, added as a block of kThreads threads
-// with one chunk each would add them (the sums of 32 chunks at a time, in order); then each
-// (head, dimension) adds the chunks' weighted values in chunk order. Empty chunks (weight 0)
-// wrote no values and are skipped. A sink joins the max and the sum, and no values. The other
-// blocks' results are read past L1 (__ldcg): they were written on other SMs.
-__device__ __forceinline__ void combine_heads(const AttentionArgs& a, int h0, int heads, int tq,
-                                              float* weight, float* sum) {
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    for (int hh = warp; hh < heads; hh += kWarps) {
-        const int h = h0 + hh;
-        const float* stats = a.stats + 2 * (static_cast<int64_t>(tq) * a.n_head + h) * a.n_chunks;
-        float m = -FLT_MAX;
-        for (int c = lane; c < a.n_chunks; c += 32) {
-            if (__ldcg(stats + 2 * c + 1) > 0.0f) m = fmaxf(m, __ldcg(stats + 2 * c));
-        }
-        for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-        if (a.sinks != nullptr) m = fmaxf(m, a.sinks[h]);
-        float l = 0.0f;
-        for (int g = 0; g < kWarps; ++g) {
-            float part = 0.0f;
-            for (int c = 32 * g + lane; c < a.n_chunks; c += kThreads) {
-                const float lc = __ldcg(stats + 2 * c + 1);
-                const float wc = lc > 0.0f ? expf(__ldcg(stats + 2 * c) - m) : 0.0f;
-                weight[hh * a.n_chunks + c] = wc;
-                part += wc * lc;
-            }
-            l += warp_sum(part);
-        }
-        if (a.sinks != nullptr) l += expf(a.sinks[h] - m);
-        if (lane == 0) sum[hh] = l;
-    }
-    __syncthreads();
-    for (int i = threadIdx.x; i < heads * a.dv; i += kThreads) {
-        const int hh = i / a.dv, d = i % a.dv;
-        const int64_t slot0 = (static_cast<int64_t>(tq) * a.n_head + h0 + hh) * a.n_chunks;
-        const float* values = a.values + slot0 * a.dv + d;
-        const float* w = weight + hh * a.n_chunks;
-        float acc = 0.0f;
-#pragma unroll 8
-        for (int c = 0; c < a.n_chunks; ++c) {
-            const float v = __ldcg(values + static_cast<int64_t>(c) * a.dv);
-            if (w[c] != 0.0f) acc += w[c] * v;
-        }
-        a.out[(a.token0 + tq) * a.out_stride + static_cast<int64_t>(h0 + hh) * a.dv + d] =
-            acc / sum[hh];
-    }
-}
-
-// Block (chunk, group of heads_per_block query heads of one kv head, query of the slice): the
-// scores of the chunk's positions for each of the heads, their softmax against the chunk's own
-// max, and the weighted sums of the values. Warps take positions in turn; the lanes of a warp
-// split a key's (or value's) dimensions, so every load of a row is coalesced and serves all the
-// block's heads (a decoded token's heads of one kv head read the same keys), and a score is a
-// warp sum. Position j sits in slot j mod positions. A lane accumulates kMaxValueDim / 32 value
-// dimensions of each head (dv <= kMaxValueDim). The last block of a (query, head group) to
-// finish combines its heads' chunks (combine_heads): no second kernel.
-template <bool kF16, int kMaxValueDim, int kMaxKeyDim, int kMaxHeads>
+// Block (chunk, head, query of the slice): the scores of the chunk's positions, their softmax
+// against the chunk's own max, and the weighted sum of the values. Warps take positions in
+// turn; the lanes of a warp split a key's (or value's) dimensions, so every load of a row is
+// coalesced, and a score is a warp sum. Position j sits in slot j mod positions. A lane
+// accumulates kMaxValueDim / 32 value dimensions (dv <= kMaxValueDim).
+template <bool kF16, int kMaxValueDim>
 __global__ void __launch_bounds__(kThreads)
     attention_chunk_kernel(const __grid_constant__ AttentionArgs a) {
     constexpr int kMaxDimsPerLane = kMaxValueDim / 32;
-    constexpr int kMaxKeysPerLane = kMaxKeyDim / 32;
-    const int heads = a.heads_per_block;
     extern __shared__ float shared[];
-    float* q = shared;                        // [heads][dk]
-    float* p = q + heads * a.dk;              // [heads][max_chunk]
-    float* part = p + heads * a.max_chunk;    // [kWarps][heads][dv]
-    float* weight = part + kWarps * heads * a.dv;  // [heads][n_chunks], for combine_heads
-    __shared__ float red[kWarps][kMaxHeads];
-    __shared__ bool last;
+    float* q = shared;              // [dk]
+    float* p = shared + a.dk;       // [max_chunk]
+    float* part = p + a.max_chunk;  // [kWarps][dv]
+    __shared__ float red[kWarps];
     wait_for_previous_kernel();
-    const int c = blockIdx.x, h0 = blockIdx.y * heads, tq = blockIdx.z;
+    const int c = blockIdx.x, h = blockIdx.y, tq = blockIdx.z;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int t = a.token0 + tq;
     const TokenPlace place = a.places[t];
+    const int64_t slot = (static_cast<int64_t>(tq) * a.n_head + h) * a.n_chunks + c;
     // chunk 0: the query's positions split evenly over the n_chunks blocks.
     const int first = first_seen(place.pos, a.window);
     const int chunk = a.chunk > 0 ? a.chunk : (place.pos - first + a.n_chunks) / a.n_chunks;
     const int j0 = first + c * chunk;
     const int j1 = min(j0 + chunk, place.pos + 1);
-    const auto slot = [&](int hh) {
-        return (static_cast<int64_t>(tq) * a.n_head + h0 + hh) * a.n_chunks + c;
-    };
     if (j0 >= j1) {
-        for (int hh = threadIdx.x; hh < heads; hh += kThreads) {
-            a.stats[2 * slot(hh)] = -FLT_MAX;
-            a.stats[2 * slot(hh) + 1] = 0.0f;
-        }
-    } else {
-        const int kvh = h0 / a.group;
-        for (int i = threadIdx.x; i < heads * a.dk; i += kThreads) {
-            const int hh = i / a.dk, d = i % a.dk;
-            q[i] = a.q[t * a.q_stride + static_cast<int64_t>(h0 + hh) * a.dk + d] * a.scale;
-        }
-        __syncthreads();
-
-        const int64_t seq_base = static_cast<int64_t>(place.seq) * a.positions;
-        const int64_t k_row = static_cast<int64_t>(a.n_kv) * a.dk;
-        const int64_t v_row = a.v_pos_stride;
-        const int64_t k_head = static_cast<int64_t>(kvh) * a.dk;
-        const int64_t v_head = static_cast<int64_t>(kvh) * a.v_head_stride;
-        float local_max[kMaxHeads];
-#pragma unroll
-        for (int hh = 0; hh < kMaxHeads; ++hh) local_max[hh] = -FLT_MAX;
-        // Unrolled: a warp's next positions' loads go out before this one's sums come back.
-#pragma unroll 4
-        for (int j = j0 + warp; j < j1; j += kWarps) {
-            const int64_t row = k_head + (seq_base + ring_slot(j, a.positions)) * k_row;
-            float key[kMaxKeysPerLane];
-            load_lane_share<kF16>(a.k, row, a.dk, lane, key);
-#pragma unroll
-            for (int hh = 0; hh < kMaxHeads; ++hh) {
-                if (hh >= heads) break;
-                float s = 0.0f;
-#pragma unroll
-                for (int i = 0; i < kMaxKeysPerLane; ++i) {
-                    const int d = lane + 32 * i;
-                    if (d < a.dk) s = fmaf(key[i], q[hh * a.dk + d], s);
-                }
-                s = warp_sum(s);
-                if (lane == 0) p[hh * a.max_chunk + j - j0] = s;
-                local_max[hh] = fmaxf(local_max[hh], s);
-            }
-        }
-        if (lane == 0) {
-#pragma unroll
-            for (int hh = 0; hh < kMaxHeads; ++hh) red[warp][hh] = local_max[hh];
-        }
-        __syncthreads();
-        float m[kMaxHeads], l[kMaxHeads];
-#pragma unroll
-        for (int hh = 0; hh < kMaxHeads; ++hh) {
-            m[hh] = red[0][hh];
-            for (int w = 1; w < kWarps; ++w) m[hh] = fmaxf(m[hh], red[w][hh]);
-        }
-        __syncthreads();
-#pragma unroll
-        for (int hh = 0; hh < kMaxHeads; ++hh) {
-            float local_sum = 0.0f;
-            if (hh < heads) {
-                for (int j = j0 + threadIdx.x; j < j1; j += kThreads) {
-                    float* pj = p + hh * a.max_chunk + j - j0;
-                    const float e = expf(*pj - m[hh]);
-                    *pj = e;
-                    local_sum += e;
-                }
-            }
-            local_sum = warp_sum(local_sum);
-            if (lane == 0) red[warp][hh] = local_sum;
-        }
-        __syncthreads();  // also publishes p
-#pragma unroll
-        for (int hh = 0; hh < kMaxHeads; ++hh) {
-            l[hh] = 0.0f;
-            for (int w = 0; w < kWarps; ++w) l[hh] += red[w][hh];
-        }
-
-        // Each warp sums its positions' values; lane l holds dimensions l, l + 32, ... of each
-        // head.
-        float acc[kMaxHeads][kMaxDimsPerLane];
-#pragma unroll
-        for (int hh = 0; hh < kMaxHeads; ++hh)
-#pragma unroll
-            for (int i = 0; i < kMaxDimsPerLane; ++i) acc[hh][i] = 0.0f;
-#pragma unroll 4
-        for (int j = j0 + warp; j < j1; j += kWarps) {
-            const int64_t row = v_head + (seq_base + ring_slot(j, a.positions)) * v_row;
-            float value[kMaxDimsPerLane];
-            load_lane_share<kF16>(a.v, row, a.dv, lane, value);
-#pragma unroll
-            for (int hh = 0; hh < kMaxHeads; ++hh) {
-                if (hh >= heads) break;
-                const float pj = p[hh * a.max_chunk + j - j0];
-#pragma unroll
-                for (int i = 0; i < kMaxDimsPerLane; ++i) {
-                    if (lane + 32 * i < a.dv) acc[hh][i] = fmaf(pj, value[i], acc[hh][i]);
-                }
-            }
-        }
-#pragma unroll
-        for (int hh = 0; hh < kMaxHeads; ++hh) {
-            if (hh >= heads) break;
-#pragma unroll
-            for (int i = 0; i < kMaxDimsPerLane; ++i) {
-                const int d = lane + 32 * i;
-                if (d < a.dv) part[(warp * heads + hh) * a.dv + d] = acc[hh][i];
-            }
-        }
-        __syncthreads();
-        for (int i = threadIdx.x; i < heads * a.dv; i += kThreads) {
-            const int hh = i / a.dv, d = i % a.dv;
-            float v = 0.0f;
-            for (int w = 0; w < kWarps; ++w) v += part[(w * heads + hh) * a.dv + d];
-            a.values[slot(hh) * a.dv + d] = v;
-        }
         if (threadIdx.x == 0) {
+            a.stats[2 * slot] = -FLT_MAX;
+            a.stats[2 * slot + 1] = 0.0f;
+        }
+        return;
+    }
+    const int kvh = h / a.group;
+    const float* qsrc = a.q + t * a.q_stride + static_cast<int64_t>(h) * a.dk;
+    for (int d = threadIdx.x; d < a.dk; d += kThreads) q[d] = qsrc[d] * a.scale;
+    __syncthreads();
+
+    const int64_t seq_base = static_cast<int64_t>(place.seq) * a.positions;
+    const int64_t k_row = static_cast<int64_t>(a.n_kv) * a.dk;
+    const int64_t v_row = a.v_pos_stride;
+    const int64_t k_head = static_cast<int64_t>(kvh) * a.dk;
+    const int64_t v_head = static_cast<int64_t>(kvh) * a.v_head_stride;
+    float local_max = -FLT_MAX;
+    // Unrolled: a warp's next positions' loads go out before this one's sum comes back.
+#pragma unroll 4
+    for (int j = j0 + warp; j < j1; j += kWarps) {
+        const int64_t row = k_head + (seq_base + ring_slot(j, a.positions)) * k_row;
+        float s = 0.0f;
+        for (int d = lane; d < a.dk; d += 32) s = fmaf(load_value<kF16>(a.k, row + d), q[d], s);
+        s = warp_sum(s);
+        if (lane == 0) p[j - j0] = s;
+        local_max = fmaxf(local_max, s);
+    }
+    if (lane == 0) red[warp] = local_max;
+    __syncthreads();
+    float m = red[0];
+    for (int w = 1; w < kWarps; ++w) m = fmaxf(m, red[w]);
+    __syncthreads();
+    float local_sum = 0.0f;
+    for (int j = j0 + threadIdx.x; j < j1; j += kThreads) {
+        const float e = expf(p[j - j0] - m);
+        p[j - j0] = e;
+        local_sum += e;
+    }
+    local_sum = warp_sum(local_sum);
+    if (lane == 0) red[warp] = local_sum;
+    __syncthreads();  // also publishes p
+    float l = 0.0f;
+    for (int w = 0; w < kWarps; ++w) l += red[w];
+
+    // Each warp sums its positions' values; lane l holds dimensions l, l + 32, ...
+    float acc[kMaxDimsPerLane];
 #pragma unroll
-            for (int hh = 0; hh < kMaxHeads; ++hh) {
-                if (hh >= heads) break;
-                a.stats[2 * slot(hh)] = m[hh];
-                a.stats[2 * slot(hh) + 1] = l[hh];
-            }
+    for (int i = 0; i < kMaxDimsPerLane; ++i) acc[i] = 0.0f;
+#pragma unroll 4
+    for (int j = j0 + warp; j < j1; j += kWarps) {
+        const float pj = p[j - j0];
+        const int64_t row = v_head + (seq_base + ring_slot(j, a.positions)) * v_row;
+#pragma unroll
+        for (int i = 0; i < kMaxDimsPerLane; ++i) {
+            const int d = lane + 32 * i;
+            if (d < a.dv) acc[i] = fmaf(pj, load_value<kF16>(a.v, row + d), acc[i]);
         }
     }
-    // The last of the chunks of this query and head group to arrive combines them; it sets the
-    // count back to zero for the next launch (a replayed graph's).
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        unsigned* count = a.arrivals + tq * gridDim.y + blockIdx.y;
-        last = atomicAdd(count, 1u) == static_cast<unsigned>(a.n_chunks - 1);
-        if (last) *count = 0;
+#pragma unroll
+    for (int i = 0; i < kMaxDimsPerLane; ++i) {
+        const int d = lane + 32 * i;
+        if (d < a.dv) part[warp * a.dv + d] = acc[i];
     }
     __syncthreads();
-    if (!last) return;
-    __threadfence();
-    combine_heads(a, h0, heads, tq, weight, &red[0][0]);
-}
-
-// The chunk kernel's shared memory for a block of `heads` heads.
-inline size_t chunk_shared_bytes(const AttentionArgs& a, int heads) {
-    return sizeof(float) * (static_cast<size_t>(heads) * (a.dk + a.max_chunk) +
-                            static_cast<size_t>(kWarps) * heads * a.dv +
-                            static_cast<size_t>(heads) * a.n_chunks);
+    float* out = a.values + slot * a.dv;
+    for (int d = threadIdx.x; d < a.dv; d += kThreads) {
+        float v = 0.0f;
+        for (int w = 0; w < kWarps; ++w) v += part[w * a.dv + d];
+        out[d] = v;
+    }
+    if (threadIdx.x == 0) {
+        a.stats[2 * slot] = m;
+        a.stats[2 * slot + 1] = l;
+    }
 }
 
 // ---------------------------------------------------------------- prefill: query tiles

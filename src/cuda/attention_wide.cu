@@ -29,10 +29,8 @@ bool set_max_shared(Kernel kernel) {
 
 void launch_chunks_wide(bool f16, dim3 grid, size_t shared, cudaStream_t stream,
                         const AttentionArgs& a) {
-    launch_early(f16 ? attention_chunk_kernel<true, kMaxWideValueDim, kMaxWideKeyDim,
-                                              kMaxWideHeadsPerBlock>
-                     : attention_chunk_kernel<false, kMaxWideValueDim, kMaxWideKeyDim,
-                                              kMaxWideHeadsPerBlock>,
+    launch_early(f16 ? attention_chunk_kernel<true, kMaxWideValueDim>
+                     : attention_chunk_kernel<false, kMaxWideValueDim>,
                  grid, kThreads, shared, stream, "attention_chunk_kernel (wide heads)", a);
 }
 

@@ -262,7 +262,7 @@ GpuBackend::GpuBackend(const Model& model, ThreadPool& pool, const CpuBackendOpt
                     : 0;
     const size_t activation_bytes =
         sizeof(float) *
-            (decoder_floats + moe_floats + attention_scratch_.capacity * (c_.head_dim_v + 3)) +
+            (decoder_floats + moe_floats + attention_scratch_.capacity * (c_.head_dim_v + 2)) +
         (size_t{16} << 20);
     size_t weight_bytes = 0;
     try {
@@ -348,11 +348,6 @@ GpuBackend::GpuBackend(const Model& model, ThreadPool& pool, const CpuBackendOpt
     attention_scratch_.values =
         device_floats(attention_scratch_.capacity * c_.head_dim_v, "attention scratch");
     attention_scratch_.stats = device_floats(attention_scratch_.capacity * 2, "attention scratch");
-    attention_scratch_.arrivals = reinterpret_cast<unsigned*>(
-        device_floats(attention_scratch_.capacity, "attention scratch"));
-    cuda::check(cudaMemset(attention_scratch_.arrivals, 0,
-                           sizeof(unsigned) * attention_scratch_.capacity),
-                "zeroing the attention scratch");
 
     make_ropes();
     // Gemma 4's GELU reads ggml's fp16 table.

@@ -202,9 +202,7 @@ TEST_P(GpuDeepseek2Attention, DecodeAndPrefillMatchTheCpu) {
             chunk > 0 ? (c.n_ctx + chunk - 1) / chunk : cuda::decode_chunks(c.n_ctx);
         const int64_t capacity = int64_t{c.n_head} * n_chunks * std::min(nq, 3);
         DeviceArray<float> values(capacity * c.dv), stats(capacity * 2);
-        DeviceArray<unsigned> arrivals(std::vector<unsigned>(capacity, 0u));
-        const cuda::AttentionScratch scratch{values.get(), stats.get(), capacity,
-                                             arrivals.get()};
+        const cuda::AttentionScratch scratch{values.get(), stats.get(), capacity};
         DeviceArray<float> dout(std::vector<float>(nq * out_cols, NAN));
         cuda::attention(cache, {dq.get(), nq, q_cols, q_cols}, dqp.get(), params, chunk, n_chunks,
                         scratch, {dout.get(), nq, out_cols, out_cols}, stream.get());

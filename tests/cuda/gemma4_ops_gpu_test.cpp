@@ -197,9 +197,7 @@ TEST_P(GpuGemma4Attention, LayersOfTheirOwnHeadsMatchTheCpu) {
                 chunk > 0 ? (c.n_ctx + chunk - 1) / chunk : cuda::decode_chunks(c.n_ctx);
             const int64_t capacity = int64_t{n_head} * n_chunks * cuda::kSmallBatch;
             DeviceArray<float> values(capacity * head_dim), stats(capacity * 2);
-            DeviceArray<unsigned> arrivals(std::vector<unsigned>(capacity, 0u));
-            const cuda::AttentionScratch scratch{values.get(), stats.get(), capacity,
-                                                 arrivals.get()};
+            const cuda::AttentionScratch scratch{values.get(), stats.get(), capacity};
             DeviceArray<float> dq(q), dout(std::vector<float>(nq * q_cols, NAN));
             cuda::attention(cache, {dq.get(), nq, q_cols, q_cols}, dqp.get(), params, chunk,
                             n_chunks, scratch, {dout.get(), nq, q_cols, q_cols}, stream.get());
