@@ -3,7 +3,8 @@
 # here: build/tandem, build/tests/test_cuda, the Debian shared libraries they use that a CUDA
 # image lacks, and a minimal llama.cpp oracle kit (llama_logits, kern, the CPU libraries for
 # x86-64 and Sapphire Rapids, the kit's scripts). Usage: tools/gpu_pack.sh DIR (e.g. .device/pack,
-# an ignored folder that the device tool carries); on the GPU machine, `source DIR/env.sh` first.
+# an ignored folder that the device tool carries); on the GPU machine, `source DIR/env.sh` first,
+# then tools/gpu_test.sh (the tests) and tools/gpu_bench.sh (the benchmarks).
 # BUILD (default build) names the build folder, e.g. one configured for the GPU's architecture:
 #   cmake --preset release -B build-h200 -DTANDEM_CUDA=ON -DTANDEM_CUDA_ARCHS=90a-real
 set -euo pipefail
