@@ -1,7 +1,6 @@
 // Dispatch of the matrix products to the kernels of the weight's format.
 #include "cuda/matmul.h"
 
-#include <algorithm>
 #include <array>
 
 #include "base/error.h"
@@ -181,9 +180,7 @@ void matmul_group(const MatmulContext& ctx, std::span<const ProductTarget> targe
                                     nullptr};
     }
     const int n_targets = static_cast<int>(targets.size());
-    int64_t rows = 0;
-    for (const ProductTarget& t : targets) rows = std::max(rows, t.w->rows);
-    if (matvec_columns(rows, n)) {
+    if (matvec_columns(operands.widest_rows(n_targets), n)) {
         MatvecParams p;
         static_cast<ProductOperands&>(p) = operands;
         p.n_cols = n;

@@ -6,7 +6,6 @@
 // activations' scales apply once per group of 8 (dp4a) or 16 (MMA) values.
 #pragma once
 
-#include <algorithm>
 
 #include "cuda/async_copy.cuh"
 #include "cuda/block_int.h"
@@ -238,7 +237,7 @@ constexpr int kIntTileK = 128;                 // k values decoded and multiplie
 constexpr int kIntLd = kIntTileK / 4 + 4;      // words per shared row (padded: no conflicts)
 constexpr int kIntSteps16 = kIntTileK / 16;    // MMA k-steps (16 values) per kIntTileK
 
-// The shared memory of a stage and of the decoded step, for format F.
+// The dynamic shared memory of the two stages (which the result tile reuses), for format F.
 template <GgmlType F>
 struct IntTileLayout {
     using B = gpu::BlockFormat<F>;
@@ -257,11 +256,10 @@ struct IntTileLayout {
     static constexpr size_t kStages = kRaw + kAct + kActD;
     static constexpr size_t kCs = kTileRows * (kTileTokens + kTilePad) * sizeof(float);
     static_assert(kCs <= kStages, "the result tile reuses the stages' memory");
-    static constexpr size_t kBytes = kStages;
 };
 
 // Issues the copies of stage s into buffer `buf`: each row's raw blocks (in 16-byte pieces where
-// rows and the stage are 16-byte aligned, else in words), each token's codes (16 bytes a piece)
+// every block is 16-byte aligned, else in words), each token's codes (16 bytes a piece)
 // and scales; codes and scales past the end or of absent tokens are zeros.
 template <GgmlType F>
 __device__ __forceinline__ void issue_int_stage(const TileParams& p, const uint8_t* w,
@@ -496,7 +494,7 @@ __global__ void __launch_bounds__(128, 2) tile_int_kernel(const __grid_constant_
 
 template <GgmlType F>
 void launch_tile_int(const TileParams& p, int token_tiles, cudaStream_t stream) {
-    constexpr size_t kShared = IntTileLayout<F>::kBytes;
+    constexpr size_t kShared = IntTileLayout<F>::kStages;
     // Past 48 KiB a block's dynamic shared memory must be asked for, once per kernel.
     static const bool sized = [] {
         check(cudaFuncSetAttribute(tile_int_kernel<F>, cudaFuncAttributeMaxDynamicSharedMemorySize,
