@@ -6,7 +6,6 @@
 // activations' scales apply once per group of 8 (dp4a) or 16 (MMA) values.
 #pragma once
 
-
 #include "cuda/async_copy.cuh"
 #include "cuda/block_int.h"
 #include "cuda/matmul_kernels.cuh"

@@ -1,7 +1,6 @@
 // Per-operation GPU times.
 #include "cuda/op_profile.h"
 
-
 #include "base/env_flag.h"
 #include "base/log.h"
 #include "cuda/check.h"
