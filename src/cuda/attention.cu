@@ -22,53 +22,12 @@ bool wide(int dk, int dv) {
     return dk > kMaxHeadDim || dv > kMaxHeadDim;
 }
 
-// Block (head, query of the slice): the chunks' results rescaled to the common max and summed.
-// The threads take the chunks' statistics in parallel (the common max, each chunk's weight
-// exp(m_c - m) into shared memory, the common sum), then each output dimension adds the chunks'
-// weighted values in chunk order. Empty chunks (weight 0) wrote no values and are skipped. A
-// sink joins the max and the sum, and no values.
-__global__ void attention_combine_kernel(const __grid_constant__ AttentionArgs a, float* out,
-                                         int64_t out_stride) {
+// Block (head, query of the slice): the chunks' results combined (combine_chunks).
+__global__ void attention_combine_kernel(const __grid_constant__ AttentionArgs a) {
     extern __shared__ float weight[];  // [n_chunks]
     __shared__ float red[kWarps];
     wait_for_previous_kernel();
-    const int h = blockIdx.x, tq = blockIdx.y;
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const int64_t slot0 = (static_cast<int64_t>(tq) * a.n_head + h) * a.n_chunks;
-    const float* stats = a.stats + 2 * slot0;
-    float m = -FLT_MAX;
-    for (int c = threadIdx.x; c < a.n_chunks; c += kThreads) {
-        if (stats[2 * c + 1] > 0.0f) m = fmaxf(m, stats[2 * c]);
-    }
-    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-    if (lane == 0) red[warp] = m;
-    __syncthreads();
-    m = red[0];
-    for (int w = 1; w < kWarps; ++w) m = fmaxf(m, red[w]);
-    if (a.sinks != nullptr) m = fmaxf(m, a.sinks[h]);
-    __syncthreads();
-    float l = 0.0f;
-    for (int c = threadIdx.x; c < a.n_chunks; c += kThreads) {
-        const float lc = stats[2 * c + 1];
-        const float wc = lc > 0.0f ? expf(stats[2 * c] - m) : 0.0f;
-        weight[c] = wc;
-        l += wc * lc;
-    }
-    l = warp_sum(l);
-    if (lane == 0) red[warp] = l;
-    __syncthreads();  // also publishes weight
-    l = 0.0f;
-    for (int w = 0; w < kWarps; ++w) l += red[w];
-    if (a.sinks != nullptr) l += expf(a.sinks[h] - m);
-    float* dst = out + (a.token0 + tq) * out_stride + static_cast<int64_t>(h) * a.dv;
-    const float* values = a.values + slot0 * a.dv;
-    for (int d = threadIdx.x; d < a.dv; d += kThreads) {
-        float acc = 0.0f;
-        for (int c = 0; c < a.n_chunks; ++c) {
-            if (weight[c] != 0.0f) acc += weight[c] * values[c * a.dv + d];
-        }
-        dst[d] = acc / l;
-    }
+    combine_chunks(a, blockIdx.x, blockIdx.y, weight, red);
 }
 
 template <bool kF16>
@@ -104,14 +63,31 @@ void store_one(void* cache, bool f16, int positions, int64_t row, DeviceRows x,
     check_launch("store_kv");
 }
 
-// Lets kernel take the shared memory of heads of kMaxHeadDim (past the default 48 KiB; every
-// GPU since Ampere gives it).
+// Lets kernel take the shared memory of `heads` heads of kMaxHeadDim (past the default 48 KiB;
+// every GPU since Ampere gives it).
 template <typename Kernel>
-bool set_max_shared(Kernel kernel) {
-    check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               static_cast<int>(tiled_shared_bytes(kMaxHeadDim, kMaxHeadDim))),
-          "cudaFuncSetAttribute");
+bool set_max_shared(Kernel kernel, int heads = 1) {
+    check(
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             static_cast<int>(tiled_shared_bytes(kMaxHeadDim, kMaxHeadDim, heads))),
+        "cudaFuncSetAttribute");
     return true;
+}
+
+// Launches the tiled kernel for heads of up to kMaxHeadDim, kHeads query heads a block.
+template <int kHeads>
+void launch_tiled(bool f16, dim3 grid, size_t shared, cudaStream_t stream, const TiledArgs& a) {
+    if (f16) {
+        static const bool ready =
+            set_max_shared(attention_tiled_kernel<true, kMaxHeadDim, kHeads>, kHeads);
+        (void)ready;
+        attention_tiled_kernel<true, kMaxHeadDim, kHeads><<<grid, kThreads, shared, stream>>>(a);
+    } else {
+        static const bool ready =
+            set_max_shared(attention_tiled_kernel<false, kMaxHeadDim, kHeads>, kHeads);
+        (void)ready;
+        attention_tiled_kernel<false, kMaxHeadDim, kHeads><<<grid, kThreads, shared, stream>>>(a);
+    }
 }
 
 }  // namespace
@@ -137,7 +113,7 @@ bool attention_takes(int dk, int dv) {
 }
 
 bool tiled_attention_fits(int dk, int dv) {
-    return tiled_shared_bytes(dk, dv) <= max_block_shared_bytes();
+    return tiled_shared_bytes(dk, dv, 1) <= max_block_shared_bytes();
 }
 
 int DeviceKv::layer_positions(int layer) const {
@@ -221,9 +197,13 @@ void attention(const KvLayer& kv, DeviceRows q, const TokenPlace* places,
     a.places = places;
     a.values = scratch.values;
     a.stats = scratch.stats;
+    a.done = scratch.done;
+    a.out = out.data;
+    a.out_stride = out.stride;
     const int64_t per_query = static_cast<int64_t>(p.n_head) * n_chunks;
     const int slice = static_cast<int>(std::max<int64_t>(1, scratch.capacity / per_query));
-    const size_t shared = sizeof(float) * (a.dk + a.max_chunk + kWarps * a.dv);
+    const size_t shared =
+        sizeof(float) * (a.dk + a.max_chunk + std::max(kWarps * a.dv, a.done ? n_chunks : 0));
     for (int t0 = 0; t0 < q.rows; t0 += slice) {
         const int n = std::min(slice, q.rows - t0);
         a.token0 = t0;
@@ -235,14 +215,10 @@ void attention(const KvLayer& kv, DeviceRows q, const TokenPlace* places,
                                 : attention_chunk_kernel<false, kMaxHeadDim>,
                          grid, kThreads, shared, stream, "attention_chunk_kernel", a);
         }
-        launch_early(attention_combine_kernel, dim3(p.n_head, n), kThreads,
-                     sizeof(float) * n_chunks, stream, "attention_combine_kernel", a, out.data,
-                     out.stride);
+        if (a.done == nullptr)
+            launch_early(attention_combine_kernel, dim3(p.n_head, n), kThreads,
+                         sizeof(float) * n_chunks, stream, "attention_combine_kernel", a);
     }
-}
-
-size_t tiled_attention_shared_bytes(int dk, int dv) {
-    return tiled_shared_bytes(dk, dv);
 }
 
 void attention_tiled(const KvLayer& kv, DeviceRows q, const TokenPlace* places,
@@ -256,20 +232,20 @@ void attention_tiled(const KvLayer& kv, DeviceRows q, const TokenPlace* places,
     a.places = places;
     a.out = out.data;
     a.out_stride = out.stride;
-    const size_t shared = tiled_attention_shared_bytes(a.dk, a.dv);
-    const dim3 grid((q.rows + kTileQueries - 1) / kTileQueries, p.n_head);
+    const int tiles = (q.rows + kTileQueries - 1) / kTileQueries;
     if (wide(a.dk, a.dv)) {  // (callers check tiled_attention_fits())
-        launch_tiled_wide(kv.f16, grid, shared, stream, a);
+        launch_tiled_wide(kv.f16, dim3(tiles, p.n_head), tiled_shared_bytes(a.dk, a.dv, 1), stream,
+                          a);
         return;
     }
-    if (kv.f16) {
-        static const bool ready = set_max_shared(attention_tiled_kernel<true, kMaxHeadDim>);
-        (void)ready;
-        attention_tiled_kernel<true, kMaxHeadDim><<<grid, kThreads, shared, stream>>>(a);
+    // Two query heads of a kv head a block where the group pairs up: each staged key and value
+    // then serves both (the kernel is bound by those shared-memory reads).
+    if (a.group % 2 == 0) {
+        launch_tiled<2>(kv.f16, dim3(tiles, p.n_head / 2), tiled_shared_bytes(a.dk, a.dv, 2),
+                        stream, a);
     } else {
-        static const bool ready = set_max_shared(attention_tiled_kernel<false, kMaxHeadDim>);
-        (void)ready;
-        attention_tiled_kernel<false, kMaxHeadDim><<<grid, kThreads, shared, stream>>>(a);
+        launch_tiled<1>(kv.f16, dim3(tiles, p.n_head), tiled_shared_bytes(a.dk, a.dv, 1), stream,
+                        a);
     }
     check_launch("attention_tiled_kernel");
 }

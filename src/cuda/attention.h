@@ -104,6 +104,10 @@ struct AttentionScratch {
     float* values = nullptr;  // [capacity][head_dim_v]
     float* stats = nullptr;   // [capacity][2]: max and sum
     int64_t capacity = 0;
+    // [capacity] counters, zero before the first launch (and left zero by each): with them the
+    // last chunk block of a query head to finish combines the chunks, without a second launch;
+    // without them a combine kernel follows.
+    int* done = nullptr;
 };
 
 // out[t][h] = softmax(q[t][h] · K · p.scale) · V over the positions the token at places[t] sees
@@ -114,6 +118,7 @@ struct AttentionScratch {
 // returns at once), or with chunk 0 each query's positions split evenly over its n_chunks blocks;
 // either way the launch is the same for every position: what a replayed CUDA graph needs. Queries
 // are processed in slices that fit the scratch, which must hold p.n_head · n_chunks pairs at least.
+// The chunks combine in chunk order either way (the same sums with or without scratch.done).
 void attention(const KvLayer& kv, DeviceRows q, const TokenPlace* places,
                const Attention::Params& p, int chunk, int n_chunks, const AttentionScratch& scratch,
                DeviceRows out, cudaStream_t stream);
@@ -123,8 +128,6 @@ void attention(const KvLayer& kv, DeviceRows q, const TokenPlace* places,
 // reads only the positions its queries see.
 void attention_tiled(const KvLayer& kv, DeviceRows q, const TokenPlace* places,
                      const Attention::Params& p, DeviceRows out, cudaStream_t stream);
-// Its shared memory per block.
-size_t tiled_attention_shared_bytes(int dk, int dv);
 // Whether this GPU gives a block of the tiled kernel the shared memory of heads of dk / dv (the
 // wide heads need more than some GPUs give: attention() then takes prefill batches too).
 bool tiled_attention_fits(int dk, int dv);

@@ -64,6 +64,9 @@ struct AttentionArgs : LayerArgs {
     const TokenPlace* places;
     float* values;
     float* stats;
+    int* done;        // per (query of the slice, head): chunks finished, or nullptr
+    float* out;       // where the combined heads go (with done)
+    int64_t out_stride;
 };
 
 template <bool kF16>
@@ -93,38 +96,72 @@ __device__ __forceinline__ float warp_sum(float v) {
 
 constexpr int kWarps = kThreads / 32;
 
-// Block (chunk, head, query of the slice): the scores of the chunk's positions, their softmax
-// against the chunk's own max, and the weighted sum of the values. Warps take positions in
-// turn; the lanes of a warp split a key's (or value's) dimensions, so every load of a row is
-// coalesced, and a score is a warp sum. Position j sits in slot j mod positions. A lane
-// accumulates kMaxValueDim / 32 value dimensions (dv <= kMaxValueDim).
-template <bool kF16, int kMaxValueDim>
-__global__ void __launch_bounds__(kThreads)
-    attention_chunk_kernel(const __grid_constant__ AttentionArgs a) {
-    constexpr int kMaxDimsPerLane = kMaxValueDim / 32;
-    extern __shared__ float shared[];
-    float* q = shared;              // [dk]
-    float* p = shared + a.dk;       // [max_chunk]
-    float* part = p + a.max_chunk;  // [kWarps][dv]
-    __shared__ float red[kWarps];
-    wait_for_previous_kernel();
-    const int c = blockIdx.x, h = blockIdx.y, tq = blockIdx.z;
+// Head h of query tq of the slice: its chunks' results rescaled to the common max and summed.
+// The threads take the chunks' statistics in parallel (the common max, each chunk's weight
+// exp(m_c - m) into `weight` [n_chunks], the common sum), then each output dimension adds the
+// chunks' weighted values in chunk order, eight chunks' loads in flight at a time. Empty chunks
+// (weight 0) wrote no values and are skipped. A sink joins the max and the sum, and no values.
+// The chunks' results are read through L2 (__ldcg): other blocks of the same launch may have
+// written them.
+__device__ __forceinline__ void combine_chunks(const AttentionArgs& a, int h, int tq, float* weight,
+                                               float* red) {
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const int t = a.token0 + tq;
-    const TokenPlace place = a.places[t];
-    const int64_t slot = (static_cast<int64_t>(tq) * a.n_head + h) * a.n_chunks + c;
-    // chunk 0: the query's positions split evenly over the n_chunks blocks.
-    const int first = first_seen(place.pos, a.window);
-    const int chunk = a.chunk > 0 ? a.chunk : (place.pos - first + a.n_chunks) / a.n_chunks;
-    const int j0 = first + c * chunk;
-    const int j1 = min(j0 + chunk, place.pos + 1);
-    if (j0 >= j1) {
-        if (threadIdx.x == 0) {
-            a.stats[2 * slot] = -FLT_MAX;
-            a.stats[2 * slot + 1] = 0.0f;
-        }
-        return;
+    const int64_t slot0 = (static_cast<int64_t>(tq) * a.n_head + h) * a.n_chunks;
+    const float* stats = a.stats + 2 * slot0;
+    float m = -FLT_MAX;
+    for (int c = threadIdx.x; c < a.n_chunks; c += kThreads) {
+        if (__ldcg(stats + 2 * c + 1) > 0.0f) m = fmaxf(m, __ldcg(stats + 2 * c));
     }
+    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+    if (lane == 0) red[warp] = m;
+    __syncthreads();
+    m = red[0];
+    for (int w = 1; w < kWarps; ++w) m = fmaxf(m, red[w]);
+    if (a.sinks != nullptr) m = fmaxf(m, a.sinks[h]);
+    __syncthreads();
+    float l = 0.0f;
+    for (int c = threadIdx.x; c < a.n_chunks; c += kThreads) {
+        const float lc = __ldcg(stats + 2 * c + 1);
+        const float wc = lc > 0.0f ? expf(__ldcg(stats + 2 * c) - m) : 0.0f;
+        weight[c] = wc;
+        l += wc * lc;
+    }
+    l = warp_sum(l);
+    if (lane == 0) red[warp] = l;
+    __syncthreads();  // also publishes weight
+    l = 0.0f;
+    for (int w = 0; w < kWarps; ++w) l += red[w];
+    if (a.sinks != nullptr) l += expf(a.sinks[h] - m);
+    float* dst = a.out + (a.token0 + tq) * a.out_stride + static_cast<int64_t>(h) * a.dv;
+    const float* values = a.values + slot0 * a.dv;
+    constexpr int kInFlight = 8;
+    for (int d = threadIdx.x; d < a.dv; d += kThreads) {
+        float acc = 0.0f;
+        for (int c0 = 0; c0 < a.n_chunks; c0 += kInFlight) {
+            float v[kInFlight];
+#pragma unroll
+            for (int i = 0; i < kInFlight; ++i) {
+                const int c = c0 + i;
+                v[i] = c < a.n_chunks && weight[c] != 0.0f ? __ldcg(values + c * a.dv + d) : 0.0f;
+            }
+#pragma unroll
+            for (int i = 0; i < kInFlight; ++i) {
+                const int c = c0 + i;
+                if (c < a.n_chunks && weight[c] != 0.0f) acc += weight[c] * v[i];
+            }
+        }
+        dst[d] = acc / l;
+    }
+}
+
+// The scores of positions j0 .. j1 - 1 for query t's head h, their softmax against the chunk's own
+// max, and the weighted sum of the values, into the chunk's slot of the scratch.
+template <bool kF16, int kMaxValueDim>
+__device__ __forceinline__ void chunk_attention(const AttentionArgs& a, TokenPlace place, int h,
+                                                int t, int j0, int j1, int64_t slot, float* q,
+                                                float* p, float* part, float* red) {
+    constexpr int kMaxDimsPerLane = kMaxValueDim / 32;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int kvh = h / a.group;
     const float* qsrc = a.q + t * a.q_stride + static_cast<int64_t>(h) * a.dk;
     for (int d = threadIdx.x; d < a.dk; d += kThreads) q[d] = qsrc[d] * a.scale;
@@ -195,15 +232,66 @@ __global__ void __launch_bounds__(kThreads)
     }
 }
 
+// Block (chunk, head, query of the slice): the scores of the chunk's positions, their softmax
+// against the chunk's own max, and the weighted sum of the values. Warps take positions in
+// turn; the lanes of a warp split a key's (or value's) dimensions, so every load of a row is
+// coalesced, and a score is a warp sum. Position j sits in slot j mod positions. A lane
+// accumulates kMaxValueDim / 32 value dimensions (dv <= kMaxValueDim). With a.done, the head's
+// last block to finish combines its chunks (else attention_combine_kernel does, a launch later).
+template <bool kF16, int kMaxValueDim>
+__global__ void __launch_bounds__(kThreads)
+    attention_chunk_kernel(const __grid_constant__ AttentionArgs a) {
+    extern __shared__ float shared[];
+    float* q = shared;              // [dk]
+    float* p = shared + a.dk;       // [max_chunk]
+    float* part = p + a.max_chunk;  // [kWarps][dv], and the combine's [n_chunks] weights
+    __shared__ float red[kWarps];
+    wait_for_previous_kernel();
+    const int c = blockIdx.x, h = blockIdx.y, tq = blockIdx.z;
+    const int t = a.token0 + tq;
+    const TokenPlace place = a.places[t];
+    const int64_t slot = (static_cast<int64_t>(tq) * a.n_head + h) * a.n_chunks + c;
+    // chunk 0: the query's positions split evenly over the n_chunks blocks.
+    const int first = first_seen(place.pos, a.window);
+    const int chunk = a.chunk > 0 ? a.chunk : (place.pos - first + a.n_chunks) / a.n_chunks;
+    const int j0 = first + c * chunk;
+    const int j1 = min(j0 + chunk, place.pos + 1);
+    if (j0 < j1) {
+        chunk_attention<kF16, kMaxValueDim>(a, place, h, t, j0, j1, slot, q, p, part, red);
+    } else if (threadIdx.x == 0) {
+        a.stats[2 * slot] = -FLT_MAX;
+        a.stats[2 * slot + 1] = 0.0f;
+    }
+    if (a.done == nullptr) return;
+    // The last of the head's chunk blocks to finish combines them (its writes, and through the
+    // fence and the counter every other block's, are visible to it), and leaves the counter at
+    // zero for the next launch.
+    __shared__ bool last;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        int* done = a.done + static_cast<int64_t>(tq) * a.n_head + h;
+        last = atomicAdd(done, 1) == a.n_chunks - 1;
+        if (last) *done = 0;
+    }
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    combine_chunks(a, h, tq, part, red);
+}
+
 // ---------------------------------------------------------------- prefill: query tiles
 
-// Block (tile of kTileQueries queries, head): the tile's queries against key tiles of
-// kTileKeys positions staged in shared memory, with an online softmax (running max and sum per
-// query), so the keys and values are read once per tile instead of once per query. Queries of
-// different sequences in one tile are taken a sequence at a time (the others masked), over the
-// positions from the first any of them sees to the last. Thread i owns query i / 8 of the tile:
-// its scores for keys i % 8 + 8 u, and its output dimensions 4 (i % 8) + 32 u .. + 3 (u <
-// kMaxValueDim / 32). With the values in the keys, the staged keys are the values.
+// Block (tile of kTileQueries queries, kHeads query heads of one kv head): the tile's queries
+// against key tiles of kTileKeys positions staged in shared memory, with an online softmax
+// (running max and sum per query and head), so the keys and values are read once per tile
+// instead of once per query, and once for the kHeads heads that share them (the loop is bound by
+// shared-memory loads: a staged key or value row read once serves every head of the thread).
+// Queries of different sequences in one tile are taken a sequence at a time (the others
+// masked), over the positions from the first any of them sees to the last. Thread i owns query
+// i / 8 of the tile in each of the block's heads: its scores for keys i % 8 + 8 u, and its output
+// dimensions 4 (i % 8) + 32 u .. + 3 (u < kMaxValueDim / 32). With the values in the keys, the
+// staged keys are the values.
 constexpr int kTileQueries = 16;
 constexpr int kTileKeys = 32;
 constexpr int kLanesPerQuery = kThreads / kTileQueries;  // 8
@@ -252,19 +340,23 @@ __device__ __forceinline__ void load_rows(const void* base, int64_t first, int64
     }
 }
 
-template <bool kF16, int kMaxValueDim>
+__device__ __forceinline__ void scale4(float4& v, float s) {
+    v.x *= s, v.y *= s, v.z *= s, v.w *= s;
+}
+
+template <bool kF16, int kMaxValueDim, int kHeads>
 __global__ void __launch_bounds__(kThreads)
     attention_tiled_kernel(const __grid_constant__ TiledArgs a) {
     extern __shared__ float4 shared4[];
     float* shared = reinterpret_cast<float*>(shared4);
     const int qld = a.dk + 4, kvld = (a.dk > a.dv ? a.dk : a.dv) + 4;
-    float* Qs = shared;                    // [kTileQueries][qld], scaled
-    float* KVs = Qs + kTileQueries * qld;  // [kTileKeys][kvld]: keys, then values
-    float* Ps = KVs + kTileKeys * kvld;    // [kTileQueries][kTileKeys]
+    float* Qs = shared;                             // [kHeads][kTileQueries][qld], scaled
+    float* KVs = Qs + kHeads * kTileQueries * qld;  // [kTileKeys][kvld]: keys, then values
+    float* Ps = KVs + kTileKeys * kvld;             // [kHeads][kTileQueries][kTileKeys]
     __shared__ int q_pos[kTileQueries], q_seq[kTileQueries];
     __shared__ int next_seq, seq_begin, seq_end;
-    const int h = blockIdx.y, t0 = blockIdx.x * kTileQueries;
-    const int kvh = h / a.group;
+    const int h0 = blockIdx.y * kHeads, t0 = blockIdx.x * kTileQueries;
+    const int kvh = h0 / a.group;  // (kHeads divides the group)
     const int qi = threadIdx.x / kLanesPerQuery, sub = threadIdx.x % kLanesPerQuery;
     if (threadIdx.x < kTileQueries) {
         const int t = t0 + threadIdx.x;
@@ -272,20 +364,25 @@ __global__ void __launch_bounds__(kThreads)
         q_pos[threadIdx.x] = real ? a.places[t].pos : -1;
         q_seq[threadIdx.x] = real ? a.places[t].seq : INT_MAX;
     }
-    for (int job = threadIdx.x; job < kTileQueries * a.dk; job += kThreads) {
-        const int i = job / a.dk, d = job % a.dk;
+    for (int job = threadIdx.x; job < kHeads * kTileQueries * a.dk; job += kThreads) {
+        const int hh = job / (kTileQueries * a.dk), i = job / a.dk % kTileQueries, d = job % a.dk;
         const int t = t0 + i;
-        Qs[i * qld + d] = t < a.n_tokens
-                              ? a.q[t * a.q_stride + static_cast<int64_t>(h) * a.dk + d] * a.scale
-                              : 0.0f;
+        Qs[(hh * kTileQueries + i) * qld + d] =
+            t < a.n_tokens
+                ? a.q[t * a.q_stride + static_cast<int64_t>(h0 + hh) * a.dk + d] * a.scale
+                : 0.0f;
     }
     const int64_t k_row = static_cast<int64_t>(a.n_kv) * a.dk;
     const int64_t v_row = a.v_pos_stride;
-    constexpr int kMaxDimVectors = kMaxValueDim / 32;  // float4s of output per thread
-    float4 acc[kMaxDimVectors];
+    constexpr int kMaxDimVectors = kMaxValueDim / 32;  // float4s of output per thread and head
+    float4 acc[kHeads][kMaxDimVectors];
+    float m[kHeads], l[kHeads];
 #pragma unroll
-    for (int u = 0; u < kMaxDimVectors; ++u) acc[u] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    float m = -FLT_MAX, l = 0.0f;
+    for (int hh = 0; hh < kHeads; ++hh) {
+        m[hh] = -FLT_MAX, l[hh] = 0.0f;
+#pragma unroll
+        for (int u = 0; u < kMaxDimVectors; ++u) acc[hh][u] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
     int done_seq = -1;
     for (;;) {
         __syncthreads();
@@ -315,50 +412,58 @@ __global__ void __launch_bounds__(kThreads)
             load_rows<kF16>(a.k, seq_base * k_row + static_cast<int64_t>(kvh) * a.dk, k_row, j0,
                             a.positions, n, a.dk, KVs, kvld);
             __syncthreads();
-            // Scores of keys sub + 8 u.
-            float s[4];
+            // Scores of keys sub + 8 u, each head's.
+            float s[kHeads][4];
 #pragma unroll
-            for (int u = 0; u < 4; ++u) s[u] = 0.0f;
+            for (int hh = 0; hh < kHeads; ++hh)
+#pragma unroll
+                for (int u = 0; u < 4; ++u) s[hh][u] = 0.0f;
             for (int d = 0; d < a.dk; d += 4) {
-                const float4 qv = *reinterpret_cast<const float4*>(Qs + qi * qld + d);
+                float4 kv[4];
 #pragma unroll
-                for (int u = 0; u < 4; ++u) {
-                    const float4 kv =
-                        *reinterpret_cast<const float4*>(KVs + (sub + 8 * u) * kvld + d);
-                    s[u] = fmaf(qv.x, kv.x, s[u]);
-                    s[u] = fmaf(qv.y, kv.y, s[u]);
-                    s[u] = fmaf(qv.z, kv.z, s[u]);
-                    s[u] = fmaf(qv.w, kv.w, s[u]);
+                for (int u = 0; u < 4; ++u)
+                    kv[u] = *reinterpret_cast<const float4*>(KVs + (sub + 8 * u) * kvld + d);
+#pragma unroll
+                for (int hh = 0; hh < kHeads; ++hh) {
+                    const float4 qv =
+                        *reinterpret_cast<const float4*>(Qs + (hh * kTileQueries + qi) * qld + d);
+#pragma unroll
+                    for (int u = 0; u < 4; ++u) {
+                        s[hh][u] = fmaf(qv.x, kv[u].x, s[hh][u]);
+                        s[hh][u] = fmaf(qv.y, kv[u].y, s[hh][u]);
+                        s[hh][u] = fmaf(qv.z, kv[u].z, s[hh][u]);
+                        s[hh][u] = fmaf(qv.w, kv[u].w, s[hh][u]);
+                    }
                 }
             }
-            float tile_max = -FLT_MAX;
 #pragma unroll
-            for (int u = 0; u < 4; ++u) {
-                const int j = j0 + sub + 8 * u;
-                const bool visible = mine && sub + 8 * u < n && j >= my_first && j <= my_pos;
-                s[u] = visible ? s[u] : -INFINITY;
-                tile_max = fmaxf(tile_max, s[u]);
-            }
-            for (int o = 1; o < kLanesPerQuery; o <<= 1)
-                tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, o));
-            const float m_new = fmaxf(m, tile_max);
-            const float rescale = m == -FLT_MAX ? 0.0f : expf(m - m_new);
-            float sum = 0.0f;
+            for (int hh = 0; hh < kHeads; ++hh) {
+                float tile_max = -FLT_MAX;
 #pragma unroll
-            for (int u = 0; u < 4; ++u) {
-                const float p = s[u] == -INFINITY ? 0.0f : expf(s[u] - m_new);
-                Ps[qi * kTileKeys + sub + 8 * u] = p;
-                sum += p;
-            }
-            for (int o = 1; o < kLanesPerQuery; o <<= 1)
-                sum += __shfl_xor_sync(0xffffffffu, sum, o);
-            if (tile_max != -FLT_MAX && tile_max != -INFINITY) {
-                l = l * rescale + sum;
-                m = m_new;
+                for (int u = 0; u < 4; ++u) {
+                    const int j = j0 + sub + 8 * u;
+                    const bool visible = mine && sub + 8 * u < n && j >= my_first && j <= my_pos;
+                    s[hh][u] = visible ? s[hh][u] : -INFINITY;
+                    tile_max = fmaxf(tile_max, s[hh][u]);
+                }
+                for (int o = 1; o < kLanesPerQuery; o <<= 1)
+                    tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, o));
+                const float m_new = fmaxf(m[hh], tile_max);
+                const float rescale = m[hh] == -FLT_MAX ? 0.0f : expf(m[hh] - m_new);
+                float sum = 0.0f;
 #pragma unroll
-                for (int u = 0; u < kMaxDimVectors; ++u) {
-                    acc[u].x *= rescale, acc[u].y *= rescale, acc[u].z *= rescale,
-                        acc[u].w *= rescale;
+                for (int u = 0; u < 4; ++u) {
+                    const float p = s[hh][u] == -INFINITY ? 0.0f : expf(s[hh][u] - m_new);
+                    Ps[(hh * kTileQueries + qi) * kTileKeys + sub + 8 * u] = p;
+                    sum += p;
+                }
+                for (int o = 1; o < kLanesPerQuery; o <<= 1)
+                    sum += __shfl_xor_sync(0xffffffffu, sum, o);
+                if (tile_max != -FLT_MAX && tile_max != -INFINITY) {
+                    l[hh] = l[hh] * rescale + sum;
+                    m[hh] = m_new;
+#pragma unroll
+                    for (int u = 0; u < kMaxDimVectors; ++u) scale4(acc[hh][u], rescale);
                 }
             }
             __syncthreads();  // scores done with the keys (and Ps published)
@@ -369,17 +474,26 @@ __global__ void __launch_bounds__(kThreads)
             }
             if (!mine) continue;
             for (int j = 0; j < n; ++j) {
-                const float p = Ps[qi * kTileKeys + j];
-                if (p == 0.0f) continue;
+                float p[kHeads];
+                bool any = false;
+#pragma unroll
+                for (int hh = 0; hh < kHeads; ++hh) {
+                    p[hh] = Ps[(hh * kTileQueries + qi) * kTileKeys + j];
+                    any = any || p[hh] != 0.0f;
+                }
+                if (!any) continue;
 #pragma unroll
                 for (int u = 0; u < kMaxDimVectors; ++u) {
                     const int d = 4 * sub + 32 * u;
                     if (d < a.dv) {
                         const float4 vv = *reinterpret_cast<const float4*>(KVs + j * kvld + d);
-                        acc[u].x = fmaf(p, vv.x, acc[u].x);
-                        acc[u].y = fmaf(p, vv.y, acc[u].y);
-                        acc[u].z = fmaf(p, vv.z, acc[u].z);
-                        acc[u].w = fmaf(p, vv.w, acc[u].w);
+#pragma unroll
+                        for (int hh = 0; hh < kHeads; ++hh) {
+                            acc[hh][u].x = fmaf(p[hh], vv.x, acc[hh][u].x);
+                            acc[hh][u].y = fmaf(p[hh], vv.y, acc[hh][u].y);
+                            acc[hh][u].z = fmaf(p[hh], vv.z, acc[hh][u].z);
+                            acc[hh][u].w = fmaf(p[hh], vv.w, acc[hh][u].w);
+                        }
                     }
                 }
             }
@@ -387,30 +501,36 @@ __global__ void __launch_bounds__(kThreads)
     }
     const int t = t0 + qi;
     if (t >= a.n_tokens) return;
-    if (a.sinks != nullptr) {
-        // The sink joins the max and the sum (every query sees its own position: m is a score).
-        const float m_sink = fmaxf(m, a.sinks[h]), rescale = expf(m - m_sink);
-        l = l * rescale + expf(a.sinks[h] - m_sink);
+#pragma unroll
+    for (int hh = 0; hh < kHeads; ++hh) {
+        const int h = h0 + hh;
+        if (a.sinks != nullptr) {
+            // The sink joins the max and the sum (every query sees its own position: m is a
+            // score).
+            const float m_sink = fmaxf(m[hh], a.sinks[h]), rescale = expf(m[hh] - m_sink);
+            l[hh] = l[hh] * rescale + expf(a.sinks[h] - m_sink);
+#pragma unroll
+            for (int u = 0; u < kMaxDimVectors; ++u) scale4(acc[hh][u], rescale);
+        }
+        float* dst = a.out + t * a.out_stride + static_cast<int64_t>(h) * a.dv;
+        const float inv = l[hh] > 0.0f ? 1.0f / l[hh] : 0.0f;
 #pragma unroll
         for (int u = 0; u < kMaxDimVectors; ++u) {
-            acc[u].x *= rescale, acc[u].y *= rescale, acc[u].z *= rescale, acc[u].w *= rescale;
+            const int d = 4 * sub + 32 * u;
+            if (d < a.dv) {
+                float4 o = acc[hh][u];
+                scale4(o, inv);
+                *reinterpret_cast<float4*>(dst + d) = o;
+            }
         }
-    }
-    float* dst = a.out + t * a.out_stride + static_cast<int64_t>(h) * a.dv;
-    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
-#pragma unroll
-    for (int u = 0; u < kMaxDimVectors; ++u) {
-        const int d = 4 * sub + 32 * u;
-        if (d < a.dv)
-            *reinterpret_cast<float4*>(dst + d) =
-                make_float4(acc[u].x * inv, acc[u].y * inv, acc[u].z * inv, acc[u].w * inv);
     }
 }
 
-// Shared memory of a tiled block for heads of dk and dv values.
-inline size_t tiled_shared_bytes(int dk, int dv) {
+// Shared memory of a tiled block for `heads` heads of dk and dv values.
+inline size_t tiled_shared_bytes(int dk, int dv, int heads) {
     const int kvld = (dk > dv ? dk : dv) + 4;
-    return sizeof(float) * (kTileQueries * (dk + 4) + kTileKeys * kvld + kTileQueries * kTileKeys);
+    return sizeof(float) *
+           (heads * kTileQueries * (dk + 4) + kTileKeys * kvld + heads * kTileQueries * kTileKeys);
 }
 
 // The most shared memory a block may take on the current device (attention.cu).

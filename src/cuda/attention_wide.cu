@@ -17,8 +17,8 @@ namespace {
 // GPU gives, if less (a launch that needs more would fail: tiled_attention_fits()).
 template <typename Kernel>
 bool set_max_shared(Kernel kernel) {
-    const size_t bytes = std::min(tiled_shared_bytes(kMaxWideKeyDim, kMaxWideValueDim),
-                                  max_block_shared_bytes());
+    const size_t bytes =
+        std::min(tiled_shared_bytes(kMaxWideKeyDim, kMaxWideValueDim, 1), max_block_shared_bytes());
     check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                static_cast<int>(bytes)),
           "cudaFuncSetAttribute");
@@ -37,13 +37,14 @@ void launch_chunks_wide(bool f16, dim3 grid, size_t shared, cudaStream_t stream,
 void launch_tiled_wide(bool f16, dim3 grid, size_t shared, cudaStream_t stream,
                        const TiledArgs& a) {
     if (f16) {
-        static const bool ready = set_max_shared(attention_tiled_kernel<true, kMaxWideValueDim>);
+        static const bool ready = set_max_shared(attention_tiled_kernel<true, kMaxWideValueDim, 1>);
         (void)ready;
-        attention_tiled_kernel<true, kMaxWideValueDim><<<grid, kThreads, shared, stream>>>(a);
+        attention_tiled_kernel<true, kMaxWideValueDim, 1><<<grid, kThreads, shared, stream>>>(a);
     } else {
-        static const bool ready = set_max_shared(attention_tiled_kernel<false, kMaxWideValueDim>);
+        static const bool ready =
+            set_max_shared(attention_tiled_kernel<false, kMaxWideValueDim, 1>);
         (void)ready;
-        attention_tiled_kernel<false, kMaxWideValueDim><<<grid, kThreads, shared, stream>>>(a);
+        attention_tiled_kernel<false, kMaxWideValueDim, 1><<<grid, kThreads, shared, stream>>>(a);
     }
     check_launch("attention_tiled_kernel (wide heads)");
 }

@@ -20,7 +20,8 @@ __device__ __forceinline__ int dot8(const gpu::IntChunk& w, uint2 a, int acc = 0
 
 // acc + the sum of eight activation codes.
 __device__ __forceinline__ int sum8(uint2 a, int acc = 0) {
-    return __dp4a(static_cast<int>(a.x), 0x01010101, __dp4a(static_cast<int>(a.y), 0x01010101, acc));
+    return __dp4a(static_cast<int>(a.x), 0x01010101,
+                  __dp4a(static_cast<int>(a.y), 0x01010101, acc));
 }
 
 // ---------------------------------------------------------------- matrix-vector (decode)
@@ -232,9 +233,9 @@ __device__ __forceinline__ void mma_s8_16x8x16(int (&c)[4], uint32_t a0, uint32_
 // group's integer sums and adds them up in f32 (as llama.cpp's integer tiles do; f64 sums cost a
 // third of the registers, and with them the blocks an SM can keep in flight). The result goes
 // through shared memory so that rows and columns past the edges are never written.
-constexpr int kIntTileK = 128;                 // k values decoded and multiplied at a time
-constexpr int kIntLd = kIntTileK / 4 + 4;      // words per shared row (padded: no conflicts)
-constexpr int kIntSteps16 = kIntTileK / 16;    // MMA k-steps (16 values) per kIntTileK
+constexpr int kIntTileK = 128;               // k values decoded and multiplied at a time
+constexpr int kIntLd = kIntTileK / 4 + 4;    // words per shared row (padded: no conflicts)
+constexpr int kIntSteps16 = kIntTileK / 16;  // MMA k-steps (16 values) per kIntTileK
 
 // The dynamic shared memory of the two stages (which the result tile reuses), for format F.
 template <GgmlType F>
@@ -325,7 +326,7 @@ __global__ void __launch_bounds__(128, 2) tile_int_kernel(const __grid_constant_
     constexpr int kGroups = kIntTileK / I::kGroup;  // weight scales per row and step
     constexpr int kCLd = kTileTokens + kTilePad;
     constexpr int kWeightJobs = kTileRows * (kIntTileK / 8) / 128;  // chunks per thread
-    constexpr int kSumJobs = kTileTokens * kIntSteps16 / 128;      // 16-code sums per thread
+    constexpr int kSumJobs = kTileTokens * kIntSteps16 / 128;       // 16-code sums per thread
     constexpr int kActWords = L::kActLd / 4;
     static_assert(I::kGroup == 16 || I::kGroup == 32, "groups of 16 or 32 values");
     extern __shared__ __align__(16) uint8_t stage_memory[];
@@ -347,12 +348,16 @@ __global__ void __launch_bounds__(128, 2) tile_int_kernel(const __grid_constant_
     __syncthreads();
     // 16-byte pieces where every block starts 16-byte aligned (one answer per block): else a
     // partial last stage's pieces would reach past the row.
-    const bool wide = B::kBytes % 16 == 0 && p.row_bytes % 16 == 0 &&
-                      reinterpret_cast<uintptr_t>(w) % 16 == 0;
+    const bool wide =
+        B::kBytes % 16 == 0 && p.row_bytes % 16 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0;
 
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int g = lane / 4, t = lane % 4;
     const int wr = warp / 2, wc = warp % 2;
+    // Which of the warp's four 8-token column blocks hold a token: a routed tile holds an
+    // expert's routes only (a prefill of 512 tokens routes about 32 to each of 128 experts), and
+    // the MMAs and scaling of empty column blocks are skipped.
+    const uint32_t present = __ballot_sync(0xffffffffu, token_row[32 * wc + lane] >= 0);
     float acc[2][4][4];
 #pragma unroll
     for (int i = 0; i < 2; ++i)
@@ -436,33 +441,36 @@ __global__ void __launch_bounds__(128, 2) tile_int_kernel(const __grid_constant_
                     a[i][1] = Wq[(r + 8) * kIntLd + 4 * h + t];
                 }
 #pragma unroll
-                for (int j = 0; j < 4; ++j)
+                for (int j = 0; j < 4; ++j) {
+                    if (((present >> (8 * j)) & 0xffu) == 0) continue;
                     b[j] = act_words[(32 * wc + 8 * j + g) * kActWords + sub * (kIntTileK / 4) +
                                      4 * h + t];
 #pragma unroll
-                for (int i = 0; i < 2; ++i)
-#pragma unroll
-                    for (int j = 0; j < 4; ++j) mma_s8_16x8x16(sums[i][j], a[i][0], a[i][1], b[j]);
+                    for (int i = 0; i < 2; ++i) mma_s8_16x8x16(sums[i][j], a[i][0], a[i][1], b[j]);
+                }
                 if (I::kGroup == 32 && h % 2 == 0) continue;
-                // The group's integer sums, scaled: d_token · (scale_row · sum + min_row · Σ codes).
+                // The group's integer sums, scaled: d_token · (scale_row · sum + min_row · Σ
+                // codes).
                 const int grp = I::kGroup == 16 ? h : h / 2;
                 const int d_col = sub * (kIntTileK / 32) + h / 2;
 #pragma unroll
-                for (int i = 0; i < 2; ++i)
+                for (int j = 0; j < 4; ++j) {
+                    if (((present >> (8 * j)) & 0xffu) == 0) continue;
 #pragma unroll
-                    for (int j = 0; j < 4; ++j)
+                    for (int i = 0; i < 2; ++i)
 #pragma unroll
                         for (int e = 0; e < 4; ++e) {
                             const int r = 32 * wr + 16 * i + g + 8 * (e >> 1);
                             const int tk = 32 * wc + 8 * j + 2 * t + (e & 1);
                             float v = Ws[r][grp] * static_cast<float>(sums[i][j][e]);
                             if constexpr (I::kHasMin) {
-                                const float sa = I::kGroup == 16 ? Asum[tk][h]
-                                                                 : Asum[tk][h - 1] + Asum[tk][h];
+                                const float sa =
+                                    I::kGroup == 16 ? Asum[tk][h] : Asum[tk][h - 1] + Asum[tk][h];
                                 v = fmaf(Wm[r][grp], sa, v);
                             }
                             acc[i][j][e] = fmaf(d_buf[tk * L::kActScales + d_col], v, acc[i][j][e]);
                         }
+                }
             }
             __syncthreads();
         }

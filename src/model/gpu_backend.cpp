@@ -262,7 +262,7 @@ GpuBackend::GpuBackend(const Model& model, ThreadPool& pool, const CpuBackendOpt
                     : 0;
     const size_t activation_bytes =
         sizeof(float) *
-            (decoder_floats + moe_floats + attention_scratch_.capacity * (c_.head_dim_v + 2)) +
+            (decoder_floats + moe_floats + attention_scratch_.capacity * (c_.head_dim_v + 3)) +
         (size_t{16} << 20);
     size_t weight_bytes = 0;
     try {
@@ -348,6 +348,15 @@ GpuBackend::GpuBackend(const Model& model, ThreadPool& pool, const CpuBackendOpt
     attention_scratch_.values =
         device_floats(attention_scratch_.capacity * c_.head_dim_v, "attention scratch");
     attention_scratch_.stats = device_floats(attention_scratch_.capacity * 2, "attention scratch");
+    // The chunks' counters: the last chunk of a head combines them (one launch fewer a layer);
+    // TANDEM_GPU_SEPARATE_COMBINE=1 launches the combine kernel instead, for comparison.
+    if (!env_flag("TANDEM_GPU_SEPARATE_COMBINE")) {
+        attention_scratch_.done = reinterpret_cast<int*>(
+            device_floats(static_cast<size_t>(attention_scratch_.capacity), "attention scratch"));
+        cuda::check(cudaMemset(attention_scratch_.done, 0,
+                               sizeof(int) * static_cast<size_t>(attention_scratch_.capacity)),
+                    "cudaMemset (attention counters)");
+    }
 
     make_ropes();
     // Gemma 4's GELU reads ggml's fp16 table.

@@ -117,16 +117,30 @@ TEST_P(GpuAttention, MatchesTheCpu) {
         const int n_chunks =
             chunk > 0 ? (c.n_ctx + chunk - 1) / chunk : cuda::decode_chunks(c.n_ctx);
         for (int64_t capacity : {int64_t{c.n_head} * n_chunks, int64_t{c.n_head} * n_chunks * nq}) {
-            DeviceArray<float> values(capacity * c.head_dim), stats(capacity * 2);
-            const cuda::AttentionScratch scratch{values.get(), stats.get(), capacity};
-            DeviceArray<float> dq(q), dout(std::vector<float>(nq * q_cols, NAN));
-            DeviceArray<TokenPlace> dqp(qp);
-            cuda::attention(cache, {dq.get(), nq, q_cols, q_cols}, dqp.get(), params, chunk,
-                            n_chunks, scratch, {dout.get(), nq, q_cols, q_cols}, stream.get());
-            // The CPU rounds the query and the softmax weights to the cache type (llama.cpp's
-            // non-flash path); the GPU keeps them in f32.
-            EXPECT_LE(max_abs_diff(dout.download(), ref), c.f16 ? 3e-3 : 2e-5)
-                << "scratch " << capacity << ", chunk " << chunk;
+            // The combine as a kernel of its own, and in the last chunk block of each head.
+            std::vector<float> combined[2];
+            for (bool in_chunks : {false, true}) {
+                DeviceArray<float> values(capacity * c.head_dim), stats(capacity * 2);
+                DeviceArray<int> done(std::vector<int>(capacity, 0));
+                const cuda::AttentionScratch scratch{values.get(), stats.get(), capacity,
+                                                     in_chunks ? done.get() : nullptr};
+                DeviceArray<float> dq(q), dout(std::vector<float>(nq * q_cols, NAN));
+                DeviceArray<TokenPlace> dqp(qp);
+                cuda::attention(cache, {dq.get(), nq, q_cols, q_cols}, dqp.get(), params, chunk,
+                                n_chunks, scratch, {dout.get(), nq, q_cols, q_cols}, stream.get());
+                combined[in_chunks] = dout.download();
+                // The CPU rounds the query and the softmax weights to the cache type (llama.cpp's
+                // non-flash path); the GPU keeps them in f32.
+                EXPECT_LE(max_abs_diff(combined[in_chunks], ref), c.f16 ? 3e-3 : 2e-5)
+                    << "scratch " << capacity << ", chunk " << chunk << ", in chunks "
+                    << in_chunks;
+                // The counters are left at zero for the next launch (a replayed graph's).
+                const std::vector<int> left = done.download();
+                EXPECT_EQ(std::count(left.begin(), left.end(), 0),
+                          static_cast<std::ptrdiff_t>(left.size()));
+            }
+            // The same sums in the same order either way.
+            EXPECT_EQ(combined[0], combined[1]) << "scratch " << capacity << ", chunk " << chunk;
         }
     }
     {
