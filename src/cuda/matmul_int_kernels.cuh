@@ -193,9 +193,11 @@ __global__ void __launch_bounds__(kMatvecThreads)
     }
 }
 
-template <GgmlType F, int C>
+template <GgmlType F, int C, int R = 2>
 void launch_matvec_int(const MatvecParams& p, int n_jobs, cudaStream_t stream, int n_targets) {
-    constexpr int R = 2;
+    if constexpr (C == 1 && R == 2) {
+        if (matvec_four_rows()) return launch_matvec_int<F, C, 4>(p, n_jobs, stream, n_targets);
+    }
     const int64_t rows = p.widest_rows(n_targets);
     MatvecParams q = p;
     const MatvecLanes lanes = matvec_lanes(p.cols / (8 * kSpanChunks<F>));
