@@ -256,8 +256,8 @@ TEST(GpuDeepseek2Strategies, GreedyTokensMatchFused) {
 
 // Teacher-forced logits against the kit's llama_logits (f32 KV) on the CPU conformance's
 // deepseek2 models (tests/engine/arch_conformance_test.cpp), with the GPU conformance criteria
-// (model_gpu_test.cpp's GpuLlamaConformance; quantized: a flipped q8 rounding carried through the
-// latent cache may leave up to half the rows over 1e-3, as on the CPU).
+// (model_gpu_test.cpp's GpuLlamaConformance; quantized: judged against the CPU backend's own
+// distance to llama.cpp on the file, see the test).
 struct OracleCase {
     std::string name;
     void (*tweak)(SynthSpec&);
@@ -310,8 +310,30 @@ TEST_P(GpuLlamaConformanceDeepseek2, TeacherForcedLogits) {
     // same results but for float-order differences, which the criteria allow.
     const std::vector<float> ref = testing::llama_all_logits(path, tokens, "f32", "--no-repack");
     const bool float_weights = c.attn == GgmlType::kF32;
-    expect_conformant(compare_logits(ref, all_logits(*model, tokens, Device::kCuda), V),
-                      c.name + " gpu vs llama.cpp", float_weights ? 1e-3 : 1e-2, !float_weights);
+    const LogitComparison gpu = compare_logits(ref, all_logits(*model, tokens, Device::kCuda), V);
+    if (float_weights) {
+        expect_conformant(gpu, c.name + " gpu vs llama.cpp", 1e-3, false);
+        return;
+    }
+    // Quantized: a q8 rounding that a float-order difference flips is carried through the latent
+    // cache, so how many rows pass 1e-3 depends on the file as much as on the backend. The
+    // yardstick is the CPU backend's own distance to llama.cpp on the same file: the GPU's
+    // criteria are the CPU conformance's (half the rows over 1e-3, worst KL 1e-2), or twice what
+    // the CPU shows where that is more, and never a flip beyond noise.
+    const LogitComparison cpu = compare_logits(ref, all_logits(*model, tokens, Device::kCpu), V);
+    const auto rows_over = [](const LogitComparison& cmp) {
+        return static_cast<int>(std::count_if(cmp.row_kl.begin(), cmp.row_kl.end(),
+                                              [](double kl) { return kl > 1e-3; }));
+    };
+    const int over = rows_over(gpu), cpu_over = rows_over(cpu);
+    std::printf(
+        "[ %s gpu vs llama.cpp ] %d rows: KL %.3e, rows over 1e-3: %d, argmax flips %d "
+        "(beyond noise %d); the cpu: KL %.3e, rows over 1e-3: %d\n",
+        c.name.c_str(), gpu.rows, gpu.worst_kl, over, gpu.argmax_flips, gpu.flips_beyond_noise,
+        cpu.worst_kl, cpu_over);
+    EXPECT_LE(over, std::max(gpu.rows / 2, 2 * cpu_over)) << c.name;
+    EXPECT_LE(gpu.worst_kl, std::max(1e-2, 2 * cpu.worst_kl)) << c.name;
+    EXPECT_EQ(gpu.flips_beyond_noise, 0) << c.name;
 }
 
 INSTANTIATE_TEST_SUITE_P(
