@@ -80,15 +80,6 @@ ProductOperands expert_operands(const MatmulContext& ctx, const ExpertMatrix& w,
     return p;
 }
 
-}  // namespace
-
-bool matvec_four_rows() {
-    static const bool four = env_flag("TANDEM_GPU_MATVEC_ROWS4");
-    return four;
-}
-
-namespace {
-
 bool float_products_only() {
     static const bool only = env_flag("TANDEM_GPU_FLOAT_PRODUCTS");
     return only;

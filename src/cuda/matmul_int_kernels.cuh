@@ -193,11 +193,12 @@ __global__ void __launch_bounds__(kMatvecThreads)
     }
 }
 
-template <GgmlType F, int C, int R = 2>
+// R rows a row group: 4 for one column (fewer, longer blocks: a routed gate and up of 8 routes is
+// then one wave of an H100's SMs, not 1.2; decode 257 tok/s against 248 with 2, 7 December), 2
+// for more columns (their registers).
+template <GgmlType F, int C>
 void launch_matvec_int(const MatvecParams& p, int n_jobs, cudaStream_t stream, int n_targets) {
-    if constexpr (C == 1 && R == 2) {
-        if (matvec_four_rows()) return launch_matvec_int<F, C, 4>(p, n_jobs, stream, n_targets);
-    }
+    constexpr int R = C == 1 ? 4 : 2;
     const int64_t rows = p.widest_rows(n_targets);
     MatvecParams q = p;
     const MatvecLanes lanes = matvec_lanes(p.cols / (8 * kSpanChunks<F>));

@@ -94,10 +94,6 @@ struct EmbedParams {
     gpu::DequantTables tables;
 };
 
-// TANDEM_GPU_MATVEC_ROWS4=1: the integer matrix-vector kernel of one column takes 4 rows a row
-// group instead of 2 (for comparison on a GPU).
-bool matvec_four_rows();
-
 // n_targets: 1 + the siblings the integer kernels take.
 using MatvecLauncher = void (*)(const MatvecParams&, int n_jobs, cudaStream_t, int n_targets);
 using TileLauncher = void (*)(const TileParams&, int token_tiles, cudaStream_t);
