@@ -6,12 +6,14 @@
 # LLAMA_BENCH: llama-bench of ../shared/oracle/llama_cuda.sh's build (its libraries beside it).
 # WHAT (default: all of them): fused (every expert in VRAM, -ngl 99), gpumem8 (`--gpu-mem 8`
 # against -ncmoe 28 --no-mmap), archs (12-layer models of gpt-oss-20b's, a Gemma-4-26B-A4B-like,
-# a DeepSeek-V2-Lite-like and Qwen3.6-35B-A3B's shapes, fused). The models are random
+# a DeepSeek-V2-Lite-like and Qwen3.6-35B-A3B's shapes, fused), archs-hybrid (the same models
+# with about half their bytes of VRAM, `auto` then hybrid, against llama.cpp with half the layers'
+# experts on the CPU: -ncmoe 6 --no-mmap). The models are random
 # (`tandem synth --fast-random`), written to TMPDIR (default /tmp) and removed after use.
 set -euo pipefail
-llama="${1:?usage: tools/gpu_bench.sh LLAMA_BENCH [fused] [gpumem8] [archs]}"
+llama="${1:?usage: tools/gpu_bench.sh LLAMA_BENCH [fused] [gpumem8] [archs] [archs-hybrid]}"
 shift
-what="${*:-fused gpumem8 archs}"
+what="${*:-fused gpumem8 archs archs-hybrid}"
 dir="${TMPDIR:-/tmp}"
 llama_lib="$(dirname "$llama")"
 export LD_LIBRARY_PATH="$llama_lib:${LD_LIBRARY_PATH:-}:/usr/local/cuda/lib64"
@@ -31,7 +33,7 @@ if has fused || has gpumem8; then
   rm -f "$dir/qwen3moe-48.gguf"
 fi
 
-if has archs; then
+if has archs || has archs-hybrid; then
   declare -A arch
   arch[gpt-oss]="--arch gpt-oss --embd 2880 --heads 64 --kv-heads 8 --head-dim 64 --experts 32
     --experts-used 4 --expert-ffn 2880 --vocab 201088 --sliding-window 128 --swa-period 2
@@ -50,7 +52,12 @@ if has archs; then
   for a in gpt-oss gemma4 deepseek2 qwen35moe; do
     # shellcheck disable=SC2086
     tandem synth ${arch[$a]} --layers 12 --fast-random -o "$dir/$a-12.gguf"
-    bench -m "$dir/$a-12.gguf" --moe-strategy fused --runs 3
+    if has archs; then bench -m "$dir/$a-12.gguf" --moe-strategy fused --runs 3; fi
+    if has archs-hybrid; then
+      # Half the file's size in whole GiB, rounded up: the dense part and about half the experts.
+      half=$(( ($(stat -c %s "$dir/$a-12.gguf") + (1 << 30) * 2 - 1) / ((1 << 30) * 2) ))
+      bench -m "$dir/$a-12.gguf" --gpu-mem "$half" --runs 3 --llama-args '-ncmoe 6 -mmp 0'
+    fi
     rm -f "$dir/$a-12.gguf"
   done
 fi
