@@ -361,6 +361,9 @@ __global__ void __launch_bounds__(128, 2) tile_int_kernel(const __grid_constant_
     // expert's routes only (a prefill of 512 tokens routes about 32 to each of 128 experts), and
     // the MMAs and scaling of empty column blocks are skipped.
     const uint32_t present = __ballot_sync(0xffffffffu, token_row[32 * wc + lane] >= 0);
+    const auto column_block_empty = [present](int j) {
+        return ((present >> (8 * j)) & 0xffu) == 0;
+    };
     float acc[2][4][4];
 #pragma unroll
     for (int i = 0; i < 2; ++i)
@@ -445,20 +448,20 @@ __global__ void __launch_bounds__(128, 2) tile_int_kernel(const __grid_constant_
                 }
 #pragma unroll
                 for (int j = 0; j < 4; ++j) {
-                    if (((present >> (8 * j)) & 0xffu) == 0) continue;
+                    if (column_block_empty(j)) continue;
                     b[j] = act_words[(32 * wc + 8 * j + g) * kActWords + sub * (kIntTileK / 4) +
                                      4 * h + t];
 #pragma unroll
                     for (int i = 0; i < 2; ++i) mma_s8_16x8x16(sums[i][j], a[i][0], a[i][1], b[j]);
                 }
                 if (I::kGroup == 32 && h % 2 == 0) continue;
-                // The group's integer sums, scaled: d_token · (scale_row · sum + min_row · Σ
-                // codes).
+                // The group's integer sums, scaled: d_token · (scale_row · sum + min_row ·
+                // the token's code sum).
                 const int grp = I::kGroup == 16 ? h : h / 2;
                 const int d_col = sub * (kIntTileK / 32) + h / 2;
 #pragma unroll
                 for (int j = 0; j < 4; ++j) {
-                    if (((present >> (8 * j)) & 0xffu) == 0) continue;
+                    if (column_block_empty(j)) continue;
 #pragma unroll
                     for (int i = 0; i < 2; ++i)
 #pragma unroll

@@ -321,11 +321,7 @@ TEST_P(GpuLlamaConformanceDeepseek2, TeacherForcedLogits) {
     // criteria are the CPU conformance's (half the rows over 1e-3, worst KL 1e-2), or twice what
     // the CPU shows where that is more, and never a flip beyond noise.
     const LogitComparison cpu = compare_logits(ref, all_logits(*model, tokens, Device::kCpu), V);
-    const auto rows_over = [](const LogitComparison& cmp) {
-        return static_cast<int>(std::count_if(cmp.row_kl.begin(), cmp.row_kl.end(),
-                                              [](double kl) { return kl > 1e-3; }));
-    };
-    const int over = rows_over(gpu), cpu_over = rows_over(cpu);
+    const int over = rows_over_1e3(gpu), cpu_over = rows_over_1e3(cpu);
     std::printf(
         "[ %s gpu vs llama.cpp ] %d rows: KL %.3e, rows over 1e-3: %d, argmax flips %d "
         "(beyond noise %d); the cpu: KL %.3e, rows over 1e-3: %d\n",

@@ -64,10 +64,14 @@ std::vector<float> decode_logits(const Model& model, const std::vector<int32_t>&
     return decode;
 }
 
+int rows_over_1e3(const LogitComparison& cmp) {
+    return static_cast<int>(
+        std::count_if(cmp.row_kl.begin(), cmp.row_kl.end(), [](double kl) { return kl > 1e-3; }));
+}
+
 void expect_conformant(const LogitComparison& cmp, const std::string& what, double max_kl,
                        bool carried) {
-    const int over = static_cast<int>(
-        std::count_if(cmp.row_kl.begin(), cmp.row_kl.end(), [](double kl) { return kl > 1e-3; }));
+    const int over = rows_over_1e3(cmp);
     std::printf(
         "[ %s ] %d rows: max|d| %.3e, KL %.3e, rows over 1e-3: %d, argmax flips %d (beyond noise "
         "%d)\n",

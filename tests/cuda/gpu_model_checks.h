@@ -31,6 +31,9 @@ std::vector<float> all_logits(const Model& model, const std::vector<int32_t>& to
 std::vector<float> decode_logits(const Model& model, const std::vector<int32_t>& tokens,
                                  KvType kv = KvType::kF32, int n_ctx = 64);
 
+// How many rows' KL passes 1e-3 (the conformance criteria's count).
+int rows_over_1e3(const LogitComparison& cmp);
+
 // The conformance criteria (llama_conformance_test.cpp): every row KL <= max_kl, at most a
 // quarter (carried: half) of the rows over 1e-3, no argmax flip beyond the rows' own noise.
 void expect_conformant(const LogitComparison& cmp, const std::string& what, double max_kl = 1e-2,
