@@ -33,14 +33,6 @@ constexpr int64_t kSumWork = 1 << 16;
 // Weight bytes a tile with many columns keeps in L2 while it runs through the column groups.
 constexpr size_t kTileBlockBytes = 64 << 10;
 
-void spin_until_set(const std::atomic<int>& flag) {
-    while (flag.load(std::memory_order_acquire) == 0) {
-#if defined(__x86_64__)
-        __builtin_ia32_pause();
-#endif
-    }
-}
-
 int64_t round_up(int64_t x, int64_t m) {
     return (x + m - 1) / m * m;
 }
@@ -282,11 +274,7 @@ void MoeExecutor::run_job(int worker) {
             prepare_inputs(t);
             p.inputs_done.value.fetch_add(1, std::memory_order_release);
         }
-        while (p.inputs_done.value.load(std::memory_order_acquire) < p.n_tokens) {
-#if defined(__x86_64__)
-            __builtin_ia32_pause();
-#endif
-        }
+        spin_until([&] { return p.inputs_done.value.load(std::memory_order_acquire) >= p.n_tokens; });
     }
     for (int64_t i; (i = p.next_item.value.fetch_add(1, std::memory_order_relaxed)) < p.n_items;) {
         if (i < p.n_pass1) {
@@ -373,7 +361,7 @@ void MoeExecutor::down_item(int block, int a, int) {
     const MoeLayer& L = *p.layer;
     const int64_t h0 = block * p.embd_block, h1 = std::min(L.n_embd, h0 + p.embd_block);
     // Items are claimed in order, so every pass-1 item of this expert is already running.
-    spin_until_set(p.ready[a]);
+    spin_until([&] { return p.ready[a].load(std::memory_order_acquire) != 0; });
     const int e = p.active[a], s0 = p.first[a], n = p.count[a];
     const WeightMatrix down = L.down.expert(e);
     float* y = p.y.data() + s0 * L.n_embd;
