@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "base/cpu_features.h"
 #include "base/error.h"
 #include "base/timer.h"
 #include "cli/bench_common.h"
@@ -159,11 +160,13 @@ void run_bench(const BenchModelOptions& o) {
     }
     const Speeds ours{median(prompt_tps), median(decode_tps)};
     const int threads = m.pool->size();
+    // llama.cpp's own default beside a GPU (a thread per core), where ours leaves a core free.
+    const int llama_threads = o.model.threads > 0 ? threads : cpu_features().physical_cores;
     LlamaResult llama;
     if (o.no_llama) {
         llama.why = "--no-llama";
     } else if (!o.llama_bench.empty()) {
-        llama = run_llama_bench(o, threads, gpu, m.model->file().path());
+        llama = run_llama_bench(o, llama_threads, gpu, m.model->file().path());
     } else if (gpu) {
         llama.why = "the GPU is measured against llama.cpp's CUDA build: give its llama-bench with --llama-bench";
     } else {
@@ -174,6 +177,7 @@ void run_bench(const BenchModelOptions& o) {
         nlohmann::json doc = {{"model", o.model.model_path},
                               {"backend", session.backend().name()},
                               {"threads", threads},
+                              {"llama_threads", llama_threads},
                               {"prompt_tokens", o.prompt},
                               {"gen_tokens", o.gen},
                               {"runs", o.runs},
@@ -198,8 +202,9 @@ void run_bench(const BenchModelOptions& o) {
         o.model.model_path.c_str(), session.backend().name().c_str(), threads, o.prompt, o.gen,
         o.model.kv_type.c_str(), o.runs,
         o.llama_bench.empty() ? ""
-                              : fmt::format(" (llama-bench{}{}: mean of its runs)",
-                                            o.llama_args.empty() ? "" : " ", o.llama_args)
+                              : fmt::format(" (llama-bench -t {}{}{}: mean of its runs)",
+                                            llama_threads, o.llama_args.empty() ? "" : " ",
+                                            o.llama_args)
                                     .c_str());
     if (!llama.ok)
         std::printf("llama.cpp: not measured: %s (our numbers only)\n", llama.why.c_str());
