@@ -73,7 +73,8 @@ namespace {
 // --threads, or by default one per physical core, less one beside a GPU: there the CUDA
 // runtime's host-function thread runs the CPU executor's share of a step, and with a thread per
 // core beside it the executor ran 2.6 times slower (760 µs a layer against 287 with one core
-// left free; H100 host, 16 cores, 7 December).
+// left free; H100 host, 16 cores, 7 December, before spin-waits yielded; with the yields, one
+// thread more than cores still cost 9 % on a 2-core host).
 int default_threads(int threads, Device device) {
     if (threads > 0) return threads;
     const int cores = cpu_features().physical_cores;

@@ -274,7 +274,8 @@ void MoeExecutor::run_job(int worker) {
             prepare_inputs(t);
             p.inputs_done.value.fetch_add(1, std::memory_order_release);
         }
-        spin_until([&] { return p.inputs_done.value.load(std::memory_order_acquire) >= p.n_tokens; });
+        spin_until(
+            [&] { return p.inputs_done.value.load(std::memory_order_acquire) >= p.n_tokens; });
     }
     for (int64_t i; (i = p.next_item.value.fetch_add(1, std::memory_order_relaxed)) < p.n_items;) {
         if (i < p.n_pass1) {
