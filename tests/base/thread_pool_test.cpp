@@ -7,9 +7,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <fstream>
+#include <thread>
 #include <vector>
 
 #include "base/error.h"
@@ -82,6 +84,46 @@ TEST(ThreadPool, StartAndWaitOverlapTheCaller) {
     pool.wait();  // runs worker 0 on this thread
     EXPECT_FALSE(pool.busy());
     EXPECT_EQ(sum.load(), 1 + 2);
+}
+
+// spin_until returns once its condition holds, and keeps asking through the yielding steps (a
+// condition that turns true only long after kSpinsBeforeYield asks).
+TEST(ThreadPool, SpinUntilWaitsThroughItsYields) {
+    std::atomic<int> asked{0};
+    std::atomic<bool> set{false}, returned{false};
+    std::thread setter([&] {
+        while (asked.load() < 4 * kSpinsBeforeYield && !returned.load()) std::this_thread::yield();
+        set = true;
+    });
+    spin_until([&] {
+        asked++;
+        return set.load();
+    });
+    const bool was_set = set.load();
+    returned = true;
+    setter.join();
+    EXPECT_TRUE(was_set) << "spin_until returned after " << asked.load() << " asks, before its "
+                         << "condition held";
+    EXPECT_GE(asked.load(), 4 * kSpinsBeforeYield + 1);
+}
+
+// More threads than cores (the CUDA runtime's host-function thread beside a full pool): jobs
+// and barriers still complete in order.
+TEST(ThreadPool, OversubscribedPoolKeepsPhases) {
+    const int threads = 4 * static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    ThreadPool pool(threads);
+    for (int round = 0; round < 3; ++round) {
+        std::atomic<int> arrived{0}, wrong{0};
+        pool.run([&](int) {
+            for (int phase = 1; phase <= 10; ++phase) {
+                arrived++;
+                pool.barrier();
+                if (arrived.load() != threads * phase) wrong++;
+                pool.barrier();
+            }
+        });
+        EXPECT_EQ(wrong.load(), 0) << "round " << round;
+    }
 }
 
 #if !defined(TANDEM_TEST_ASAN)
