@@ -6,8 +6,9 @@
 # LLAMA_BENCH: llama-bench of ../shared/oracle/llama_cuda.sh's build (its libraries beside it).
 # WHAT (default: all of them): fused (every expert in VRAM, -ngl 99), gpumem8 (`--gpu-mem 8`
 # against -ncmoe 28 --no-mmap), cpu (every routed expert on the CPU executor against -ncmoe 48
-# --no-mmap), cpu-layers (`--moe-cpu-layers 24` against -ncmoe 24 --no-mmap), archs (12-layer models of gpt-oss-20b's, a Gemma-4-26B-A4B-like,
-# a DeepSeek-V2-Lite-like and Qwen3.6-35B-A3B's shapes, fused), archs-hybrid (the same models
+# --no-mmap), cpu-layers (`--moe-cpu-layers 24` against -ncmoe 24 --no-mmap), archs (12-layer
+# models of gpt-oss-20b's, a Gemma-4-26B-A4B-like, a DeepSeek-V2-Lite-like and Qwen3.6-35B-A3B's
+# shapes, fused), archs-hybrid (the same models
 # with about half their bytes of VRAM, `auto` then hybrid, against llama.cpp with half the layers'
 # experts on the CPU: -ncmoe 6 --no-mmap). The models are random
 # (`tandem synth --fast-random`), written to TMPDIR (default /tmp) and removed after use.

@@ -1,8 +1,7 @@
 // Whether kernels may launch before their predecessor finishes (cuda/early_launch.cuh).
 #include <cuda_runtime.h>
 
-#include <cstdlib>
-#include <cstring>
+#include "base/env_flag.h"
 
 namespace tandem::cuda {
 
@@ -10,8 +9,7 @@ bool early_launch_enabled() {
     static const bool enabled = [] {
         // On by default (measured on an H100, 7 December: decode +3 %); TANDEM_GPU_EARLY_LAUNCH=0
         // launches every kernel the ordinary way.
-        const char* setting = std::getenv("TANDEM_GPU_EARLY_LAUNCH");
-        if (setting != nullptr && std::strcmp(setting, "0") == 0) return false;
+        if (env_flag_off("TANDEM_GPU_EARLY_LAUNCH")) return false;
         int device = 0, major = 0;
         if (cudaGetDevice(&device) != cudaSuccess ||
             cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) {
