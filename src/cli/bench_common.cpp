@@ -24,13 +24,6 @@
 
 namespace tandem::cli {
 
-double median(std::vector<double> v) {
-    if (v.empty()) return 0;
-    std::sort(v.begin(), v.end());
-    const size_t n = v.size();
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 AlignedBuffer::AlignedBuffer(size_t bytes) : size_(bytes) {
     p_.reset(static_cast<uint8_t*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64)));
     if (!p_) fail("cannot allocate {} MiB", bytes >> 20);

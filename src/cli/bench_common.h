@@ -11,11 +11,9 @@
 #include <vector>
 
 #include "base/thread_pool.h"
+#include "base/timer.h"  // median
 
 namespace tandem::cli {
-
-// The median of the values (the mean of the middle two for an even count); 0 when empty.
-double median(std::vector<double> values);
 
 // 64-byte aligned memory, uninitialised.
 class AlignedBuffer {

@@ -36,7 +36,7 @@ void add_model_options(CLI::App* cmd, ModelOptions& o) {
                     "offload, hybrid: expert slots in VRAM (default: as many as fit --gpu-mem)");
     cmd->add_option("--moe-hybrid-max-fetch", o.moe_hybrid_max_fetch,
                     "hybrid: missed experts copied into slots per layer and decode step (default: "
-                    "half the experts a token uses)");
+                    "as many as the CPU's time on a token's experts hides, measured at start)");
     cmd->add_flag("--no-mmap", o.no_mmap, "Read the weights into memory instead of mapping the file");
     cmd->add_flag("--mlock", o.mlock, "Lock the weights in RAM (needs a large enough RLIMIT_MEMLOCK)");
 }

@@ -29,8 +29,9 @@ void Stream::synchronize(const char* what) const {
     check(e, what);
 }
 
-Event::Event() {
-    check(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming), "cudaEventCreate");
+Event::Event(bool timed) {
+    check(cudaEventCreateWithFlags(&event_, timed ? cudaEventDefault : cudaEventDisableTiming),
+          "cudaEventCreate");
 }
 
 Event::~Event() {
@@ -43,6 +44,13 @@ void Event::record(cudaStream_t stream) const {
 
 void Event::wait_on(cudaStream_t stream) const {
     check(cudaStreamWaitEvent(stream, event_, 0), "cudaStreamWaitEvent");
+}
+
+float Event::milliseconds_since(const Event& start) const {
+    check(cudaEventSynchronize(event_), "cudaEventSynchronize");
+    float ms = 0;
+    check(cudaEventElapsedTime(&ms, start.event_, event_), "cudaEventElapsedTime");
+    return ms;
 }
 
 GraphCache::~GraphCache() {

@@ -31,10 +31,10 @@ class Stream {
     bool spin_wait_ = false;
 };
 
-// A CUDA event without timing (ordering between streams), owned.
+// A CUDA event, owned: for ordering between streams, or (timed) for measuring device time.
 class Event {
   public:
-    Event();
+    explicit Event(bool timed = false);
     ~Event();
     Event(const Event&) = delete;
     Event& operator=(const Event&) = delete;
@@ -43,6 +43,8 @@ class Event {
     void record(cudaStream_t stream) const;
     // Makes `stream` wait for the work recorded before this event.
     void wait_on(cudaStream_t stream) const;
+    // Waits for this event and returns the device milliseconds since `start` (both timed).
+    float milliseconds_since(const Event& start) const;
 
   private:
     cudaEvent_t event_ = nullptr;

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 
 #include "base/error.h"
@@ -159,6 +160,14 @@ ExpertPlacement place_experts(const PlacementNeeds& needs, const GpuOptions& o) 
     const size_t room = budget - std::min(budget, all_cpu.gpu_bytes);
     if (n_moe == 0 || needs.max_slots == 0 || room < needs.slot_bytes) return all_cpu;
     return with_slots(needs, o, all_cpu, MoeStrategy::kHybrid);
+}
+
+int hybrid_max_fetch(int n_expert_used, double cpu_seconds_per_expert,
+                     double copy_seconds_per_expert) {
+    if (n_expert_used < 1) return 0;
+    if (!(cpu_seconds_per_expert > 0) || !(copy_seconds_per_expert > 0)) return 1;
+    const double fit = n_expert_used * cpu_seconds_per_expert / copy_seconds_per_expert;
+    return static_cast<int>(std::clamp(std::floor(fit), 1.0, static_cast<double>(n_expert_used)));
 }
 
 std::string describe(const ExpertPlacement& p) {

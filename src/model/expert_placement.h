@@ -61,6 +61,15 @@ struct ExpertPlacement {
 // (the dense part's minimum, the strategy or layer count that fits).
 ExpertPlacement place_experts(const PlacementNeeds& needs, const GpuOptions& options);
 
+// hybrid's default --moe-hybrid-max-fetch: the missed experts a layer may copy into slots a
+// step, from the measured seconds the CPU executor takes for one expert and the seconds one
+// expert's copy into a slot takes. A layer's copies overlap the rest of the step, which is at
+// least the CPU's share of the layer when its routes miss: k · cpu seconds for top-k k. As many
+// copies as fit in that (k · cpu / copy), at least 1 (without copies the slots never fill) and
+// at most k (a token's misses).
+int hybrid_max_fetch(int n_expert_used, double cpu_seconds_per_expert,
+                     double copy_seconds_per_expert);
+
 // "fused", "cpu", "offload with N slots" or "N of M layers' experts on the CPU", for logs.
 std::string describe(const ExpertPlacement& p);
 

@@ -317,13 +317,7 @@ GpuBackend::GpuBackend(const Model& model, ThreadPool& pool, const CpuBackendOpt
                 cpu_routes_ = reinterpret_cast<Route*>(
                     device_floats(2 * static_cast<size_t>(cuda::kMaxSlotRoutes), "slot routes"));
                 hybrid_out_ = allocate(cuda::kSmallBatch, c_.n_embd);
-                // A copied expert (PCIe, about 55 GB/s pinned) costs about half what the CPU
-                // executor takes to compute one from host memory (about 90 GB/s, but three
-                // matrices read and the copy's own latency): copying half of a token's experts a
-                // step keeps the copies within the time the CPU spends on the misses.
-                max_fetch_ = gpu_options.moe_hybrid_max_fetch >= 0
-                                 ? gpu_options.moe_hybrid_max_fetch
-                                 : std::max(1, c_.n_expert_used / 2);
+                choose_max_fetch(gpu_options.moe_hybrid_max_fetch);
             }
         }
     }
@@ -1074,6 +1068,25 @@ void GpuBackend::add(Act y, Act x) {
     written(y);
     const cuda::OpProfile::Scope scope(profile_, "add", stream_.get());
     cuda::add(rows(y), rows(x), stream_.get());
+}
+
+void GpuBackend::choose_max_fetch(int asked) {
+    if (asked >= 0) {
+        max_fetch_ = asked;
+        log_info("hybrid: up to {} missed experts copied into slots a layer and step "
+                 "(--moe-hybrid-max-fetch)",
+                 max_fetch_);
+        return;
+    }
+    // Measured here, as this machine runs them: what the copies of a layer may take so that they
+    // end within the CPU's share of it (expert_placement.h).
+    const int k = c_.n_expert_used;
+    const double copy = expert_slots_->copy_seconds_per_expert(k, stream_.get());
+    const double cpu = cpu_experts_->seconds_per_expert();
+    max_fetch_ = hybrid_max_fetch(k, cpu, copy);
+    log_info("hybrid: up to {} missed experts copied into slots a layer and step (a copy {:.1f} "
+             "us an expert, the CPU executor {:.1f} us)",
+             max_fetch_, 1e6 * copy, 1e6 * cpu);
 }
 
 void GpuBackend::moe(int layer, Act logits, Act in, Act out) {

@@ -109,6 +109,9 @@ class GpuBackend final : public Ops {
     // returns the bytes the GPU holds.
     size_t place_weights(const GpuOptions& gpu, size_t kv_and_activation_bytes);
     void upload_weights();
+    // hybrid: max_fetch_ as asked (--moe-hybrid-max-fetch, >= 0), or from this machine's measured
+    // copy and CPU executor times (-1).
+    void choose_max_fetch(int asked);
     // The routed experts of m over `in` (`routes` naming m's experts) into out, on the GPU.
     void gpu_experts(const MoeLayer& m, const Route* routes, Act in, Act out);
     // Waits for the stream; throws the first error of a kernel or of the CPU experts.

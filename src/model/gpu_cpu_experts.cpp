@@ -1,6 +1,7 @@
 // The CPU executor's experts on the GPU backend's stream.
 #include "model/gpu_cpu_experts.h"
 
+#include <algorithm>
 #include <cstring>
 #include <exception>
 
@@ -57,6 +58,31 @@ void GpuCpuExperts::enqueue(int layer, const float* in, int64_t in_stride, const
     cuda::check(cudaMemcpy2DAsync(out, sizeof(float) * out_stride, result_.get(), row_bytes,
                                   row_bytes, n, cudaMemcpyHostToDevice, stream),
                 "copying the CPU experts' output");
+}
+
+double GpuCpuExperts::seconds_per_expert() {
+    std::vector<int> layers;  // executor layers
+    for (const int i : index_)
+        if (i >= 0) layers.push_back(i);
+    if (layers.empty() || top_k_ < 1) return 0.0;
+    float* hidden = hidden_.as<float>();
+    std::fill(hidden, hidden + n_embd_, 0.01f);
+    Route* routes = routes_.as<Route>();
+    constexpr int kCalls = 7;  // the first warms the pool and the code, not the experts
+    std::vector<double> seconds;
+    for (int call = 0; call <= kCalls; ++call) {
+        const int layer = layers[call % layers.size()];
+        const int n_expert = executor_->layer(layer).n_expert;
+        if (n_expert < top_k_) return 0.0;
+        const int first = static_cast<int>((call / layers.size()) * top_k_ % n_expert);
+        for (int j = 0; j < top_k_; ++j)
+            routes[j] = Route{(first + j) % n_expert, 1.0f / static_cast<float>(top_k_)};
+        const double start = now_seconds();
+        executor_->submit(layer, hidden, 1, routes);
+        executor_->wait();
+        if (call > 0) seconds.push_back(now_seconds() - start);
+    }
+    return median(std::move(seconds)) / top_k_;
 }
 
 void CUDART_CB GpuCpuExperts::run_call(void* p) {

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "base/error.h"
+#include "base/timer.h"  // median
 #include "cuda/check.h"
 
 namespace tandem {
@@ -174,6 +175,41 @@ void GpuExpertSlots::join(cudaStream_t stream) {
     fill_join_.record(fill_stream_.get());
     fill_join_.wait_on(stream);
     fills_pending_ = false;
+}
+
+double GpuExpertSlots::copy_seconds_per_expert(int n_copies, cudaStream_t stream) {
+    int layer = 0;
+    while (layer < static_cast<int>(layers_.size()) && layers_[layer].n_expert == 0) ++layer;
+    if (layer == static_cast<int>(layers_.size())) return 0.0;
+    const int n_expert = layers_[layer].n_expert;
+    const int n = std::min({n_copies, table_.n_slots, n_expert});
+    if (n < 1) return 0.0;
+    // A list of fills of its own (slots 0..n-1), so that the table stays as it is.
+    std::vector<int32_t> fills(2 * static_cast<size_t>(n) + 1);
+    cuda::DeviceBuffer list(sizeof(int32_t) * fills.size(), "the expert copy measurement");
+    cuda::SlotTable t = table_;
+    t.fill_slot = list.as<int32_t>();
+    t.fill_expert = t.fill_slot + n;
+    t.n_fills = t.fill_expert + n;
+    const cuda::Event start(true), stop(true);
+    constexpr int kCopies = 5;  // after one that warms the mappings
+    std::vector<double> seconds;
+    for (int copy = 0; copy <= kCopies; ++copy) {
+        for (int j = 0; j < n; ++j) {
+            fills[j] = j;
+            fills[n + j] = (copy * n + j) % n_expert;
+        }
+        fills[2 * n] = n;
+        cuda::check(cudaMemcpyAsync(list.get(), fills.data(), sizeof(int32_t) * fills.size(),
+                                    cudaMemcpyHostToDevice, stream),
+                    "the expert copy measurement");
+        start.record(stream);
+        cuda::fill_slots(sources_[layer], t, slots_, n, stream);
+        stop.record(stream);
+        const double ms = stop.milliseconds_since(start);
+        if (copy > 0) seconds.push_back(1e-3 * ms);
+    }
+    return median(std::move(seconds)) / n;
 }
 
 std::pair<uint64_t, uint64_t> GpuExpertSlots::counts() const {

@@ -44,6 +44,12 @@ class GpuExpertSlots {
     // that a replayed graph holds them too).
     void join(cudaStream_t stream);
 
+    // The device seconds one expert's copy from host memory into a slot takes, measured with
+    // n_copies experts copied at once (as split() copies up to max_fetch), each time other ones;
+    // the median over a few copies. Before any prepare() or split(): it writes slots that no
+    // expert owns yet.
+    double copy_seconds_per_expert(int n_copies, cudaStream_t stream);
+
     int n_slots() const { return table_.n_slots; }
     // Hits and misses so far (distinct experts per call); waits for the device.
     std::pair<uint64_t, uint64_t> counts() const;

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
 
 #include "base/error.h"
@@ -191,6 +192,21 @@ TEST(ExpertPlacement, AutoIsHybridWithTheSlotsThatFitWhenTheModelDoesNot) {
     p = place_experts(n, options(MoeStrategy::kAuto));
     EXPECT_EQ(p.n_slots, 0);
     EXPECT_EQ(p.n_cpu_layers, 0);
+}
+
+// hybrid's default copies a step: as many as the CPU's share of a layer hides, between 1 and k.
+TEST(ExpertPlacement, HybridFetchesWhatTheCpuTimeHides) {
+    // A copy at 55 GB/s of an expert the CPU computes at 98 GB/s: about half of top-8.
+    EXPECT_EQ(hybrid_max_fetch(8, 27e-6, 48e-6), 4);
+    EXPECT_EQ(hybrid_max_fetch(8, 10e-6, 48e-6), 1);  // floor(1.67)
+    EXPECT_EQ(hybrid_max_fetch(8, 1e-6, 48e-6), 1);   // never none: the slots must fill
+    EXPECT_EQ(hybrid_max_fetch(8, 100e-6, 48e-6), 8);  // never more than a token's misses
+    EXPECT_EQ(hybrid_max_fetch(6, 48e-6, 48e-6), 6);
+    EXPECT_EQ(hybrid_max_fetch(4, 30e-6, 20e-6), 4);  // floor(6), at most 4
+    EXPECT_EQ(hybrid_max_fetch(32, 30e-6, 40e-6), 24);
+    // A failed measurement (zero, NaN) falls back to one copy a step.
+    EXPECT_EQ(hybrid_max_fetch(8, 0.0, 48e-6), 1);
+    EXPECT_EQ(hybrid_max_fetch(8, 27e-6, std::nan("")), 1);
 }
 
 }  // namespace

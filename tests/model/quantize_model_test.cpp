@@ -95,7 +95,9 @@ TEST(QuantizeModel, TypesPerTensorValuesAndMetadata) {
         ASSERT_NE(v, nullptr);
         EXPECT_EQ(v->type, kv.value.type);
         EXPECT_EQ(v->count, kv.value.count);
-        if (kv.value.type == GgufValueType::kString) EXPECT_EQ(v->string, kv.value.string);
+        if (kv.value.type == GgufValueType::kString) {
+            EXPECT_EQ(v->string, kv.value.string);
+        }
         if (kv.value.type == GgufValueType::kArray && kv.value.elem_type == GgufValueType::kString) {
             EXPECT_EQ(v->strings, kv.value.strings);
         }
