@@ -102,7 +102,8 @@ __global__ void fill_slots_kernel(SlotLayer l, SlotTable t, SlotMemory m) {
     for (int p = 0; p < 3; ++p) {
         if (l.bytes[p] == 0) continue;
         const uint8_t* src = l.source[p] + e * l.stride[p];
-        uint8_t* dst = m.base + slot * m.slot_bytes + l.offset[p];
+        const int64_t slot_stride = m.part_stride[p] != 0 ? m.part_stride[p] : m.slot_bytes;
+        uint8_t* dst = m.base + slot * slot_stride + l.offset[p];
         const int64_t n = l.bytes[p];
         const bool wide = ((reinterpret_cast<uintptr_t>(src) | reinterpret_cast<uintptr_t>(dst) |
                             static_cast<uintptr_t>(n)) & 15) == 0;
@@ -125,7 +126,36 @@ __global__ void fill_slots_kernel(SlotLayer l, SlotTable t, SlotMemory m) {
     }
 }
 
+// One block: each routed expert flagged, then listed in expert order by thread 0.
+__global__ void list_routed_experts_kernel(const Route* routes, int n_routes, int n_expert,
+                                           SlotTable t) {
+    extern __shared__ int32_t routed[];  // [n_expert]
+    for (int e = threadIdx.x; e < n_expert; e += blockDim.x) routed[e] = 0;
+    __syncthreads();
+    for (int j = threadIdx.x; j < n_routes; j += blockDim.x) {
+        const int e = routes[j].expert;
+        if (e >= 0 && e < n_expert) routed[e] = 1;
+    }
+    __syncthreads();
+    if (threadIdx.x != 0) return;
+    int n = 0;
+    for (int e = 0; e < n_expert; ++e) {
+        if (!routed[e]) continue;
+        t.fill_slot[n] = e;
+        t.fill_expert[n] = e;
+        ++n;
+    }
+    *t.n_fills = n;
+}
+
 }  // namespace
+
+void list_routed_experts(const Route* routes, int n_routes, int n_expert, const SlotTable& list,
+                         cudaStream_t stream) {
+    list_routed_experts_kernel<<<1, kAssignThreads, sizeof(int32_t) * n_expert, stream>>>(
+        routes, n_routes, n_expert, list);
+    check_launch("list_routed_experts");
+}
 
 void assign_slots(const Route* routes, int n_routes, int layer, const SlotTable& table,
                   Route* slot_routes, cudaStream_t stream) {

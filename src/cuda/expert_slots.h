@@ -48,7 +48,10 @@ struct SlotLayer {
 // biases.
 struct SlotMemory {
     uint8_t* base = nullptr;
-    int64_t slot_bytes = 0;
+    int64_t slot_bytes = 0;  // from one slot to the next
+    // When set, part p of slot s lies at base + offset[p] + s · part_stride[p] instead: the
+    // prefill stream's buffers, whose slot s is expert s of whole tensors laid end to end.
+    int64_t part_stride[3] = {};
     float* scales[3] = {};       // [n_slots] each
     float* biases[3] = {};       // [n_slots][bias_stride[p]] each
     int64_t bias_stride[3] = {};  // floats from one slot's biases to the next
@@ -69,9 +72,16 @@ void assign_slots(const Route* routes, int n_routes, int layer, const SlotTable&
 void split_slot_routes(const Route* routes, int n_routes, int layer, const SlotTable& table,
                        int max_fetch, Route* slot_routes, Route* cpu_routes, cudaStream_t stream);
 
-// Copies the experts that the last assign_slots or split_slot_routes call gave slots (at most
-// max_fills: its n_routes, or max_fetch) from host memory into their slots, with their scales
-// and biases.
+// The distinct experts that `routes` names (experts below n_expert, at most kMaxListedExperts),
+// as the list of fills that copies each into the slot of its own index (in expert order): for
+// the prefill stream, which copies only the experts a batch routes to.
+constexpr int kMaxListedExperts = 4096;
+void list_routed_experts(const Route* routes, int n_routes, int n_expert, const SlotTable& list,
+                         cudaStream_t stream);
+
+// Copies the experts that the last assign_slots, split_slot_routes or list_routed_experts call
+// gave slots (at most max_fills: its n_routes, max_fetch or n_expert) from host memory into
+// their slots, with their scales and biases.
 void fill_slots(const SlotLayer& layer, const SlotTable& table, const SlotMemory& memory,
                 int max_fills, cudaStream_t stream);
 

@@ -1131,7 +1131,7 @@ void GpuBackend::moe(int layer, Act logits, Act in, Act out) {
         cpu_experts_->enqueue(layer, in.data, in.stride, routes_, n, out.data, out.stride, st);
     } else {
         scope.emplace(profile_, "moe expert stream wait", st);
-        const MoeLayer streamed = expert_stream_->acquire(layer, st);
+        const MoeLayer streamed = expert_stream_->acquire(layer, routes_, n * c_.n_expert_used, st);
         scope.reset();
         gpu_experts(streamed, routes_, in, out);
         expert_stream_->release(layer, st);

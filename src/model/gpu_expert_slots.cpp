@@ -26,6 +26,22 @@ int64_t expert_bytes(const ExpertMatrix& e) {
 
 }  // namespace
 
+cuda::SlotLayer mapped_expert_source(const MoeLayer& m, const int64_t offset[3]) {
+    cuda::SlotLayer s;
+    for (int p = 0; p < 3; ++p) {
+        const ExpertMatrix& e = *part(m, p);
+        if (e.matrix.empty()) continue;
+        void* device = nullptr;
+        cuda::check(cudaHostGetDevicePointer(&device, const_cast<uint8_t*>(e.matrix.data), 0),
+                    "mapping host experts for the GPU's copies");
+        s.source[p] = static_cast<const uint8_t*>(device);
+        s.stride[p] = e.expert_stride;
+        s.bytes[p] = expert_bytes(e);
+        s.offset[p] = offset[p];
+    }
+    return s;
+}
+
 int64_t GpuExpertSlots::slot_bytes(const std::vector<MoeLayer>& layers) {
     int64_t widest = 0;
     for (const MoeLayer& m : layers) {
@@ -44,18 +60,16 @@ GpuExpertSlots::GpuExpertSlots(const std::vector<MoeLayer>& layers, int n_slots)
     for (size_t il = 0; il < layers.size(); ++il) {
         const MoeLayer& m = layers[il];
         if (m.n_expert == 0) continue;
+        int64_t offset[3] = {}, at = 0;
+        for (int p = 0; p < 3; ++p) {
+            offset[p] = at;
+            at += cuda::align_up(expert_bytes(*part(m, p)));
+        }
         cuda::SlotLayer& s = sources_[il];
-        int64_t at = 0;
+        s = mapped_expert_source(m, offset);
         for (int p = 0; p < 3; ++p) {
             const ExpertMatrix& e = *part(m, p);
             if (e.matrix.empty()) continue;
-            void* device = nullptr;
-            cuda::check(cudaHostGetDevicePointer(&device, const_cast<uint8_t*>(e.matrix.data), 0),
-                        "mapping host experts for the slot cache");
-            s.source[p] = static_cast<const uint8_t*>(device);
-            s.stride[p] = e.expert_stride;
-            s.bytes[p] = expert_bytes(e);
-            s.offset[p] = at;
             s.scales[p] = e.scales;
             if (e.bias != nullptr) {
                 s.biases[p] = e.bias;
@@ -63,7 +77,6 @@ GpuExpertSlots::GpuExpertSlots(const std::vector<MoeLayer>& layers, int n_slots)
                 s.bias_rows[p] = e.matrix.rows;
                 slots_.bias_stride[p] = std::max(slots_.bias_stride[p], e.matrix.rows);
             }
-            at += cuda::align_up(s.bytes[p]);
         }
     }
     // The table: slot_of, owner, last_used, clock, fills, counts, in one allocation.

@@ -16,6 +16,11 @@
 
 namespace tandem {
 
+// Where the copy kernels read `m`'s experts (its host matrices, registered with the driver as
+// mapped memory) and where part p (gate, up, down) goes in a destination: offset[p]. Without
+// scales or biases.
+cuda::SlotLayer mapped_expert_source(const MoeLayer& m, const int64_t offset[3]);
+
 class GpuExpertSlots {
   public:
     // The bytes one slot takes to hold an expert of any of `layers` (n_expert 0: not a host layer).

@@ -9,6 +9,7 @@
 #include "base/log.h"
 #include "base/timer.h"
 #include "cuda/check.h"
+#include "model/gpu_expert_slots.h"  // mapped_expert_source
 
 namespace tandem {
 namespace {
@@ -68,6 +69,47 @@ GpuExpertStream::GpuExpertStream(std::vector<MoeLayer> layers)
     } else {
         host_memory_ = "host experts copy from pageable memory (" + why + ")";
     }
+    if (!pinned()) return;  // the kernel's copies read the registered memory
+    sources_.resize(layers_.size());
+    list_at_.assign(layers_.size(), 0);
+    size_t list_ints = 0;
+    for (const int il : host_layers_) {
+        const MoeLayer& m = layers_[il];
+        if (m.n_expert > cuda::kMaxListedExperts) {
+            fail("the prefill expert stream: layer {} has {} experts (at most {})", il,
+                 m.n_expert, cuda::kMaxListedExperts);
+        }
+        const std::array<size_t, 4> at = part_offsets(m);
+        const int64_t offset[3] = {static_cast<int64_t>(at[0]), static_cast<int64_t>(at[1]),
+                                   static_cast<int64_t>(at[2])};
+        sources_[il] = mapped_expert_source(m, offset);
+        list_at_[il] = list_ints;
+        list_ints += 2 * static_cast<size_t>(m.n_expert) + 1;
+    }
+    lists_ = cuda::DeviceBuffer(sizeof(int32_t) * list_ints, "the prefill expert stream's lists");
+    routed_counts_ = cuda::PinnedBuffer(sizeof(int32_t) * layers_.size(), "routed expert counts");
+    std::fill_n(routed_counts_.as<int32_t>(), layers_.size(), -1);
+    routes_counted_.assign(layers_.size(), 0);
+}
+
+cuda::SlotTable GpuExpertStream::routed_list(int layer) const {
+    cuda::SlotTable t;
+    t.fill_slot = lists_.as<int32_t>() + list_at_[layer];
+    t.fill_expert = t.fill_slot + layers_[layer].n_expert;
+    t.n_fills = t.fill_expert + layers_[layer].n_expert;
+    return t;
+}
+
+bool GpuExpertStream::copies_routed_only(int layer, int n_routes) const {
+    if (sources_.empty()) return false;
+    // The count the stream wrote for the layer's last batch (read while no copy of it is queued:
+    // the batch has ended, or the value is the one before; either is a fair guess).
+    const int counted = reinterpret_cast<const volatile int32_t*>(routed_counts_.get())[layer];
+    if (counted < 0 || routes_counted_[layer] <= 0) return false;
+    // A batch with more routes reaches more experts: scale the count up, never down.
+    const double expected = counted * std::max(1.0, static_cast<double>(n_routes) /
+                                                        routes_counted_[layer]);
+    return expected < 0.5 * layers_[layer].n_expert;
 }
 
 void GpuExpertStream::start_copy(int layer, Buffer& b) {
@@ -85,21 +127,45 @@ void GpuExpertStream::start_copy(int layer, Buffer& b) {
     b.layer = layer;
 }
 
-MoeLayer GpuExpertStream::acquire(int layer, cudaStream_t compute) {
+MoeLayer GpuExpertStream::acquire(int layer, const Route* routes, int n_routes,
+                                  cudaStream_t compute) {
     if (layer < 0 || layer >= static_cast<int>(ordinal_.size()) || ordinal_[layer] < 0)
         fail("moe: layer {} has no experts in host memory", layer);
     Buffer& b = buffers_[buffer_of(layer)];
-    if (b.layer != layer) start_copy(layer, b);
+    const bool routed_only = b.layer != layer && copies_routed_only(layer, n_routes);
+    if (b.layer != layer && !routed_only) start_copy(layer, b);
     // The next host layer's experts into the other buffer, behind this layer's compute.
     const int next = ordinal_[layer] + 1;
     if (next < static_cast<int>(host_layers_.size())) {
         const int next_layer = host_layers_[next];
         Buffer& o = buffers_[buffer_of(next_layer)];
-        if (&o != &b && o.layer != next_layer) start_copy(next_layer, o);
+        if (&o != &b && o.layer != next_layer && !copies_routed_only(next_layer, n_routes))
+            start_copy(next_layer, o);
     }
     b.copied.wait_on(compute);
-    // The device's view: scales and biases as uploaded, the matrices in the buffer.
     MoeLayer d = layers_[layer];
+    if (!sources_.empty()) {
+        // This batch's routed experts: the list for a routed-only copy, and their count for the
+        // next batch's choice.
+        const cuda::SlotTable list = routed_list(layer);
+        cuda::list_routed_experts(routes, n_routes, d.n_expert, list, compute);
+        cuda::check(cudaMemcpyAsync(routed_counts_.as<int32_t>() + layer, list.n_fills,
+                                    sizeof(int32_t), cudaMemcpyDeviceToHost, compute),
+                    "counting the routed experts");
+        routes_counted_[layer] = n_routes;
+        if (routed_only) {
+            // Into the buffer in the whole copy's layout (expert e where the whole copy puts
+            // it): the routes need no renaming. The compute that last read the buffer is on this
+            // stream, before this copy.
+            cuda::SlotMemory into;
+            into.base = b.memory.as<uint8_t>();
+            const ExpertMatrix* dp[] = {&d.gate, &d.up, &d.down};
+            for (int i = 0; i < 3; ++i) into.part_stride[i] = dp[i]->expert_stride;
+            cuda::fill_slots(sources_[layer], list, into, d.n_expert, compute);
+            b.layer = -1;  // not the whole layer: no later batch may take it as copied
+        }
+    }
+    // The device's view: scales and biases as uploaded, the matrices in the buffer.
     const std::array<size_t, 4> at = part_offsets(d);
     ExpertMatrix* dp[] = {&d.gate, &d.up, &d.down};
     for (int i = 0; i < 3; ++i) dp[i]->matrix.data = b.memory.as<uint8_t>() + at[i];

@@ -4,6 +4,12 @@
 // one layer's experts, the copy engine fills the other with the next host layer's (on a stream
 // of its own, ordered by events), so the copies hide behind the compute when PCIe keeps up. The
 // host ranges are registered with the driver first, so they copy at the pinned rate.
+//
+// A batch that routes to few of a layer's experts (a short prompt, a router that favours a few)
+// needs only those: each batch lists the experts it routes to per layer, and a layer whose last
+// batch routed to under half its experts copies only the routed ones, by a kernel reading the
+// registered host memory, after its router (that copy cannot start a layer early, so it pays only
+// when it moves much less).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -13,6 +19,7 @@
 #include <vector>
 
 #include "cpu/moe_layer.h"
+#include "cuda/expert_slots.h"
 #include "cuda/memory.h"
 #include "cuda/stream.h"
 #include "model/model_weights.h"
@@ -29,10 +36,11 @@ class GpuExpertStream {
     // others.
     explicit GpuExpertStream(std::vector<MoeLayer> layers);
 
-    // The experts of host layer `layer` in VRAM for work queued on `compute` after this call:
-    // starts their copy unless it is under way, and the copy of the next host layer's into the
-    // other buffer. Call release() once the work reading them is queued.
-    MoeLayer acquire(int layer, cudaStream_t compute);
+    // The experts of host layer `layer` that `routes` (n_routes, on the device) name in VRAM for
+    // work queued on `compute` after this call: starts the copy of the layer's experts unless it
+    // is under way (or of the routed ones only, as above), and the copy of the next host layer's
+    // into the other buffer. Call release() once the work reading them is queued.
+    MoeLayer acquire(int layer, const Route* routes, int n_routes, cudaStream_t compute);
     void release(int layer, cudaStream_t compute);
 
     // What registering the host ranges gave: pinned GiB, or why the copies run pageable.
@@ -49,6 +57,10 @@ class GpuExpertStream {
     };
     void start_copy(int layer, Buffer& b);
     int buffer_of(int layer) const { return ordinal_[layer] % 2; }
+    // Whether `layer` copies only the experts routed to, for a batch of n_routes routes.
+    bool copies_routed_only(int layer, int n_routes) const;
+    // The list of routed experts of host layer `layer` (cuda::list_routed_experts).
+    cuda::SlotTable routed_list(int layer) const;
 
     std::vector<MoeLayer> layers_;
     std::vector<int> ordinal_;     // layer -> its rank among the host layers, -1: resident
@@ -57,6 +69,15 @@ class GpuExpertStream {
     Buffer buffers_[2];
     cuda::HostRegistration registration_;
     std::string host_memory_;
+    // The routed-only copies: each layer's experts as the kernel reads them (device pointers to
+    // the registered host memory), the device lists of routed experts, and per layer the count
+    // of its last batch's routed experts (pinned, written by the stream; -1: none yet) and that
+    // batch's routes.
+    std::vector<cuda::SlotLayer> sources_;
+    cuda::DeviceBuffer lists_;
+    std::vector<size_t> list_at_;  // per layer, ints into lists_
+    cuda::PinnedBuffer routed_counts_;
+    std::vector<int> routes_counted_;
 };
 
 }  // namespace tandem
