@@ -7,6 +7,7 @@
 #include <cfloat>
 #include <climits>
 
+#include "base/env_flag.h"
 #include "cuda/attention_kernels.cuh"
 #include "cuda/check.h"
 #include "cuda/early_launch.cuh"
@@ -232,6 +233,13 @@ void attention_tiled(const KvLayer& kv, DeviceRows q, const TokenPlace* places,
     a.places = places;
     a.out = out.data;
     a.out_stride = out.stride;
+    // f16 caches of the common head sizes on tensor cores (TANDEM_GPU_SCALAR_ATTENTION=1: the
+    // scalar kernel below for every cache, for comparison).
+    static const bool scalar_only = env_flag("TANDEM_GPU_SCALAR_ATTENTION");
+    if (!scalar_only && attention_mma_takes(kv, q.stride, out.stride)) {
+        attention_mma(a, stream);
+        return;
+    }
     const int tiles = (q.rows + kTileQueries - 1) / kTileQueries;
     if (wide(a.dk, a.dv)) {  // (callers check tiled_attention_fits())
         launch_tiled_wide(kv.f16, dim3(tiles, p.n_head), tiled_shared_bytes(a.dk, a.dv, 1), stream,

@@ -3,7 +3,8 @@
 // keys stream through shared memory and registers of a fixed size, whatever their width).
 // attention.cu instantiates them for heads of up to kMaxHeadDim (256), attention_wide.cu for
 // values of up to kMaxWideValueDim (512) under keys of up to kMaxWideKeyDim (576), each in its
-// own translation unit, so the common path's registers stay as they were; nothing else includes
+// own translation unit, so the common path's registers stay as they were; attention_mma.cu takes
+// its argument structures and helpers for the tensor-core prefill kernel. Nothing else includes
 // this file.
 #pragma once
 
@@ -535,6 +536,11 @@ inline size_t tiled_shared_bytes(int dk, int dv, int heads) {
 
 // The most shared memory a block may take on the current device (attention.cu).
 size_t max_block_shared_bytes();
+
+// attention_mma.cu: prefill on tensor cores, for f16 caches of heads of 64, 128 or 256 keys and
+// as many values (rows of an even number of floats).
+bool attention_mma_takes(const KvLayer& kv, int64_t q_stride, int64_t out_stride);
+void attention_mma(const TiledArgs& a, cudaStream_t stream);
 
 // attention_wide.cu: the kernels for the wide heads (keys or values past kMaxHeadDim).
 void launch_chunks_wide(bool f16, dim3 grid, size_t shared, cudaStream_t stream,

@@ -154,7 +154,8 @@ TEST_P(GpuAttention, MatchesTheCpu) {
 }
 
 // Windows and sinks (gpt-oss): windows shorter than a decode chunk and longer than a prefill
-// tile of keys, sinks with and without a window, f16 and f32 caches.
+// tile of keys, sinks with and without a window, f16 and f32 caches (f16 prefill of heads of 64,
+// 128 and 256 on tensor cores, the others on the scalar tiles).
 INSTANTIATE_TEST_SUITE_P(Shapes, GpuAttention,
                          ::testing::Values(AttentionCase{4, 4, 64, 300, false},
                                            AttentionCase{8, 2, 128, 700, false},
@@ -166,7 +167,12 @@ INSTANTIATE_TEST_SUITE_P(Shapes, GpuAttention,
                                            AttentionCase{4, 2, 64, 300, false, 8, false},
                                            AttentionCase{4, 1, 64, 1100, true, 128, false},
                                            AttentionCase{4, 4, 64, 300, false, 0, true},
-                                           AttentionCase{4, 4, 64, 300, true, 0, true}));
+                                           AttentionCase{4, 4, 64, 300, true, 0, true},
+                                           // The tensor-core prefill (f16, heads of 64, 128
+                                           // and 256): long contexts, windows with sinks.
+                                           AttentionCase{8, 2, 128, 700, true},
+                                           AttentionCase{4, 1, 128, 2100, true, 0, true},
+                                           AttentionCase{4, 2, 256, 700, true, 100, true}));
 
 TEST(GpuRope, MatchesTheCpu) {
     TANDEM_REQUIRE_GPU();
