@@ -307,6 +307,25 @@ struct TiledArgs : LayerArgs {
     int64_t out_stride;
 };
 
+// The next sequence after done_seq among a tile's n queries (INT_MAX: none left), and the
+// positions [begin, end) its queries see: for thread 0 to publish to the block, which then takes
+// that sequence's queries (the others masked).
+__device__ __forceinline__ void next_tile_sequence(const int* q_seq, const int* q_pos, int n,
+                                                   int window, int done_seq, int& seq, int& begin,
+                                                   int& end) {
+    int s = INT_MAX, b = INT_MAX, e = -1;
+    for (int i = 0; i < n; ++i)
+        if (q_seq[i] > done_seq && q_seq[i] < s) s = q_seq[i];
+    for (int i = 0; i < n; ++i) {
+        if (q_seq[i] != s) continue;
+        b = min(b, first_seen(q_pos[i], window));
+        e = max(e, q_pos[i] + 1);
+    }
+    seq = s;
+    begin = b;
+    end = e;
+}
+
 template <bool kF16>
 __device__ __forceinline__ void load_rows(const void* base, int64_t first, int64_t row_stride,
                                           int j0, int positions, int n_rows, int dim, float* dst,
@@ -388,17 +407,8 @@ __global__ void __launch_bounds__(kThreads)
     for (;;) {
         __syncthreads();
         if (threadIdx.x == 0) {
-            int s = INT_MAX, begin = INT_MAX, end = -1;
-            for (int i = 0; i < kTileQueries; ++i)
-                if (q_seq[i] > done_seq && q_seq[i] < s) s = q_seq[i];
-            for (int i = 0; i < kTileQueries; ++i) {
-                if (q_seq[i] != s) continue;
-                begin = min(begin, first_seen(q_pos[i], a.window));
-                end = max(end, q_pos[i] + 1);
-            }
-            next_seq = s;
-            seq_begin = begin;
-            seq_end = end;
+            next_tile_sequence(q_seq, q_pos, kTileQueries, a.window, done_seq, next_seq,
+                               seq_begin, seq_end);
         }
         __syncthreads();
         const int seq = next_seq, first_key = seq_begin, n_keys = seq_end;

@@ -127,17 +127,8 @@ __global__ void __launch_bounds__(kThreads)
         // The tile's queries a sequence at a time (the others masked), as the scalar kernel.
         __syncthreads();
         if (threadIdx.x == 0) {
-            int s = INT_MAX, begin = INT_MAX, end = -1;
-            for (int i = 0; i < kMmaQueries; ++i)
-                if (q_seq[i] > done_seq && q_seq[i] < s) s = q_seq[i];
-            for (int i = 0; i < kMmaQueries; ++i) {
-                if (q_seq[i] != s) continue;
-                begin = min(begin, q_first[i]);
-                end = max(end, q_pos[i] + 1);
-            }
-            next_seq = s;
-            seq_begin = begin;
-            seq_end = end;
+            next_tile_sequence(q_seq, q_pos, kMmaQueries, a.window, done_seq, next_seq, seq_begin,
+                               seq_end);
         }
         __syncthreads();
         const int seq = next_seq, first_key = seq_begin, n_keys = seq_end;
