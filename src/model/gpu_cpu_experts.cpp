@@ -2,20 +2,38 @@
 #include "model/gpu_cpu_experts.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cstddef>
 #include <cstring>
 #include <exception>
 
-#include "base/error.h"
 #include "base/env_flag.h"
+#include "base/error.h"
 #include "base/log.h"
 #include "base/timer.h"
 #include "cuda/check.h"
 
 namespace tandem {
+namespace {
+
+// How long the server spins after a request before it naps between polls, and the naps: a decode
+// step's layers come tens of µs apart and the host's work between steps takes well under the
+// spin; after a second without requests (a server between conversations) the naps lengthen, so
+// that an idle process costs next to nothing, and its next step waits a millisecond at most.
+constexpr double kSpinSeconds = 0.005;
+constexpr double kIdleSeconds = 1.0;
+constexpr auto kNap = std::chrono::microseconds(50);
+constexpr auto kIdleNap = std::chrono::milliseconds(1);
+
+}  // namespace
 
 GpuCpuExperts::GpuCpuExperts(const Model& model, const std::vector<bool>& on_cpu, int max_tokens,
                              ThreadPool& pool)
-    : n_embd_(model.config().n_embd), top_k_(model.config().n_expert_used) {
+    : n_embd_(model.config().n_embd),
+      top_k_(model.config().n_expert_used),
+      mailbox_(max_tokens, model.config().n_embd,
+               sizeof(Route) * static_cast<size_t>(max_tokens) * model.config().n_expert_used,
+               model.config().n_embd) {
     std::vector<MoeLayer> layers;
     index_.assign(on_cpu.size(), -1);
     for (size_t il = 0; il < on_cpu.size(); ++il) {
@@ -24,19 +42,19 @@ GpuCpuExperts::GpuCpuExperts(const Model& model, const std::vector<bool>& on_cpu
         layers.push_back(model.weights().layers[il].experts);  // host views: read in place
     }
     executor_ = std::make_unique<MoeExecutor>(std::move(layers), max_tokens, top_k_, pool);
-    const size_t rows = static_cast<size_t>(max_tokens);
-    hidden_ = cuda::PinnedBuffer(sizeof(float) * rows * n_embd_, "CPU experts' input");
-    routes_ = cuda::PinnedBuffer(sizeof(Route) * rows * top_k_, "CPU experts' routes");
-    result_ = cuda::PinnedBuffer(sizeof(float) * rows * n_embd_, "CPU experts' output");
     timed_ = env_flag("TANDEM_GPU_PROFILE");
+    server_ = std::thread([this] { serve(); });
 }
 
 GpuCpuExperts::~GpuCpuExperts() {
+    stop_ = true;
+    server_.join();
     if (!timed_ || timed_calls_ == 0) return;
     const double n = static_cast<double>(timed_calls_);
-    log_info("cpu experts: {} host functions, {:.1f} us each in the executor, {:.1f} us between "
-             "one's end and the next one's start",
-             timed_calls_, 1e6 * executor_seconds_ / n, 1e6 * between_seconds_ / n);
+    log_info(
+        "cpu experts: {} requests, {:.1f} us each in the executor, {:.1f} us between "
+        "one's end and the next one's start",
+        timed_calls_, 1e6 * executor_seconds_ / n, 1e6 * between_seconds_ / n);
 }
 
 void GpuCpuExperts::enqueue(int layer, const float* in, int64_t in_stride, const Route* routes,
@@ -44,20 +62,12 @@ void GpuCpuExperts::enqueue(int layer, const float* in, int64_t in_stride, const
     if (!has(layer)) fail("moe: layer {} has no experts on the CPU", layer);
     if (n > executor_->max_tokens())
         fail("moe: {} rows for the CPU experts (at most {})", n, executor_->max_tokens());
-    const size_t row_bytes = sizeof(float) * n_embd_;
-    cuda::check(cudaMemcpy2DAsync(hidden_.get(), row_bytes, in, sizeof(float) * in_stride,
-                                  row_bytes, n, cudaMemcpyDeviceToHost, stream),
-                "copying the CPU experts' input");
-    cuda::check(cudaMemcpyAsync(routes_.get(), routes, sizeof(Route) * n * top_k_,
-                                cudaMemcpyDeviceToHost, stream),
-                "copying the CPU experts' routes");
-    std::unique_ptr<Call>& call = calls_[{layer, n}];
-    if (!call) call = std::make_unique<Call>(Call{this, layer, n});
-    cuda::check(cudaLaunchHostFunc(stream, &GpuCpuExperts::run_call, call.get()),
-                "queueing the CPU experts");
-    cuda::check(cudaMemcpy2DAsync(out, sizeof(float) * out_stride, result_.get(), row_bytes,
-                                  row_bytes, n, cudaMemcpyHostToDevice, stream),
-                "copying the CPU experts' output");
+    // Routes of expert -1 (hybrid's hits) are not the CPU's: a layer without others is not sent.
+    static_assert(offsetof(Route, expert) == 0 && sizeof(Route) % 4 == 0);
+    mailbox_.post(cuda::DeviceRows{const_cast<float*>(in), n, n_embd_, in_stride}, routes,
+                  sizeof(Route) * static_cast<size_t>(n) * top_k_, sizeof(Route) / 4, layer,
+                  stream);
+    mailbox_.await(cuda::DeviceRows{out, n, n_embd_, out_stride}, stream);
 }
 
 double GpuCpuExperts::seconds_per_expert() {
@@ -65,9 +75,8 @@ double GpuCpuExperts::seconds_per_expert() {
     for (const int i : index_)
         if (i >= 0) layers.push_back(i);
     if (layers.empty() || top_k_ < 1) return 0.0;
-    float* hidden = hidden_.as<float>();
-    std::fill(hidden, hidden + n_embd_, 0.01f);
-    Route* routes = routes_.as<Route>();
+    const std::vector<float> hidden(n_embd_, 0.01f);
+    std::vector<Route> routes(top_k_);
     constexpr int kCalls = 7;  // the first warms the pool and the code, not the experts
     std::vector<double> seconds;
     for (int call = 0; call <= kCalls; ++call) {
@@ -78,25 +87,45 @@ double GpuCpuExperts::seconds_per_expert() {
         for (int j = 0; j < top_k_; ++j)
             routes[j] = Route{(first + j) % n_expert, 1.0f / static_cast<float>(top_k_)};
         const double start = now_seconds();
-        executor_->submit(layer, hidden, 1, routes);
+        executor_->submit(layer, hidden.data(), 1, routes.data());
         executor_->wait();
         if (call > 0) seconds.push_back(now_seconds() - start);
     }
     return median(std::move(seconds)) / top_k_;
 }
 
-void CUDART_CB GpuCpuExperts::run_call(void* p) {
-    const Call* call = static_cast<const Call*>(p);
-    call->self->compute(call->layer, call->n);
+void GpuCpuExperts::serve() {
+    // Napping until the first request: seconds_per_expert() measures the executor without this
+    // thread spinning beside its workers.
+    double last_request = -kSpinSeconds;
+    while (!stop_.load(std::memory_order_relaxed)) {
+        cuda::HostMailbox::Request r;
+        if (mailbox_.pending(&r)) {
+            compute(r.tag, r.rows);
+            mailbox_.answer(r.number);
+            last_request = now_seconds();
+        } else if (now_seconds() - last_request < kSpinSeconds) {
+#if defined(__x86_64__)
+            __builtin_ia32_pause();
+#endif
+        } else {
+            std::this_thread::sleep_for(now_seconds() - last_request < kIdleSeconds ? kNap
+                                                                                    : kIdleNap);
+        }
+    }
 }
 
 void GpuCpuExperts::compute(int layer, int n) noexcept {
-    // On a CUDA runtime thread: no CUDA calls here, and nothing may escape.
+    // Whatever happens, the answer is written: the stream waits for it.
+    float* answer = mailbox_.answer_rows();
     try {
+        if (!has(layer) || n < 1 || n > executor_->max_tokens())
+            fail("a request for layer {} with {} rows", layer, n);
         const double start = timed_ ? now_seconds() : 0.0;
-        executor_->submit(index_[layer], hidden_.as<float>(), n, routes_.as<Route>());
+        executor_->submit(index_[layer], mailbox_.request_rows(), n,
+                          static_cast<const Route*>(mailbox_.request_extra()));
         const float* sum = executor_->wait();
-        std::memcpy(result_.get(), sum, sizeof(float) * n_embd_ * n);
+        std::memcpy(answer, sum, sizeof(float) * n_embd_ * n);
         if (timed_) {
             const double end = now_seconds();
             // A gap over a second is the host's time between passes, not a step's.
@@ -106,9 +135,10 @@ void GpuCpuExperts::compute(int layer, int n) noexcept {
             ++timed_calls_;
         }
     } catch (const std::exception& e) {
-        std::memset(result_.get(), 0, sizeof(float) * n_embd_ * n);
+        std::memset(answer, 0, sizeof(float) * n_embd_ * std::clamp(n, 0, executor_->max_tokens()));
         const std::lock_guard<std::mutex> lock(error_mutex_);
-        if (error_.empty()) error_ = fmt::format("the CPU experts of layer {}: {}", layer, e.what());
+        if (error_.empty())
+            error_ = fmt::format("the CPU experts of layer {}: {}", layer, e.what());
         failed_ = true;
     }
 }

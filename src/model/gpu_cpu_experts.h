@@ -1,24 +1,26 @@
 // Routed experts computed by the CPU executor inside the GPU backend's stream (the `cpu`
-// strategy, and the CPU layers of --moe-cpu-layers): the layer's input rows and the routes the
-// GPU chose are copied to pinned host memory, a host function queued on the stream runs the CPU
-// MoE executor on them (from the expert weights in host memory, in place), and its weighted sum
-// is copied back. All three are stream work, so a decode step with CPU layers is still one CUDA
-// graph: the host function runs in the graph, and no host thread waits in between.
+// strategy, the CPU layers of --moe-cpu-layers, hybrid's misses): the layer's input rows and the
+// routes the GPU chose go to pinned host memory through a HostMailbox, a thread of this class
+// that polls it runs the CPU MoE executor on them (from the expert weights in host memory, in
+// place), and the stream waits for its weighted sum and takes it back. All of it is kernels, so a
+// decode step with CPU layers is still one CUDA graph, and no host thread waits on the stream.
+// The thread spins while requests come (a decode step's layers are tens of µs apart) and sleeps
+// in short naps after a few milliseconds without one.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <atomic>
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "base/thread_pool.h"
 #include "cpu/moe_executor.h"
-#include "cuda/memory.h"
+#include "cuda/host_mailbox.h"
 #include "model/model.h"
 
 namespace tandem {
@@ -49,29 +51,25 @@ class GpuCpuExperts {
     void check();
 
   private:
-    struct Call {
-        GpuCpuExperts* self;
-        int layer;
-        int n;
-    };
-    static void CUDART_CB run_call(void* call);
+    // The thread that answers the mailbox's requests until stop_.
+    void serve();
     void compute(int layer, int n) noexcept;
 
     const int64_t n_embd_;
     const int top_k_;
     std::vector<int> index_;  // layer -> executor layer, -1: on the GPU
     std::unique_ptr<MoeExecutor> executor_;
-    cuda::PinnedBuffer hidden_;  // [max_tokens × n_embd]
-    cuda::PinnedBuffer routes_;  // [max_tokens × top_k]
-    cuda::PinnedBuffer result_;  // [max_tokens × n_embd]
-    // One payload per (layer, rows) a host function was queued with: graphs keep the pointer.
-    std::map<std::pair<int, int>, std::unique_ptr<Call>> calls_;
+    // Requests: max_tokens rows of n_embd and their routes (max_tokens × top_k); answers:
+    // max_tokens rows of n_embd.
+    cuda::HostMailbox mailbox_;
+    std::atomic<bool> stop_{false};
+    std::thread server_;
     std::mutex error_mutex_;
     std::string error_;
     std::atomic<bool> failed_{false};
-    // With TANDEM_GPU_PROFILE=1: the host functions' count, their seconds in the executor, and
-    // the seconds from one's end to the next one's start (the GPU's share of a step, plus the
-    // copies and the host function's dispatch), logged at exit.
+    // With TANDEM_GPU_PROFILE=1: the requests' count, their seconds in the executor, and the
+    // seconds from one's end to the next one's start (the GPU's share of a step, plus the
+    // mailbox's round trip), logged at exit.
     bool timed_ = false;
     long timed_calls_ = 0;
     double executor_seconds_ = 0.0, between_seconds_ = 0.0, last_end_ = 0.0;
