@@ -6,27 +6,31 @@
 # LLAMA_BENCH: llama-bench of ../shared/oracle/llama_cuda.sh's build (its libraries beside it).
 # WHAT (default: all of them): fused (every expert in VRAM, -ngl 99), gpumem8 (`--gpu-mem 8`
 # against -ncmoe 28 --no-mmap), cpu (every routed expert on the CPU executor against -ncmoe 48
-# --no-mmap), cpu-layers (`--moe-cpu-layers 24` against -ncmoe 24 --no-mmap), archs (12-layer
+# --no-mmap), cpu-layers (`--moe-cpu-layers 24` against -ncmoe 24 --no-mmap), prompt4096 (fused
+# and cpu on one 4096-token batch, against llama.cpp's -ub 4096), archs (12-layer
 # models of gpt-oss-20b's, a Gemma-4-26B-A4B-like, a DeepSeek-V2-Lite-like and Qwen3.6-35B-A3B's
 # shapes, fused), archs-hybrid (the same models
 # with about half their bytes of VRAM, `auto` then hybrid, against llama.cpp with half the layers'
 # experts on the CPU: -ncmoe 6 --no-mmap). The models are random
 # (`tandem synth --fast-random`), written to TMPDIR (default /tmp) and removed after use.
 set -euo pipefail
-llama="${1:?usage: tools/gpu_bench.sh LLAMA_BENCH [fused] [gpumem8] [cpu] [cpu-layers] [archs] [archs-hybrid]}"
+llama="${1:?usage: tools/gpu_bench.sh LLAMA_BENCH [fused] [gpumem8] [cpu] [cpu-layers] [prompt4096] [archs] [archs-hybrid]}"
 shift
-what="${*:-fused gpumem8 cpu cpu-layers archs archs-hybrid}"
+what="${*:-fused gpumem8 cpu cpu-layers prompt4096 archs archs-hybrid}"
 dir="${TMPDIR:-/tmp}"
 llama_lib="$(dirname "$llama")"
 export LD_LIBRARY_PATH="$llama_lib:${LD_LIBRARY_PATH:-}:/usr/local/cuda/lib64"
 has() { [[ " $what " == *" $1 "* ]]; }
 bench() { tandem bench model --device cuda --prompt 512 --gen 64 --llama-bench "$llama" "$@"; }
+bench4096() {
+  tandem bench model --device cuda --prompt 4096 -b 4096 --ctx 4608 --gen 16 --llama-bench "$llama" "$@"
+}
 
 # The Qwen3-30B-A3B shape of issue 37: 48 layers, 128 experts (8 used), Q4_K with a Q6_K head,
 # 16.1 GiB.
 qwen3=(--arch qwen3moe --layers 48 --embd 2048 --heads 32 --kv-heads 4 --head-dim 128 --experts 128
        --experts-used 8 --expert-ffn 768 --vocab 151936 --wtype q4_K --out-type q6_K)
-if has fused || has gpumem8 || has cpu || has cpu-layers; then
+if has fused || has gpumem8 || has cpu || has cpu-layers || has prompt4096; then
   tandem synth "${qwen3[@]}" --fast-random -o "$dir/qwen3moe-48.gguf"
   if has fused; then bench -m "$dir/qwen3moe-48.gguf" --moe-strategy fused --runs 3; fi
   if has gpumem8; then
@@ -37,6 +41,11 @@ if has fused || has gpumem8 || has cpu || has cpu-layers; then
   fi
   if has cpu-layers; then
     bench -m "$dir/qwen3moe-48.gguf" --moe-cpu-layers 24 --runs 3 --llama-args '-ncmoe 24 -mmp 0'
+  fi
+  if has prompt4096; then
+    bench4096 -m "$dir/qwen3moe-48.gguf" --moe-strategy fused --runs 3 --llama-args '-ub 4096 -b 4096'
+    bench4096 -m "$dir/qwen3moe-48.gguf" --moe-strategy cpu --runs 3 \
+      --llama-args '-ncmoe 48 -mmp 0 -ub 4096 -b 4096'
   fi
   rm -f "$dir/qwen3moe-48.gguf"
 fi
