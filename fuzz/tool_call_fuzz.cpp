@@ -1,6 +1,6 @@
-// libFuzzer target: any model output split into content and tool calls by every format, whole
-// and streamed in pieces: the same result both ways (the target traps otherwise), every call's
-// arguments a JSON object; never a crash, leak or sanitizer report.
+// libFuzzer target: any model output split into content, reasoning and tool calls by every
+// format, whole and streamed in pieces: the same result both ways (the target traps otherwise),
+// every call's arguments a JSON object; never a crash, leak or sanitizer report.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -21,13 +21,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         tandem::ParsedReply streamed;
         auto take = [&](std::vector<tandem::ToolCallParser::Event> events) {
             for (auto& e : events) {
-                if (e.call) streamed.calls.push_back(*e.call);
-                else streamed.content += e.text;
+                if (e.call)
+                    streamed.calls.push_back(*e.call);
+                else if (e.reasoning)
+                    streamed.reasoning += e.text;
+                else
+                    streamed.content += e.text;
             }
         };
         for (size_t i = 0; i < text.size(); i += step) take(p.feed(text.substr(i, step)));
         take(p.finish());
-        if (streamed.content != whole.content || streamed.calls.size() != whole.calls.size())
+        if (streamed.content != whole.content || streamed.reasoning != whole.reasoning ||
+            streamed.calls.size() != whole.calls.size())
             __builtin_trap();
         for (size_t i = 0; i < whole.calls.size(); ++i) {
             if (streamed.calls[i].name != whole.calls[i].name ||

@@ -271,7 +271,7 @@ class MessageStream {
                 }
                 open_ = true;
                 if (!close_block(sink)) return false;
-            } else if (!e.text.empty()) {
+            } else if (!e.text.empty() && !e.reasoning) {  // no thinking blocks here
                 if (!open_) {
                     if (!write(sink, event("content_block_start",
                                            {{"type", "content_block_start"},
@@ -300,15 +300,14 @@ class MessageStream {
                        "event: error\ndata: " + anthropic_error_body(status, message) + "\n\n"))
                 return false;
         } else {
-            if (!write(sink,
-                       event("message_delta",
-                             {{"type", "message_delta"},
-                              {"delta",
-                               {{"stop_reason", stop_reason(end)},
-                                {"stop_sequence", stop_sequence(end)}}},
-                              {"usage",
-                               {{"output_tokens", end.result.completion_tokens},
-                                {"cache_read_input_tokens", end.result.cached_tokens}}}})) ||
+            if (!write(sink, event("message_delta",
+                                   {{"type", "message_delta"},
+                                    {"delta",
+                                     {{"stop_reason", stop_reason(end)},
+                                      {"stop_sequence", stop_sequence(end)}}},
+                                    {"usage",
+                                     {{"output_tokens", end.result.completion_tokens},
+                                      {"cache_read_input_tokens", end.result.cached_tokens}}}})) ||
                 !write(sink, event("message_stop", {{"type", "message_stop"}}))) {
                 return false;
             }
@@ -400,7 +399,7 @@ void serve_messages(const ServedModel& m, const std::string& body, httplib::Resp
                 if (!text.empty()) content.push_back({{"type", "text"}, {"text", text}});
                 text.clear();
                 content.push_back(tool_use_block(*e.call));
-            } else {
+            } else if (!e.reasoning) {  // extended thinking is not supported: not shown
                 text += e.text;
             }
         }

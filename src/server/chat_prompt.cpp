@@ -66,6 +66,18 @@ std::string ChatPrompt::render_chat(const nlohmann::ordered_json& messages,
         // `in` and string methods (Qwen3's does), which fail on null (llama.cpp also sends "").
         if (message.contains("content") && message["content"].is_null()) message["content"] = "";
         auto calls = message.find("tool_calls");
+        // A template that reads past reasoning under another name gets it there (gpt-oss's
+        // reads `thinking`, and refuses both content and thinking beside a call, so the call's
+        // turn keeps the reasoning, as llama.cpp does).
+        // (A copy first: adding a key to the ordered object may move its values.)
+        const auto reasoning = message.find("reasoning_content");
+        if (tool_format_->reasoning_field && reasoning != message.end() && reasoning->is_string()) {
+            const std::string text = reasoning->get<std::string>();
+            const bool has_calls = calls != message.end() && calls->is_array() && !calls->empty();
+            message[tool_format_->reasoning_field] = text;
+            if (has_calls) message.erase("content");
+            calls = message.find("tool_calls");
+        }
         if (calls != message.end() && calls->is_array()) {
             std::vector<ToolCall> written;
             for (ojson& call : *calls) {

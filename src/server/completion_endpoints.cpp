@@ -60,6 +60,10 @@ class EventStream {
                 ++n_calls_;
                 if (!write(sink, chunk(json{{"tool_calls", json::array({first})}}))) return false;
                 if (!write(sink, chunk(json{{"tool_calls", json::array({args})}}))) return false;
+            } else if (e.reasoning) {
+                // Apart from the content, as llama.cpp streams reasoning.
+                if (!e.text.empty() && !write(sink, chunk(json{{"reasoning_content", e.text}})))
+                    return false;
             } else if (!e.text.empty() && !write(sink, text_chunk_for(e.text, nullptr))) {
                 return false;
             }
@@ -146,13 +150,15 @@ void serve_completion(CompletionKind kind, const ServedModel& m, const std::stri
             [stream](bool) { stream->cancel(); });
         return;
     }
-    std::string content;
+    std::string content, reasoning;
     std::vector<json> calls;
     for (;;) {
         Job::Update u = job->wait(kPollInterval);
         for (ToolCallParser::Event& e : u.events) {
             if (e.call) {
                 calls.push_back(tool_call_json(make_id("call_"), *e.call));
+            } else if (e.reasoning) {
+                reasoning += e.text;
             } else {
                 content += e.text;
             }
@@ -165,7 +171,7 @@ void serve_completion(CompletionKind kind, const ServedModel& m, const std::stri
                 throw ApiError(503, "the server is shutting down", "shutting_down");
             }
             const json out = kind == CompletionKind::kChat
-                                 ? chat_completion(head, content, calls, result)
+                                 ? chat_completion(head, content, reasoning, calls, result)
                                  : text_completion(head, content, result);
             res.set_content(dump(out), "application/json");
             return;

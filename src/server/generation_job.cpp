@@ -69,8 +69,14 @@ JobSpec chat_job(const ServedModel& m, const CompletionRequest& r) {
         spec.params.constraint = constraint_for(m, r.grammar, r.grammar_param);
     }
     // Calls are looked for when tools are offered, unless the output is held to another
-    // grammar (a JSON reply could read as a call in formats without markers).
-    if (offer_tools && r.grammar.empty()) spec.tool_format = &format;
+    // grammar (a JSON reply could read as a call in formats without markers; harmony's calls
+    // are marked). A format with a reply structure of its own is read in every reply, for its
+    // reasoning and content.
+    const bool parse_calls = offer_tools && (r.grammar.empty() || format.reply_parser);
+    if (parse_calls || format.reply_parser) {
+        spec.tool_format = &format;
+        spec.parse_calls = parse_calls;
+    }
     return spec;
 }
 
@@ -93,7 +99,7 @@ Job::Job(const ServedModel& m, JobSpec spec, Metrics* metrics) {
     } catch (const Error& e) {
         bad_request(e.what(), spec.params.max_tokens > 0 ? "max_tokens" : spec.prompt_param);
     }
-    if (spec.tool_format) parser_.emplace(*spec.tool_format);
+    if (spec.tool_format) parser_.emplace(*spec.tool_format, spec.parse_calls);
     text_ = std::make_shared<TextGeneration>(*m.tokenizer, std::move(spec.stop), metrics);
     request_ = std::make_shared<Request>(std::move(spec.params), text_);
     switch (m.scheduler->submit(request_)) {

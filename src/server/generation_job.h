@@ -24,7 +24,8 @@ struct JobSpec {
     GenerationParams params;
     std::vector<std::string> stop;
     const ToolCallFormat* tool_format = nullptr;  // null: the reply is all content
-    const char* prompt_param = "messages";        // the field a prompt error names
+    bool parse_calls = true;  // false: only the format's structure is read (harmony's channels)
+    const char* prompt_param = "messages";  // the field a prompt error names
 };
 
 // The prompt of a chat (rendered with tools as tool_choice says) or of a text completion, and

@@ -65,10 +65,12 @@ json tool_call_json(const std::string& id, const ToolCall& call) {
 }
 
 json chat_completion(const ResponseHead& head, const std::string& content,
-                     const std::vector<json>& calls, const GenerationResult& result) {
+                     const std::string& reasoning, const std::vector<json>& calls,
+                     const GenerationResult& result) {
     json j = head_fields(head, "chat.completion");
     json message = {{"role", "assistant"}};
     message["content"] = calls.empty() || !content.empty() ? json(content) : json(nullptr);
+    if (!reasoning.empty()) message["reasoning_content"] = reasoning;
     if (!calls.empty()) message["tool_calls"] = calls;
     const char* reason = openai_finish_reason(result.reason);
     if (!calls.empty() && result.reason != FinishReason::kLength) reason = "tool_calls";

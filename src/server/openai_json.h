@@ -31,13 +31,16 @@ nlohmann::json usage_json(const GenerationResult& result);
 nlohmann::json timings_json(const GenerationResult& result);
 
 // `calls`: the tool calls of the reply (content is null when there are calls and no text);
-// the finish reason is then "tool_calls".
+// the finish reason is then "tool_calls". `reasoning`, when not empty, is the message's
+// reasoning_content (as llama.cpp's default reasoning format returns it).
 nlohmann::json chat_completion(const ResponseHead& head, const std::string& content,
+                               const std::string& reasoning,
                                const std::vector<nlohmann::json>& calls,
                                const GenerationResult& result);
 // One entry of a message's tool_calls: {"id", "type": "function", "function": {name, arguments}}.
 nlohmann::json tool_call_json(const std::string& id, const ToolCall& call);
-// A chunk with one choice: `delta` ({"role": …} or {"content": …} or {}), finish_reason or null.
+// A chunk with one choice: `delta` ({"role": …}, {"content": …}, {"reasoning_content": …} or
+// {}), finish_reason or null.
 nlohmann::json chat_chunk(const ResponseHead& head, const nlohmann::json& delta,
                           const char* finish_reason);
 // The last chunk of a stream with stream_options.include_usage: no choices, the usage.

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "text/harmony.h"
 #include "text/json_schema_grammar.h"
 
 namespace tandem {
@@ -203,7 +204,9 @@ const std::vector<ToolCallFormat>& tool_call_formats() {
          hermes_parse,
          hermes_grammar,
          hermes_system_prompt,
-         hermes_render},
+         hermes_render,
+         nullptr,
+         nullptr},
         {"llama3_json",
          llama3_detect,
          {"<|python_tag|>", "{"},
@@ -212,7 +215,21 @@ const std::vector<ToolCallFormat>& tool_call_formats() {
          llama3_parse,
          llama3_grammar,
          llama3_system_prompt,
-         llama3_render},
+         llama3_render,
+         nullptr,
+         nullptr},
+        // gpt-oss: its template writes none of the others' marks.
+        {"harmony",
+         harmony_detect,
+         {},
+         false,
+         "",
+         nullptr,
+         harmony_grammar,
+         harmony_system_prompt,
+         harmony_render_calls,
+         make_harmony_parser,
+         "thinking"},
     };
     return kFormats;
 }
@@ -276,6 +293,7 @@ void ToolCallParser::emit_block(std::string_view body, bool final, std::vector<E
 }
 
 std::vector<ToolCallParser::Event> ToolCallParser::feed(std::string_view text) {
+    if (own_) return own_->feed(text);
     std::vector<Event> out;
     buffer_.append(text);
     for (;;) {
@@ -345,6 +363,7 @@ std::vector<ToolCallParser::Event> ToolCallParser::feed(std::string_view text) {
 }
 
 std::vector<ToolCallParser::Event> ToolCallParser::finish() {
+    if (own_) return own_->finish();
     std::vector<Event> out;
     if (in_block_) {
         // A block the reply ended in (a closer never came): a call only if it parses whole.
@@ -373,6 +392,8 @@ ParsedReply parse_tool_calls(const ToolCallFormat& format, std::string_view repl
         for (auto& e : events) {
             if (e.call)
                 r.calls.push_back(std::move(*e.call));
+            else if (e.reasoning)
+                r.reasoning += e.text;
             else
                 r.content += e.text;
         }

@@ -3,10 +3,13 @@
 // calls back for a template that cannot, and the grammar that forces a call (tool_choice
 // "required" or a named function). Adding a family is one more entry in tool_call_format.cpp.
 //
-// Formats: "hermes" (Qwen 2.5/3, Hermes: <tool_call>{"name": ..., "arguments": ...}</tool_call>)
-// and "llama3_json" (Llama 3.1-3.3: the whole reply a {"name": ..., "parameters": ...} object).
+// Formats: "hermes" (Qwen 2.5/3, Hermes: <tool_call>{"name": ..., "arguments": ...}</tool_call>),
+// "llama3_json" (Llama 3.1-3.3: the whole reply a {"name": ..., "parameters": ...} object) and
+// "harmony" (gpt-oss: channels of messages, text/harmony.h), whose replies have a structure of
+// their own and so bring their own parser.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -25,6 +28,22 @@ struct ToolCall {
 struct ToolSpec {
     std::string name;
     nlohmann::ordered_json parameters;  // null: no parameters
+};
+
+// A piece of a reply: content or reasoning text, or a tool call.
+struct ReplyEvent {
+    std::string text;  // when `call` is empty: content, or reasoning when `reasoning`
+    std::optional<ToolCall> call;
+    bool reasoning = false;
+};
+
+// A format's own parser of whole replies, for formats that are more than call blocks in text.
+class ReplyParser {
+  public:
+    virtual ~ReplyParser() = default;
+    virtual std::vector<ReplyEvent> feed(std::string_view text) = 0;
+    virtual std::vector<ReplyEvent> finish() = 0;
+    virtual int n_calls() const = 0;
 };
 
 struct ToolCallFormat {
@@ -47,6 +66,13 @@ struct ToolCallFormat {
     // assistant turn's calls written as the model would write them.
     std::string (*system_prompt)(const nlohmann::ordered_json& tools);
     std::string (*render_calls)(const std::vector<ToolCall>& calls);
+    // Null for formats of call blocks in free text, read with the fields above. Otherwise the
+    // reply's own parser, which must see every reply of a chat, tools offered or not (it also
+    // takes the reasoning apart); `parse_calls` false hands calls on as content.
+    std::unique_ptr<ReplyParser> (*reply_parser)(bool parse_calls);
+    // The message field the template reads an assistant turn's reasoning from, when it is not
+    // OpenAI's `reasoning_content` (gpt-oss's reads `thinking`); null: none.
+    const char* reasoning_field;
 };
 
 // The formats, in detection order.
@@ -56,33 +82,33 @@ const ToolCallFormat& tool_call_format_for_template(std::string_view template_so
 // By name; null when unknown.
 const ToolCallFormat* find_tool_call_format(std::string_view name);
 
-// Splits a reply, as it streams, into content and tool calls. A block that does not parse is
+// Splits a reply, as it streams, into content and tool calls (and reasoning, for formats with
+// a reply parser of their own, to which it hands the reply). A block that does not parse is
 // handed on as content, exactly as written. Whitespace between calls, and around them, is
 // dropped.
 class ToolCallParser {
   public:
-    explicit ToolCallParser(const ToolCallFormat& format) : format_(format) {}
+    explicit ToolCallParser(const ToolCallFormat& format, bool parse_calls = true)
+        : format_(format), own_(format.reply_parser ? format.reply_parser(parse_calls) : nullptr) {}
 
-    struct Event {
-        std::string text;  // content, when `call` is empty
-        std::optional<ToolCall> call;
-    };
+    using Event = ReplyEvent;
     // Text as it comes; returns what is settled (content that cannot start a call, calls whose
     // block is complete).
     std::vector<Event> feed(std::string_view text);
     // The end of the reply: everything still held.
     std::vector<Event> finish();
     // Calls found so far.
-    int n_calls() const { return n_calls_; }
+    int n_calls() const { return own_ ? own_->n_calls() : n_calls_; }
 
   private:
     void emit_text(std::string text, std::vector<Event>& out);
     void emit_block(std::string_view body, bool final, std::vector<Event>& out);
 
     const ToolCallFormat& format_;
-    std::string buffer_;  // not yet settled
-    std::string space_;   // whitespace held until we know what follows it
-    std::string opener_;  // the opener of the block being read
+    std::unique_ptr<ReplyParser> own_;  // the format's own parser, if it has one
+    std::string buffer_;                // not yet settled
+    std::string space_;                 // whitespace held until we know what follows it
+    std::string opener_;                // the opener of the block being read
     bool in_block_ = false;
     bool said_something_ = false;  // content other than whitespace went out
     int n_calls_ = 0;
@@ -91,6 +117,7 @@ class ToolCallParser {
 // A whole reply at once.
 struct ParsedReply {
     std::string content;
+    std::string reasoning;
     std::vector<ToolCall> calls;
 };
 ParsedReply parse_tool_calls(const ToolCallFormat& format, std::string_view reply);

@@ -26,13 +26,15 @@ const ToolCallFormat& format(const char* name) {
 
 // Feeds the reply in pieces of `step` bytes; returns the events merged like parse_tool_calls.
 ParsedReply streamed(const ToolCallFormat& f, const std::string& reply, size_t step,
-                     std::string* leaked = nullptr) {
-    ToolCallParser p(f);
+                     std::string* leaked = nullptr, bool parse_calls = true) {
+    ToolCallParser p(f, parse_calls);
     ParsedReply r;
     auto take = [&](std::vector<ToolCallParser::Event> events) {
         for (auto& e : events) {
             if (e.call) {
                 r.calls.push_back(*e.call);
+            } else if (e.reasoning) {
+                r.reasoning += e.text;
             } else {
                 r.content += e.text;
                 if (leaked) *leaked += e.text;
@@ -46,6 +48,7 @@ ParsedReply streamed(const ToolCallFormat& f, const std::string& reply, size_t s
 
 void expect_same(const ParsedReply& a, const ParsedReply& b, const std::string& context) {
     EXPECT_EQ(a.content, b.content) << context;
+    EXPECT_EQ(a.reasoning, b.reasoning) << context;
     ASSERT_EQ(a.calls.size(), b.calls.size()) << context;
     for (size_t i = 0; i < a.calls.size(); ++i) {
         EXPECT_EQ(a.calls[i].name, b.calls[i].name) << context;
@@ -154,6 +157,7 @@ TEST(ToolCallFormats, DetectedFromTemplates) {
                  "llama3_json");
     EXPECT_STREQ(tool_call_format_for_template(read_file(dir + "llama3_2.jinja")).name,
                  "llama3_json");
+    EXPECT_STREQ(tool_call_format_for_template(read_file(dir + "gpt_oss.jinja")).name, "harmony");
     EXPECT_STREQ(tool_call_format_for_template(
                      "{{- '<tool_call>\\n{\"name\": <function-name>, \"arguments\": ...}' }}")
                      .name,
@@ -189,10 +193,17 @@ TEST(ToolCallFormats, GrammarForcesWellFormedCalls) {
             EXPECT_FALSE(m.matches(f.render_calls({{"later", "{}"}})));
             EXPECT_FALSE(m.matches(f.render_calls({{"get_weather", R"({"city":"Paris"})"}})));
             EXPECT_FALSE(m.matches("Sure!"));
+            // Harmony's calls may follow free reasoning, which a random walk would never end:
+            // the walks start after some, at the call's recipient.
+            const std::string prefix =
+                std::string(f.name) == "harmony"
+                    ? "<|channel|>analysis<|message|>Weather?<|end|><|start|>"
+                      "assistant<|channel|>commentary to=functions."
+                    : "";
             std::mt19937 rng(3);
             for (int i = 0; i < 50; ++i) {
-                std::string out;
-                GrammarMatcher::State s = m.start();
+                std::string out = prefix;
+                GrammarMatcher::State s = m.advance(m.start(), prefix);
                 while (!m.accepting(s) || (m.can_continue(s) && rng() % 3 != 0)) {
                     std::vector<uint8_t> next;
                     for (int b = 0; b < 256; ++b) {
@@ -208,10 +219,11 @@ TEST(ToolCallFormats, GrammarForcesWellFormedCalls) {
                     s = m.advance(s, b);
                     ASSERT_LT(out.size(), 5000u);
                 }
+                ASSERT_NE(s, GrammarMatcher::kDead);
                 const ParsedReply r = parse_tool_calls(f, out);
                 ASSERT_GE(r.calls.size(), 1u) << out;
                 EXPECT_EQ(r.content, "") << out;
-                if (!parallel || std::string(f.name) == "llama3_json") {
+                if (!parallel || std::string(f.name) != "hermes") {
                     EXPECT_EQ(r.calls.size(), 1u);
                 }
                 for (const ToolCall& c : r.calls) {
@@ -227,6 +239,153 @@ TEST(ToolCallFormats, GrammarForcesWellFormedCalls) {
                 }
             }
         }
+    }
+}
+
+// gpt-oss: what it writes after the template's "<|start|>assistant". <|call|> and <|return|>
+// end the generation, so a reply never shows them.
+const std::string kAnalysis = "<|channel|>analysis<|message|>";
+const std::string kNext = "<|end|><|start|>assistant";
+
+TEST(HarmonyReplies, ReasoningApartFromTheFinalAnswer) {
+    const ToolCallFormat& f = format("harmony");
+    const ParsedReply r = parse_every_way(
+        f, kAnalysis + "The user greets; a < sign, <|en and <b>tags</b> in thought." + kNext +
+               "<|channel|>final<|message|>Hello! How can I help?\n");
+    EXPECT_EQ(r.reasoning, "The user greets; a < sign, <|en and <b>tags</b> in thought.");
+    EXPECT_EQ(r.content, "Hello! How can I help?\n");
+    EXPECT_TRUE(r.calls.empty());
+    // Whatever the pieces, no marker leaks into the content as it streams.
+    for (size_t step = 1; step < 12; ++step) {
+        std::string leaked;
+        streamed(f, kAnalysis + "hm" + kNext + "<|channel|>final<|message|>Hi", step, &leaked);
+        EXPECT_EQ(leaked, "Hi") << step;
+    }
+    // Without tools the reply is still taken apart.
+    const ParsedReply plain =
+        parse_tool_calls(f, kAnalysis + "x" + kNext + "<|channel|>final" + "<|message|>y");
+    EXPECT_EQ(plain.content, "y");
+    EXPECT_EQ(plain.reasoning, "x");
+    // gpt-oss-20b sometimes opens with a stray commentary header; a preamble to the user (a
+    // commentary message to no one) is content.
+    const ParsedReply stray =
+        parse_every_way(f, "<|channel|>commentary to=assistant<|channel|>analysis<|message|>think" +
+                               kNext + "<|channel|>commentary<|message|>Checking. " + kNext +
+                               "<|channel|>final<|message|>Done");
+    EXPECT_EQ(stray.reasoning, "think");
+    EXPECT_EQ(stray.content, "Checking. Done");
+    // Text with no header at all (e.g. held to a JSON grammar) is content.
+    const ParsedReply bare = parse_every_way(f, "{\"a\": \"to=x <|\"}");
+    EXPECT_EQ(bare.content, "{\"a\": \"to=x <|\"}");
+    EXPECT_EQ(bare.reasoning, "");
+}
+
+TEST(HarmonyReplies, CallsInEitherPlaceOfTheRecipient) {
+    const ToolCallFormat& f = format("harmony");
+    // Recipient in the channel header, as the model usually writes it.
+    const ParsedReply a = parse_every_way(
+        f, kAnalysis + "Need the weather." + kNext +
+               "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>"
+               "{\"city\": \"Paris\", \"days\": 2}");
+    EXPECT_EQ(a.reasoning, "Need the weather.");
+    EXPECT_EQ(a.content, "");
+    ASSERT_EQ(a.calls.size(), 1u);
+    EXPECT_EQ(a.calls[0].name, "get_weather");
+    EXPECT_EQ(a.calls[0].arguments, R"({"city":"Paris","days":2})");
+    // Recipient in the role header, as the template writes past calls; also first thing.
+    const ParsedReply b =
+        parse_every_way(f, " to=functions.get_time<|channel|>commentary json<|message|>{}");
+    ASSERT_EQ(b.calls.size(), 1u);
+    EXPECT_EQ(b.calls[0].name, "get_time");
+    EXPECT_EQ(b.calls[0].arguments, "{}");
+    EXPECT_EQ(b.content, "");
+    const ParsedReply c =
+        parse_every_way(f, kAnalysis +
+                               "x<|end|><|start|>assistant to=functions.f<|channel|>commentary "
+                               "<|constrain|>json<|message|>{\"q\": \"<|end\"}");
+    ASSERT_EQ(c.calls.size(), 1u);
+    EXPECT_EQ(c.calls[0].arguments, R"({"q":"<|end"})");
+    // Calls written back with their <|call|> ends (render_calls) parse into as many calls.
+    const ParsedReply two =
+        parse_every_way(f, f.render_calls({{"a", "{}"}, {"b", R"({"x":[1]})"}}));
+    ASSERT_EQ(two.calls.size(), 2u);
+    EXPECT_EQ(two.calls[1].name, "b");
+    EXPECT_EQ(two.calls[1].arguments, R"({"x":[1]})");
+}
+
+TEST(HarmonyReplies, MalformedMessagesStayText) {
+    const ToolCallFormat& f = format("harmony");
+    const std::string call = "<|channel|>commentary to=functions.f <|constrain|>json<|message|>";
+    for (const std::string& body : {std::string("{\"a\": "), std::string("[1, 2]"),
+                                    std::string("not json"), std::string("")}) {
+        const ParsedReply r = parse_every_way(f, call + body);
+        EXPECT_EQ(r.content, call + body);
+        EXPECT_TRUE(r.calls.empty()) << body;
+    }
+    // A message to a tool we do not run, and a header never finished: as written.
+    const std::string browse =
+        "<|channel|>commentary to=browser.search <|constrain|>json<|message|>{\"q\": 1}";
+    EXPECT_EQ(parse_every_way(f, browse).content, browse);
+    EXPECT_EQ(parse_every_way(f, "<|channel|>fin").content, "<|channel|>fin");
+    // A header cut by a message end, or one far too long: its mark goes out as text.
+    EXPECT_EQ(parse_every_way(f, "<|channel|>final<|end|>Hi").content, "<|channel|>finalHi");
+    const std::string junk = "<|channel|>" + std::string(300, 'x') + "<|message|>y";
+    EXPECT_EQ(parse_every_way(f, junk).content, junk);
+    // Without tools offered a call is text too.
+    const std::string reply = call + "{\"a\": 1}";
+    for (size_t step : {size_t{1}, size_t{7}, reply.size()}) {
+        const ParsedReply r = streamed(f, reply, step, nullptr, /*parse_calls=*/false);
+        EXPECT_EQ(r.content, reply);
+        EXPECT_TRUE(r.calls.empty());
+    }
+}
+
+// Random mixes of harmony's marks and text: the same answer whole and in pieces of every size
+// (what fuzz/tool_call_fuzz.cpp checks for every format, here with the reasoning too).
+TEST(HarmonyReplies, AnySplitGivesTheWholeReplysAnswer) {
+    const ToolCallFormat& f = format("harmony");
+    const std::vector<std::string> parts = {
+        "<|channel|>", "<|message|>", "<|start|>",  "<|end|>", "<|call|>", "<|constrain|>",
+        "analysis",    "final",       "commentary", " to=",    "to=",      "functions.f",
+        "assistant",   " json",       "{\"a\": 1}", "{",       "<|",       "<",
+        "|",           "x",           " ",          "\n"};
+    std::mt19937 rng(7);
+    for (int i = 0; i < 400; ++i) {
+        std::string reply;
+        const int n = 1 + static_cast<int>(rng() % 14);
+        for (int k = 0; k < n; ++k) reply += parts[rng() % parts.size()];
+        const ParsedReply whole = parse_tool_calls(f, reply);
+        for (size_t step = 1; step <= 16; ++step)
+            expect_same(streamed(f, reply, step), whole, reply + " step " + std::to_string(step));
+    }
+}
+
+TEST(HarmonyReplies, GrammarAllowsReasoningThenOneCall) {
+    const ToolCallFormat& f = format("harmony");
+    const std::string gbnf = f.grammar(weather_tools(), true);
+    GrammarMatcher m(std::make_shared<const Grammar>(Grammar::parse(gbnf)));
+    const std::string args = R"({"city": "Paris", "unit": "celsius"})";
+    for (const std::string& ok : std::vector<std::string>{
+             "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>" + args,
+             " to=functions.get_weather<|channel|>commentary json<|message|>" + args,
+             "<|channel|>analysis to=functions.now<|message|>{}",
+             kAnalysis + "Tricky: a < b, <| x, <|en, <|end <<|end| y<" + kNext +
+                 "<|channel|>commentary<|message|>One moment." + kNext +
+                 "<|channel|>commentary to=functions.now <|constrain|>json<|message|>{}",
+         }) {
+        EXPECT_TRUE(m.matches(ok)) << ok << "\n" << gbnf;
+        EXPECT_EQ(parse_tool_calls(f, ok).calls.size(), 1u) << ok;
+    }
+    for (const std::string& bad : std::vector<std::string>{
+             "<|channel|>final<|message|>Sunny.",
+             kAnalysis + "a<|end|>b" + kNext +
+                 "<|channel|>commentary to=functions.now<|message|>{}",
+             kAnalysis + "unfinished thought",
+             "<|channel|>commentary to=functions.get_weather<|message|>{\"city\": 3}",
+             "<|channel|>commentary to=functions.later<|message|>{}",
+             "<|channel|>commentary to=functions.now<|message|>{}<|end|>",
+         }) {
+        EXPECT_FALSE(m.matches(bad)) << bad;
     }
 }
 
