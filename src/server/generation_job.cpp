@@ -66,7 +66,12 @@ JobSpec chat_job(const ServedModel& m, const CompletionRequest& r) {
         }
         spec.params.constraint = constraint_for(m, gbnf, "tools");
     } else if (!r.grammar.empty()) {
-        spec.params.constraint = constraint_for(m, r.grammar, r.grammar_param);
+        // A schema (response_format, json_schema) holds the content, which in a reply that
+        // carries more (harmony's reasoning) the format places; a raw GBNF `grammar` holds the
+        // whole reply, as in llama.cpp.
+        const bool content = format.content_grammar && r.grammar_param != "grammar";
+        spec.params.constraint = constraint_for(
+            m, content ? format.content_grammar(r.grammar) : r.grammar, r.grammar_param);
     }
     // Calls are looked for when tools are offered, unless the output is held to another
     // grammar (a JSON reply could read as a call in formats without markers; harmony's calls

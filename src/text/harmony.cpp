@@ -306,6 +306,46 @@ std::string text_before_end(JsonGrammarBuilder& b) {
     return b.add_rule("text", "([^<] | " + escape + ")* (\"<\" " + partial + ")*");
 }
 
+// `gbnf` with every rule name (defined or referred to) prefixed by `prefix`: identifiers outside
+// literals, character classes, repetition counts and comments are rule names in GBNF.
+std::string prefix_rule_names(std::string_view gbnf, std::string_view prefix) {
+    const auto word = [](char c) {
+        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+               c == '-' || c == '_';
+    };
+    std::string out;
+    size_t i = 0;
+    // Copies up to the unescaped `close` (inclusive) from i.
+    const auto copy_quoted = [&](char close) {
+        out += gbnf[i++];
+        while (i < gbnf.size() && gbnf[i] != close) {
+            if (gbnf[i] == '\\' && i + 1 < gbnf.size()) out += gbnf[i++];
+            out += gbnf[i++];
+        }
+        if (i < gbnf.size()) out += gbnf[i++];
+    };
+    while (i < gbnf.size()) {
+        const char c = gbnf[i];
+        if (c == '"') {
+            copy_quoted('"');
+        } else if (c == '[') {
+            copy_quoted(']');
+        } else if (c == '{') {
+            copy_quoted('}');
+        } else if (c == '#') {
+            while (i < gbnf.size() && gbnf[i] != '\n') out += gbnf[i++];
+        } else if (word(c)) {
+            const size_t start = i;
+            while (i < gbnf.size() && word(gbnf[i])) ++i;
+            out += prefix;
+            out += gbnf.substr(start, i - start);
+        } else {
+            out += gbnf[i++];
+        }
+    }
+    return out;
+}
+
 }  // namespace
 
 bool harmony_detect(std::string_view source) {
@@ -337,6 +377,22 @@ std::string harmony_grammar(const std::vector<ToolSpec>& tools, bool) {
     }
     const std::string call = b.add_rule("call", calls);
     return b.grammar(prelude + "* " + call);
+}
+
+std::string harmony_content_grammar(std::string_view gbnf) {
+    // As llama.cpp's gpt-oss grammar for a response format: analysis messages, then the final
+    // channel (with or without a content type, of at most 16 characters here: a header that
+    // never ends would leave the answer unwritten) and the answer.
+    JsonGrammarBuilder b;
+    const std::string analysis =
+        b.add_rule("analysis", "\"<|channel|>analysis<|message|>\" " + text_before_end(b) +
+                                   " \"<|end|><|start|>assistant\"");
+    const std::string type =
+        b.add_rule("final-type", R"((" " "<|constrain|>"? [A-Za-z0-9_-]{1,16})?)");
+    // The added rules' names never start with "content-".
+    return b.grammar(analysis + "* \"<|channel|>final\" " + type +
+                     " \"<|message|>\" content-root") +
+           "\n" + prefix_rule_names(gbnf, "content-");
 }
 
 std::string harmony_system_prompt(const ojson& tools) {

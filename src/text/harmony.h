@@ -27,6 +27,13 @@ std::unique_ptr<ReplyParser> make_harmony_parser(bool parse_calls);
 // messages (one call: <|call|> ends the generation, whatever `parallel`).
 std::string harmony_grammar(const std::vector<ToolSpec>& tools, bool parallel);
 
+// A grammar of the reply's content (a response format's schema) made the reply's: any analysis
+// messages, then the final channel's message held to `gbnf` (whose rules are renamed apart from
+// the added ones), as llama.cpp holds gpt-oss's replies to a response format. The model reasons
+// before it answers, as it was trained to, where holding the whole reply to `gbnf` would make it
+// answer without its headers.
+std::string harmony_content_grammar(std::string_view gbnf);
+
 // For a harmony template that does not render tools: their description, and calls written as
 // the model writes them (after the generation prompt's <|start|>assistant).
 std::string harmony_system_prompt(const nlohmann::ordered_json& tools);

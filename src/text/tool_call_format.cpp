@@ -206,6 +206,7 @@ const std::vector<ToolCallFormat>& tool_call_formats() {
          hermes_system_prompt,
          hermes_render,
          nullptr,
+         nullptr,
          nullptr},
         {"llama3_json",
          llama3_detect,
@@ -216,6 +217,7 @@ const std::vector<ToolCallFormat>& tool_call_formats() {
          llama3_grammar,
          llama3_system_prompt,
          llama3_render,
+         nullptr,
          nullptr,
          nullptr},
         // gpt-oss: its template writes none of the others' marks.
@@ -229,7 +231,8 @@ const std::vector<ToolCallFormat>& tool_call_formats() {
          harmony_system_prompt,
          harmony_render_calls,
          make_harmony_parser,
-         "thinking"},
+         "thinking",
+         harmony_content_grammar},
     };
     return kFormats;
 }

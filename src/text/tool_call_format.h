@@ -73,6 +73,10 @@ struct ToolCallFormat {
     // The message field the template reads an assistant turn's reasoning from, when it is not
     // OpenAI's `reasoning_content` (gpt-oss's reads `thinking`); null: none.
     const char* reasoning_field;
+    // A grammar for the reply's content (response_format, a GBNF `grammar`) as the whole reply's
+    // grammar, for formats whose replies carry more than content (harmony: reasoning first, then
+    // the content in the final channel); null: the content is the whole reply.
+    std::string (*content_grammar)(std::string_view gbnf);
 };
 
 // The formats, in detection order.

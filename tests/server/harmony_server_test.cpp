@@ -115,7 +115,9 @@ TEST_F(Harmony, CallsBecomeToolCalls) {
     for (const json& choice :
          stream({{"grammar", exactly(call)}, {"tools", {kWeather}}, {"max_tokens", 200}})) {
         const json& d = choice["delta"];
-        if (d.contains("content")) EXPECT_EQ(d["content"], "") << d.dump();
+        if (d.contains("content")) {
+            EXPECT_EQ(d["content"], "") << d.dump();
+        }
         if (!d.contains("tool_calls")) continue;
         const json& f = d["tool_calls"][0]["function"];
         if (f.contains("name")) names += f["name"].get<std::string>();
@@ -156,6 +158,39 @@ TEST_F(Harmony, RequiredCallFollowsTheGrammar) {
     }
     EXPECT_GT(calls, 0);
     std::printf("harmony: %d of 6 forced replies reached their call in 300 tokens\n", calls);
+}
+
+// A schema (response_format) holds the final channel's message, after any reasoning or
+// preamble, as llama.cpp does for gpt-oss: each reply is read as harmony messages (its headers
+// never reach the content), and one that ends holds a JSON object of the schema. Held to the
+// schema whole, as a raw `grammar` would hold it, every reply would be the bare object at once;
+// this random model, given the headers, talks on in its first channel instead.
+TEST_F(Harmony, ResponseFormatHoldsTheFinalMessage) {
+    const json format = {
+        {"type", "json_schema"},
+        {"json_schema",
+         {{"name", "weather"},
+          {"schema",
+           {{"type", "object"},
+            {"properties", {{"sky", {{"type", "string"}, {"enum", {"sunny", "rainy"}}}}}},
+            {"required", {"sky"}},
+            {"additionalProperties", false}}}}}};
+    int headed = 0;
+    for (int seed = 1; seed <= 6; ++seed) {
+        const json r = chat({{"response_format", format}, {"max_tokens", 100}, {"seed", seed}});
+        const json& m = r["choices"][0]["message"];
+        const std::string content = m.value("content", "");
+        const std::string reasoning = m.value("reasoning_content", "");
+        EXPECT_EQ(content.find("<|"), std::string::npos) << r.dump();
+        EXPECT_EQ(reasoning.find("<|"), std::string::npos) << r.dump();
+        if (!reasoning.empty() || content.substr(0, 1) != "{") ++headed;
+        if (r["choices"][0]["finish_reason"] == "stop") {
+            const json answer = json::parse(content, nullptr, false);
+            ASSERT_TRUE(answer.is_object()) << r.dump();
+            EXPECT_TRUE(answer["sky"] == "sunny" || answer["sky"] == "rainy") << r.dump();
+        }
+    }
+    EXPECT_GT(headed, 0);
 }
 
 // A past call (with its reasoning, as clients send it back) and its result go back through the

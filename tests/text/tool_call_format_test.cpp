@@ -389,5 +389,42 @@ TEST(HarmonyReplies, GrammarAllowsReasoningThenOneCall) {
     }
 }
 
+TEST(HarmonyReplies, ContentGrammarHoldsTheFinalMessageAfterReasoning) {
+    const ToolCallFormat& f = format("harmony");
+    ASSERT_NE(f.content_grammar, nullptr);
+    // A user grammar whose rule names collide with the added ones ("text", "prelude"), whose
+    // literals, classes, counts and comments hold words that are not rule names.
+    const std::string user = R"(root ::= "{" ws text ws "}"  # "root" text [prelude]
+text ::= "\"root\" " [a-z\]]{1,3} prelude
+prelude ::= "!" | "?"
+ws ::= " "?)";
+    const std::string gbnf = f.content_grammar(user);
+    GrammarMatcher m(std::make_shared<const Grammar>(Grammar::parse(gbnf)));
+    const std::string answer = R"({ "root" ab]! })";
+    for (const std::string& ok : std::vector<std::string>{
+             "<|channel|>final<|message|>" + answer,
+             kAnalysis + "Think <|en first." + kNext + "<|channel|>final<|message|>" + answer,
+             kAnalysis + "a" + kNext + kAnalysis + "b" + kNext +
+                 "<|channel|>final <|constrain|>json<|message|>{\"root\" z?}",
+             "<|channel|>final json<|message|>" + answer,
+         }) {
+        EXPECT_TRUE(m.matches(ok)) << ok << "\n" << gbnf;
+        EXPECT_EQ(parse_tool_calls(f, ok).content.substr(0, 1), "{") << ok;
+    }
+    for (const std::string& bad : std::vector<std::string>{
+             answer,                                           // no channel header
+             "<|channel|>final<|message|>{ \"root\" abcd! }",  // four letters: {1,3}
+             "<|channel|>final<|message|>{ \"root\" a }",      // no prelude rule's mark
+             kAnalysis + "unfinished" + "<|channel|>final<|message|>" + answer,
+             "<|channel|>analysis<|message|>" + answer,  // not the final channel
+             // A preamble: llama.cpp's grammar for a response format has none either.
+             "<|channel|>commentary<|message|>b" + kNext + "<|channel|>final<|message|>" + answer,
+         }) {
+        EXPECT_FALSE(m.matches(bad)) << bad << "\n" << gbnf;
+    }
+    // Formats whose replies are all content leave a grammar as it is.
+    EXPECT_EQ(format("hermes").content_grammar, nullptr);
+}
+
 }  // namespace
 }  // namespace tandem
