@@ -2,7 +2,9 @@
 #include "text/tool_call_format.h"
 
 #include <algorithm>
+#include <set>
 
+#include "base/error.h"
 #include "text/harmony.h"
 #include "text/json_schema_grammar.h"
 
@@ -192,10 +194,269 @@ std::string llama3_render(const std::vector<ToolCall>& calls) {
     return out;
 }
 
+// --- qwen3_coder: Qwen3-Coder, Qwen3.5 (XML calls) ----------------------------------------
+//
+// <tool_call>\n<function=NAME>\n<parameter=P>\nVALUE\n</parameter>\n...</function>\n</tool_call>
+// A value is raw text; the template writes strings as they are and other values as JSON.
+
+bool qwen3_coder_detect(std::string_view source) {
+    return source.find("<tool_call>") != std::string_view::npos &&
+           source.find("<function=") != std::string_view::npos &&
+           source.find("<parameter=") != std::string_view::npos;
+}
+
+// What a parameter's text stands for. The parser does not see the tools' schemas, so it reads
+// a value that is JSON other than a string (number, boolean, null, object, array) as that JSON
+// (as llama.cpp does for parameters not typed string); anything else, quoted text included, is
+// the string as written.
+ojson qwen3_coder_value(std::string_view text) {
+    ojson j = ojson::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (!j.is_discarded() && !j.is_string()) return j;
+    return ojson(std::string(text));
+}
+
+bool consume(std::string_view& s, std::string_view prefix) {
+    if (s.substr(0, prefix.size()) != prefix) return false;
+    s.remove_prefix(prefix.size());
+    return true;
+}
+
+// The text of `<TAG=NAME>` after its "<TAG=": NAME, which may not be empty or hold space or a
+// tag mark.
+std::optional<std::string> tag_name(std::string_view& s) {
+    const size_t end = s.find('>');
+    if (end == std::string_view::npos || end == 0) return std::nullopt;
+    const std::string_view name = s.substr(0, end);
+    if (std::any_of(name.begin(), name.end(), [](char c) { return is_space(c) || c == '<'; }))
+        return std::nullopt;
+    // Names go out in JSON: text that is not UTF-8 is no name.
+    try {
+        ojson(std::string(name)).dump();
+    } catch (const nlohmann::json::exception&) {
+        return std::nullopt;
+    }
+    s.remove_prefix(end + 1);
+    return std::string(name);
+}
+
+std::optional<std::vector<ToolCall>> qwen3_coder_parse(std::string_view, std::string_view body) {
+    std::string_view s = trim(body);
+    if (!consume(s, "<function=")) return std::nullopt;
+    auto name = tag_name(s);
+    if (!name) return std::nullopt;
+    ojson args = ojson::object();
+    for (;;) {
+        s = trim(s);
+        if (consume(s, "</function>")) break;
+        if (!consume(s, "<parameter=")) return std::nullopt;
+        auto param = tag_name(s);
+        if (!param || args.contains(*param)) return std::nullopt;
+        const size_t end = s.find("</parameter>");
+        if (end == std::string_view::npos) return std::nullopt;
+        std::string_view value = s.substr(0, end);
+        s.remove_prefix(end + std::string_view("</parameter>").size());
+        // The template puts the value on lines of its own: one newline either side is markup.
+        if (!value.empty() && value.front() == '\n') value.remove_prefix(1);
+        if (!value.empty() && value.back() == '\n') value.remove_suffix(1);
+        args[*param] = qwen3_coder_value(value);
+    }
+    if (!trim(s).empty()) return std::nullopt;
+    return std::vector<ToolCall>{{*name, compact(args)}};
+}
+
+// Text that holds no "</parameter>" (which would end the value early) nor "</tool_call>"
+// (which would end the block): a '<' is followed by anything but the rest of either mark.
+struct XmlTextRules {
+    std::string text;   // the text
+    std::string lt;     // a '<' and part of a mark, followed by another '<' or the end
+    std::string after;  // what may follow a '<' that is not part of a mark
+};
+
+XmlTextRules qwen3_coder_free_text(JsonGrammarBuilder& b) {
+    const std::vector<std::string> marks = {"/parameter>", "/tool_call>"};
+    std::set<std::string> prefixes;  // proper prefixes of the marks, after their '<'
+    for (const std::string& m : marks) {
+        for (size_t n = 0; n < m.size(); ++n) prefixes.insert(m.substr(0, n));
+    }
+    std::string partial, tail;
+    for (const std::string& p : prefixes) {
+        std::string next = "<";  // a '<' starts a mark afresh: the next piece takes it
+        for (const std::string& m : marks) {
+            if (m.compare(0, p.size(), p) == 0 && next.find(m[p.size()]) == std::string::npos)
+                next += m[p.size()];
+        }
+        const std::string lit = p.empty() ? "" : JsonGrammarBuilder::literal(p) + " ";
+        if (!partial.empty()) partial += " | ";
+        partial += p.empty() ? "\"\"" : JsonGrammarBuilder::literal(p);
+        if (!tail.empty()) tail += " | ";
+        tail += lit + "[^" + next + "]";
+    }
+    XmlTextRules r;
+    r.lt = b.add_rule("xml-lt", "\"<\" (" + partial + ")");
+    r.after = b.add_rule("xml-after-lt", tail);
+    r.text = b.add_rule("xml-text", "([^<] | " + r.lt + "* \"<\" " + r.after + ")* " + r.lt + "*");
+    return r;
+}
+
+// A string parameter's value: free text, kept from reading back as other JSON (a number,
+// true, false, null, an array or object) by what it may start with; blank at the start would
+// be taken for markup. Narrower than the strings a model may mean, never wider. With
+// minLength/maxLength, characters are counted, and the text holds no '<' (no mark to keep out).
+std::string qwen3_coder_string_value(JsonGrammarBuilder& b, const XmlTextRules& x,
+                                     const ojson& schema, const std::string& name) {
+    if (schema.contains("pattern")) return b.add_schema(schema, name);  // refused there
+    if (auto f = schema.find("format"); f != schema.end() && f->is_string()) {
+        const std::string format = f->get<std::string>();
+        if (format == "date" || format == "time" || format == "date-time" || format == "uuid")
+            fail("json schema of parameter {}: format '{}' is not supported in XML calls", name,
+                 format);
+    }
+    const char* first = "[^\\-0-9\\[{ \\t\\r\\n<tfn]";
+    if (!schema.contains("minLength") && !schema.contains("maxLength")) {
+        const std::string& t = x.text;
+        return b.add_rule("xml-string", std::string(first) + " " + t + " | " + x.lt + "* \"<\" " +
+                                            x.after + " " + t + " | " + x.lt +
+                                            "+ | \"t\" ([^r \\t\\r\\n<] " + t +
+                                            ")? | \"f\" ([^a \\t\\r\\n<] " + t +
+                                            ")? | \"n\" ([^u \\t\\r\\n<] " + t + ")?");
+    }
+    auto count = [&](const char* key, int64_t fallback) {
+        const auto v = schema.find(key);
+        if (v == schema.end()) return fallback;
+        if (!v->is_number_integer() || v->get<int64_t>() < 0 || v->get<int64_t>() > 10000)
+            fail("json schema of parameter {}: '{}' must be an integer from 0 to 10000", name, key);
+        return v->get<int64_t>();
+    };
+    const int64_t lo = count("minLength", 0);
+    const int64_t hi = count("maxLength", -1);  // -1: none
+    if (hi >= 0 && hi < lo)
+        fail("json schema of parameter {}: 'maxLength' is below 'minLength'", name);
+    // `rest` more characters after `taken` ones.
+    auto rest = [&](int64_t taken) {
+        const int64_t a = std::max<int64_t>(lo - taken, 0);
+        return "[^<]{" + std::to_string(a) + "," + (hi < 0 ? "" : std::to_string(hi - taken)) + "}";
+    };
+    std::string body;
+    auto add = [&](const std::string& alt) { body += (body.empty() ? "" : " | ") + alt; };
+    if (lo == 0) add("\"\"");
+    if (hi != 0) {
+        add(std::string(first) + " " + rest(1));
+        if (lo <= 1) add("[tfn]");
+    }
+    if (hi < 0 || hi >= 2) add("(\"t\" [^r<] | \"f\" [^a<] | \"n\" [^u<]) " + rest(2));
+    return b.add_rule(name, body);
+}
+
+// The grammar of one parameter's value (before its "\n</parameter>").
+std::string qwen3_coder_param_value(JsonGrammarBuilder& b, const ojson& schema,
+                                    const std::string& name, std::string& string_rule,
+                                    const XmlTextRules& text) {
+    if (schema.is_object()) {
+        const auto e = schema.find("enum");
+        if (e != schema.end() && e->is_array() && !e->empty() &&
+            std::all_of(e->begin(), e->end(), [](const ojson& v) { return v.is_string(); })) {
+            // Strings written raw, as the template writes them.
+            std::string body;
+            for (const auto& v : *e) {
+                if (!body.empty()) body += " | ";
+                body += JsonGrammarBuilder::literal(v.get<std::string>());
+            }
+            return b.add_rule(name, body);
+        }
+        const auto c = schema.find("const");
+        if (c != schema.end() && c->is_string())
+            return b.add_rule(name, JsonGrammarBuilder::literal(c->get<std::string>()));
+        const auto t = schema.find("type");
+        if (t != schema.end() && *t == "string") {
+            const bool plain = !schema.contains("minLength") && !schema.contains("maxLength") &&
+                               !schema.contains("pattern") && !schema.contains("format");
+            if (!plain) return qwen3_coder_string_value(b, text, schema, name);
+            if (string_rule.empty()) string_rule = qwen3_coder_string_value(b, text, schema, name);
+            return string_rule;
+        }
+    }
+    return b.add_schema(schema, name);
+}
+
+std::string qwen3_coder_grammar(const std::vector<ToolSpec>& tools, bool parallel) {
+    JsonGrammarBuilder b;
+    const XmlTextRules text = qwen3_coder_free_text(b);
+    std::string string_rule;
+    std::string calls;
+    for (const ToolSpec& t : tools) {
+        const ojson schema = arguments_schema(t);
+        std::set<std::string> required;
+        if (auto r = schema.find("required"); r != schema.end() && r->is_array()) {
+            for (const auto& n : *r) {
+                if (n.is_string()) required.insert(n.get<std::string>());
+            }
+        }
+        // Parameters in schema order, the optional ones optional.
+        std::string body = JsonGrammarBuilder::literal("<tool_call>\n<function=" + t.name + ">\n");
+        if (auto props = schema.find("properties"); props != schema.end() && props->is_object()) {
+            for (const auto& [key, sub] : props->items()) {
+                const std::string value =
+                    qwen3_coder_param_value(b, sub, t.name + "-" + key, string_rule, text);
+                const std::string param = JsonGrammarBuilder::literal("<parameter=" + key + ">\n") +
+                                          " " + value + " " +
+                                          JsonGrammarBuilder::literal("\n</parameter>\n");
+                body += " " + (required.count(key) ? param : "(" + param + ")?");
+            }
+        }
+        body += " " + JsonGrammarBuilder::literal("</function>\n</tool_call>");
+        if (!calls.empty()) calls += " | ";
+        calls += b.add_rule("call-" + t.name, body);
+    }
+    const std::string block = b.add_rule("block", calls);
+    return b.grammar(parallel ? block + " (\"\\n\" " + block + ")*" : block);
+}
+
+std::string qwen3_coder_system_prompt(const ojson& tools) {
+    std::string out = "# Tools\n\nYou have access to the following tools:\n\n<tools>";
+    for (const auto& t : tools) out += "\n" + compact(t);
+    out +=
+        "\n</tools>\n\nIf you choose to call a tool ONLY reply in the following format with NO "
+        "suffix:\n\n<tool_call>\n<function=example_function_name>\n<parameter=example_parameter_"
+        "1>\nvalue_1\n</parameter>\n<parameter=example_parameter_2>\nvalue_2\n</parameter>\n</"
+        "function>\n</tool_call>";
+    return out;
+}
+
+std::string qwen3_coder_render(const std::vector<ToolCall>& calls) {
+    std::string out;
+    for (const ToolCall& c : calls) {
+        if (!out.empty()) out += "\n";
+        out += "<tool_call>\n<function=" + c.name + ">\n";
+        const ojson args = ojson::parse(c.arguments, nullptr, /*allow_exceptions=*/false);
+        if (args.is_object()) {
+            for (const auto& [key, value] : args.items()) {
+                out += "<parameter=" + key + ">\n" +
+                       (value.is_string() ? value.get<std::string>() : compact(value)) +
+                       "\n</parameter>\n";
+            }
+        }
+        out += "</function>\n</tool_call>";
+    }
+    return out;
+}
+
 }  // namespace
 
 const std::vector<ToolCallFormat>& tool_call_formats() {
     static const std::vector<ToolCallFormat> kFormats = {
+        // Before hermes: its templates write <tool_call> too.
+        {"qwen3_coder",
+         qwen3_coder_detect,
+         {"<tool_call>"},
+         false,
+         "</tool_call>",
+         qwen3_coder_parse,
+         qwen3_coder_grammar,
+         qwen3_coder_system_prompt,
+         qwen3_coder_render,
+         nullptr,
+         nullptr,
+         nullptr},
         {"hermes",
          hermes_detect,
          {"<tool_call>"},
@@ -241,7 +502,7 @@ const ToolCallFormat& tool_call_format_for_template(std::string_view source) {
     for (const ToolCallFormat& f : tool_call_formats()) {
         if (f.detect(source)) return f;
     }
-    return tool_call_formats().front();
+    return *find_tool_call_format("hermes");
 }
 
 const ToolCallFormat* find_tool_call_format(std::string_view name) {

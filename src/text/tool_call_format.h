@@ -4,9 +4,10 @@
 // "required" or a named function). Adding a family is one more entry in tool_call_format.cpp.
 //
 // Formats: "hermes" (Qwen 2.5/3, Hermes: <tool_call>{"name": ..., "arguments": ...}</tool_call>),
-// "llama3_json" (Llama 3.1-3.3: the whole reply a {"name": ..., "parameters": ...} object) and
-// "harmony" (gpt-oss: channels of messages, text/harmony.h), whose replies have a structure of
-// their own and so bring their own parser.
+// "qwen3_coder" (Qwen3-Coder, Qwen3.5: <tool_call><function=NAME><parameter=P>VALUE</parameter>
+// ...</function></tool_call>, values raw text), "llama3_json" (Llama 3.1-3.3: the whole reply a
+// {"name": ..., "parameters": ...} object) and "harmony" (gpt-oss: channels of messages,
+// text/harmony.h), whose replies have a structure of their own and so bring their own parser.
 #pragma once
 
 #include <memory>

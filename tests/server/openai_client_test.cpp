@@ -59,6 +59,15 @@ TEST(OpenAiClient, ToolCallsLlama31Template) {
     run_scenario(server, "tools");
 }
 
+// Qwen3-Coder's XML calls, rendered by its template.
+TEST(OpenAiClient, ToolCallsQwen3CoderTemplate) {
+    ServerProcess server({"--parallel", "4", "--ctx", "4096", "--chat-template",
+                          vendored_template_path("qwen3_coder")});
+    EXPECT_NE(server.log().find("tool calls: qwen3_coder format"), std::string::npos)
+        << server.log();
+    run_scenario(server, "tools");
+}
+
 // The test model's ChatML template renders no tools: they go into a system prompt.
 TEST(OpenAiClient, ToolCallsTemplateWithoutTools) {
     ServerProcess server({"--parallel", "4", "--ctx", "4096"});

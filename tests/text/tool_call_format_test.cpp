@@ -3,12 +3,14 @@
 // writes, and whatever a walk through it writes parses back into calls that fit the tools.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <memory>
 #include <random>
 #include <sstream>
 #include <string>
 
+#include "base/error.h"
 #include "text/grammar.h"
 #include "text/grammar_matcher.h"
 #include "text/tool_call_format.h"
@@ -144,6 +146,125 @@ TEST(Llama3ToolCalls, WholeReplyIsTheCall) {
     }
 }
 
+std::vector<ToolSpec> weather_tools();
+
+// Qwen3-Coder's XML calls, as its template writes past ones.
+TEST(Qwen3CoderToolCalls, ContentThenCalls) {
+    const ParsedReply r = parse_every_way(
+        format("qwen3_coder"),
+        "Let me check.\n<tool_call>\n<function=get_weather>\n<parameter=city>\nSt. Paul <MN>\n"
+        "</parameter>\n<parameter=days>\n2\n</parameter>\n<parameter=opts>\n{\"a\": [1, null]}\n"
+        "</parameter>\n<parameter=exact>\ntrue\n</parameter>\n<parameter=quoted>\n\"x\"\n"
+        "</parameter>\n<parameter=note>\n\nline one\nline two\n\n</parameter>\n"
+        "<parameter=empty>\n\n</parameter>\n</function>\n</tool_call>\n<tool_call>\n"
+        "<function=now>\n</function>\n</tool_call>\n");
+    EXPECT_EQ(r.content, "Let me check.");
+    ASSERT_EQ(r.calls.size(), 2u);
+    EXPECT_EQ(r.calls[0].name, "get_weather");
+    // One newline either side of a value is markup; text that is JSON other than a string is
+    // that JSON; the rest, quotes and all, is a string.
+    EXPECT_EQ(r.calls[0].arguments,
+              R"({"city":"St. Paul <MN>","days":2,"opts":{"a":[1,null]},"exact":true,)"
+              R"("quoted":"\"x\"","note":"\nline one\nline two\n","empty":""})");
+    EXPECT_EQ(r.calls[1].name, "now");
+    EXPECT_EQ(r.calls[1].arguments, "{}");
+}
+
+TEST(Qwen3CoderToolCalls, MalformedCallsStayText) {
+    const ToolCallFormat& f = format("qwen3_coder");
+    for (const std::string& reply : {
+             std::string("Use <function=f> and <parameter=x> in C++: #include <functional>\n"),
+             std::string("<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>"),
+             std::string("<tool_call>\n<function=f>\n<parameter=a>\n1\n</parameter>\n</tool_call>"),
+             std::string("<tool_call>\n<function=>\n</function>\n</tool_call>"),
+             std::string("<tool_call>\n<function=a b>\n</function>\n</tool_call>"),
+             std::string("<tool_call>\n<function=a\xff>\n</function>\n</tool_call>"),
+             std::string("<tool_call>\n<function=f>\n<parameter=a>\n1\n</function>\n</tool_call>"),
+             std::string("<tool_call>\n<function=f>\n<parameter=a>\n1\n</parameter>\n<parameter=a>"
+                         "\n2\n</parameter>\n</function>\n</tool_call>"),
+             std::string("<tool_call>\n<function=f>\nstray\n</function>\n</tool_call>"),
+             std::string("<tool_call>\n<function=f>\n</function>\ntrailing\n</tool_call> after"),
+             std::string("ends in an opener prefix <tool_ca"),
+             std::string("unterminated <tool_call>\n<function=f>\n<parameter=a>\n1"),
+         }) {
+        const ParsedReply r = parse_every_way(f, reply);
+        EXPECT_EQ(r.content, reply);
+        EXPECT_TRUE(r.calls.empty()) << reply;
+    }
+    // A block cut short of its closer is still a call when it parses whole.
+    const ParsedReply cut = parse_every_way(
+        f, "<tool_call>\n<function=f>\n<parameter=a>\n1\n</parameter>\n</function>\n");
+    ASSERT_EQ(cut.calls.size(), 1u);
+    EXPECT_EQ(cut.calls[0].arguments, R"({"a":1})");
+    EXPECT_EQ(cut.content, "");
+}
+
+TEST(Qwen3CoderToolCalls, WrittenCallsReadBack) {
+    const ToolCallFormat& f = format("qwen3_coder");
+    const std::vector<ToolCall> calls = {
+        {"edit", R"({"path":"a.cpp","text":"if (a < b) {\n  x = \"</b>\";\n}","n":3})"},
+        {"list", R"({"dirs":["src","tests"],"deep":false,"filter":null})"},
+        {"now", "{}"},
+    };
+    const ParsedReply r = parse_every_way(f, f.render_calls(calls));
+    EXPECT_EQ(r.content, "");
+    ASSERT_EQ(r.calls.size(), calls.size());
+    for (size_t i = 0; i < calls.size(); ++i) {
+        EXPECT_EQ(r.calls[i].name, calls[i].name);
+        EXPECT_EQ(r.calls[i].arguments, calls[i].arguments);
+    }
+    EXPECT_NE(
+        f.system_prompt(ojson::array({{{"type", "function"}, {"function", {{"name", "now"}}}}}))
+            .find("<function=example_function_name>"),
+        std::string::npos);
+}
+
+TEST(Qwen3CoderToolCalls, GrammarKeepsStringsStringsAndMarksOut) {
+    const ToolCallFormat& f = format("qwen3_coder");
+    const std::vector<ToolSpec> tools = {{"get_weather", ojson::parse(R"({"type": "object",
+        "properties": {"city": {"type": "string"}, "unit": {"enum": ["celsius", "fahrenheit"]}},
+        "required": ["city", "unit"]})")}};
+    GrammarMatcher m(std::make_shared<const Grammar>(Grammar::parse(f.grammar(tools, false))));
+    auto call = [](const std::string& city) {
+        return "<tool_call>\n<function=get_weather>\n<parameter=city>\n" + city +
+               "\n</parameter>\n<parameter=unit>\ncelsius\n</parameter>\n</function>\n"
+               "</tool_call>";
+    };
+    for (const std::string& ok :
+         {std::string("Paris"), std::string("<b>a</b> </para"), std::string("\"Oslo\""),
+          std::string("the <</tool_call"), std::string("x\n\ny"), std::string("<"),
+          std::string("t"), std::string("nice")}) {
+        EXPECT_TRUE(m.matches(call(ok))) << ok;
+        const ParsedReply r = parse_tool_calls(f, call(ok));
+        ASSERT_EQ(r.calls.size(), 1u) << ok;
+        EXPECT_TRUE(ojson::parse(r.calls[0].arguments)["city"].is_string()) << ok;
+    }
+    // Values that would read back as other JSON, or would end the value or block early.
+    for (const std::string& bad :
+         {std::string("42"), std::string("true"), std::string("null"), std::string("[1]"),
+          std::string("{}"), std::string("a</parameter>b"), std::string("a<</tool_call>b"),
+          std::string(" Paris")}) {
+        EXPECT_FALSE(m.matches(call(bad))) << bad;
+    }
+    EXPECT_FALSE(
+        m.matches("<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n"
+                  "</parameter>\n<parameter=unit>\nkelvin\n</parameter>\n</function>\n"
+                  "</tool_call>"));
+    // Lengths are counted (weather_tools' city has at most 10 characters).
+    GrammarMatcher bounded(
+        std::make_shared<const Grammar>(Grammar::parse(f.grammar(weather_tools(), false))));
+    EXPECT_TRUE(bounded.matches(call("Paris")));
+    EXPECT_TRUE(bounded.matches(call("f")));
+    EXPECT_TRUE(bounded.matches(call("fresno ca")));
+    EXPECT_FALSE(bounded.matches(call("Paris, France")));
+    EXPECT_FALSE(bounded.matches(call("false")));
+    EXPECT_TRUE(bounded.matches(call("")));  // no minLength: the empty string
+    // Constraints the grammar cannot follow are refused, not ignored.
+    const std::vector<ToolSpec> dated = {
+        {"f", ojson::parse(R"({"properties": {"d": {"type": "string", "format": "date"}}})")}};
+    EXPECT_THROW(f.grammar(dated, false), Error);
+}
+
 std::string read_file(const std::string& path) {
     std::ifstream in(path);
     std::ostringstream s;
@@ -158,6 +279,11 @@ TEST(ToolCallFormats, DetectedFromTemplates) {
     EXPECT_STREQ(tool_call_format_for_template(read_file(dir + "llama3_2.jinja")).name,
                  "llama3_json");
     EXPECT_STREQ(tool_call_format_for_template(read_file(dir + "gpt_oss.jinja")).name, "harmony");
+    // Qwen3-Coder's XML calls, which Qwen3.5 writes too.
+    EXPECT_STREQ(tool_call_format_for_template(read_file(dir + "qwen3_coder.jinja")).name,
+                 "qwen3_coder");
+    EXPECT_STREQ(tool_call_format_for_template(read_file(dir + "qwen3_5.jinja")).name,
+                 "qwen3_coder");
     EXPECT_STREQ(tool_call_format_for_template(
                      "{{- '<tool_call>\\n{\"name\": <function-name>, \"arguments\": ...}' }}")
                      .name,
@@ -200,9 +326,13 @@ TEST(ToolCallFormats, GrammarForcesWellFormedCalls) {
                     ? "<|channel|>analysis<|message|>Weather?<|end|><|start|>"
                       "assistant<|channel|>commentary to=functions."
                     : "";
+            // Qwen3-Coder's values are free text that a walk of random bytes would never end:
+            // it is steered to the mark that ends one.
+            const std::string mark = std::string(f.name) == "qwen3_coder" ? "\n</parameter>" : "";
             std::mt19937 rng(3);
             for (int i = 0; i < 50; ++i) {
                 std::string out = prefix;
+                size_t steer = 0;  // bytes of the mark written
                 GrammarMatcher::State s = m.advance(m.start(), prefix);
                 while (!m.accepting(s) || (m.can_continue(s) && rng() % 3 != 0)) {
                     std::vector<uint8_t> next;
@@ -215,6 +345,21 @@ TEST(ToolCallFormats, GrammarForcesWellFormedCalls) {
                     for (uint8_t c : next) {
                         if ((c == '"' || c == '}') && rng() % 6 == 0) b = c;
                     }
+                    if (!mark.empty()) {
+                        // Now and then the mark, byte by byte while the grammar allows it.
+                        auto allowed = [&](char c) {
+                            return std::find(next.begin(), next.end(), static_cast<uint8_t>(c)) !=
+                                   next.end();
+                        };
+                        if (steer > 0 && steer < mark.size() && allowed(mark[steer])) {
+                            b = static_cast<uint8_t>(mark[steer++]);
+                        } else if (allowed(mark[0]) && rng() % 8 == 0) {
+                            b = static_cast<uint8_t>(mark[0]);
+                            steer = 1;
+                        } else {
+                            steer = 0;
+                        }
+                    }
                     out += static_cast<char>(b);
                     s = m.advance(s, b);
                     ASSERT_LT(out.size(), 5000u);
@@ -223,7 +368,8 @@ TEST(ToolCallFormats, GrammarForcesWellFormedCalls) {
                 const ParsedReply r = parse_tool_calls(f, out);
                 ASSERT_GE(r.calls.size(), 1u) << out;
                 EXPECT_EQ(r.content, "") << out;
-                if (!parallel || std::string(f.name) != "hermes") {
+                const std::string name = f.name;
+                if (!parallel || (name != "hermes" && name != "qwen3_coder")) {
                     EXPECT_EQ(r.calls.size(), 1u);
                 }
                 for (const ToolCall& c : r.calls) {
