@@ -8,6 +8,7 @@
 #include <array>
 
 #include "text/json_schema_grammar.h"
+#include "text/reply_text.h"
 
 namespace tandem {
 namespace {
@@ -30,13 +31,8 @@ constexpr std::array<std::string_view, 2> kTextOpeners = {kStart, kChannel};
 constexpr size_t kMaxHeader = 256;
 constexpr std::string_view kFunctions = "functions.";
 
-std::string compact(const ojson& value) {
-    return value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-}
-
-bool is_space(char c) {
-    return c == ' ' || c == '\t' || c == '\n' || c == '\r';
-}
+using reply_text::compact;
+using reply_text::is_space;
 
 // The first of `marks` in `text` from `from`: its position (npos when none) and length.
 template <size_t N>
@@ -49,22 +45,6 @@ std::pair<size_t, size_t> find_first(std::string_view text,
         if (p < best.first) best = {p, m.size()};
     }
     return best;
-}
-
-// The longest tail of `text` that is a proper prefix of one of `marks`: held back, since the
-// next piece may complete it.
-template <size_t N>
-size_t partial_tail(std::string_view text, const std::array<std::string_view, N>& marks) {
-    size_t keep = 0;
-    for (std::string_view m : marks) {
-        for (size_t n = std::min(m.size() - 1, text.size()); n > keep; --n) {
-            if (text.substr(text.size() - n) == m.substr(0, n)) {
-                keep = n;
-                break;
-            }
-        }
-    }
-    return keep;
 }
 
 // A word of a header: up to whitespace or the next special token.
@@ -212,7 +192,7 @@ class HarmonyParser : public ReplyParser {
                     header_.kind == BodyKind::kReasoning || header_.kind == BodyKind::kContent;
                 if (end == std::string::npos) {
                     if (streamed) {
-                        const size_t keep = partial_tail(buffer_, kEnds);
+                        const size_t keep = reply_text::partial_mark_tail(buffer_, kEnds);
                         emit(out, buffer_.substr(0, buffer_.size() - keep),
                              header_.kind == BodyKind::kReasoning);
                         buffer_.erase(0, buffer_.size() - keep);
@@ -234,8 +214,8 @@ class HarmonyParser : public ReplyParser {
                 const auto [open, open_size] = find_first(buffer_, kTextOpeners);
                 const auto [end, end_size] = find_first(buffer_, kEnds);
                 if (open == std::string::npos && end == std::string::npos) {
-                    size_t keep =
-                        std::max(partial_tail(buffer_, kTextOpeners), partial_tail(buffer_, kEnds));
+                    size_t keep = std::max(reply_text::partial_mark_tail(buffer_, kTextOpeners),
+                                           reply_text::partial_mark_tail(buffer_, kEnds));
                     emit(out, buffer_.substr(0, buffer_.size() - keep), false);
                     buffer_.erase(0, buffer_.size() - keep);
                     return false;

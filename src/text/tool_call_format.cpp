@@ -7,25 +7,16 @@
 #include "base/error.h"
 #include "text/harmony.h"
 #include "text/json_schema_grammar.h"
+#include "text/reply_text.h"
 
 namespace tandem {
 namespace {
 
 using ojson = nlohmann::ordered_json;
 
-bool is_space(char c) {
-    return c == ' ' || c == '\t' || c == '\n' || c == '\r';
-}
-
-std::string_view trim(std::string_view s) {
-    while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
-    while (!s.empty() && is_space(s.back())) s.remove_suffix(1);
-    return s;
-}
-
-std::string compact(const ojson& value) {
-    return value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-}
+using reply_text::compact;
+using reply_text::is_space;
+using reply_text::trim;
 
 // {"name": "...", "<args_key>": {...}}; arguments given as a JSON string are read too.
 std::optional<ToolCall> call_from_json(const ojson& j,
@@ -599,15 +590,7 @@ std::vector<ToolCallParser::Event> ToolCallParser::feed(std::string_view text) {
             continue;
         }
         // Hold back a tail that may still become an opener.
-        size_t keep = 0;
-        for (const std::string& o : format_.openers) {
-            for (size_t n = std::min(o.size() - 1, buffer_.size()); n > keep; --n) {
-                if (buffer_.compare(buffer_.size() - n, n, o, 0, n) == 0) {
-                    keep = n;
-                    break;
-                }
-            }
-        }
+        size_t keep = reply_text::partial_mark_tail(buffer_, format_.openers);
         if (format_.opens_at_start) {
             // Nothing but whitespace so far: all of it may still precede an opener.
             const size_t first = buffer_.find_first_not_of(" \t\r\n");
