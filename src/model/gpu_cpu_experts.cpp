@@ -101,9 +101,7 @@ void GpuCpuExperts::serve() {
             mailbox_.answer(r.number);
             last_request = now_seconds();
         } else if (now_seconds() - last_request < kSpinSeconds) {
-#if defined(__x86_64__)
-            __builtin_ia32_pause();
-#endif
+            spin_step(0);  // a pause, no yield: the core is this thread's while requests come
         } else {
             std::this_thread::sleep_for(now_seconds() - last_request < kIdleSeconds ? kNap
                                                                                     : kIdleNap);
