@@ -6,6 +6,7 @@
 #include "cuda/early_launch.cuh"
 #include "cuda/q8_round.cuh"
 #include "cuda/row_norm.cuh"
+#include "cuda/vector_access.cuh"
 
 namespace tandem::cuda {
 namespace {
@@ -24,28 +25,32 @@ __global__ void residual_norm_kernel(DeviceRows x, DeviceRows residual, const fl
     const int64_t c0 = static_cast<int64_t>(threadIdx.x) * kPerThread;
     float* xr = x.data + row * x.stride + c0;
     float v[kPerThread];
+    load_run(xr, v);
+    if (residual.data != nullptr) {
+        float r[kPerThread];
+        load_run(residual.data + row * residual.stride + c0, r);
+#pragma unroll
+        for (int i = 0; i < kPerThread; ++i) v[i] += r[i];
+        store_run(xr, v);
+    }
     double sum = 0.0;
 #pragma unroll
-    for (int i = 0; i < kPerThread; ++i) {
-        v[i] = xr[i];
-        if (residual.data != nullptr) {
-            v[i] += residual.data[row * residual.stride + c0 + i];
-            xr[i] = v[i];
-        }
-        sum += static_cast<double>(v[i] * v[i]);
-    }
+    for (int i = 0; i < kPerThread; ++i) sum += static_cast<double>(v[i] * v[i]);
     const float scale = rms_scale(block_sum_f64(sum), x.cols, eps);
-    float* dst = out.data + row * out.stride + c0;
+    float wv[kPerThread];
+    if (w != nullptr) load_run(w + c0, wv);
 #pragma unroll
     for (int i = 0; i < kPerThread; ++i) {
         v[i] = v[i] * scale;
-        if (w != nullptr) v[i] = v[i] * w[c0 + i];
-        dst[i] = v[i];
+        if (w != nullptr) v[i] = v[i] * wv[i];
     }
+    store_run(out.data + row * out.stride + c0, v);
     float* r = rounded.data + row * rounded.stride + c0;
     if constexpr (kRound == 1) {
+        float rv[kPerThread];
 #pragma unroll
-        for (int i = 0; i < kPerThread; ++i) r[i] = gpu::round_value(rounding, v[i]);
+        for (int i = 0; i < kPerThread; ++i) rv[i] = gpu::round_value(rounding, v[i]);
+        store_run(r, rv);
     } else if constexpr (kRound > 1) {
         constexpr int kLanes = kRound / kPerThread;
         const int part = threadIdx.x % kLanes;

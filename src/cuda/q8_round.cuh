@@ -8,6 +8,8 @@
 
 #include <cuda_fp16.h>
 
+#include "cuda/vector_access.cuh"
+
 namespace tandem::cuda {
 
 // One block of kPerLane · kLanes values (32: q8_0 and q8_1, the same values; 256: q8_K) held by
@@ -42,31 +44,29 @@ __device__ __forceinline__ void round_q8_lanes(const float (&v)[kPerLane], int p
         const float d = amax / 127.0f;
         const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
         const float dh = __half2float(__float2half_rn(d));
+        float out[kPerLane];
+        int q[kPerLane];
 #pragma unroll
         for (int i = 0; i < kPerLane; ++i) {
-            const int q = __float2int_rn(__fmul_rn(v[i], id));
-            dst[i] = __fmul_rn(dh, static_cast<float>(q));
-            if (codes != nullptr) codes[i] = static_cast<int8_t>(q);
+            q[i] = __float2int_rn(__fmul_rn(v[i], id));
+            out[i] = __fmul_rn(dh, static_cast<float>(q[i]));
         }
+        store_run(dst, out);
+        if (codes != nullptr) store_codes(codes, q);
         if (scale != nullptr) *scale = dh;
     } else {
-        if (amax == 0.0f) {
-#pragma unroll
-            for (int i = 0; i < kPerLane; ++i) {
-                dst[i] = 0.0f;
-                if (codes != nullptr) codes[i] = 0;
-            }
-            if (scale != nullptr) *scale = 0.0f;
-            return;
-        }
-        const float iscale = -127.0f / max;
-        const float d = 1.0f / iscale;
+        // All zeros: codes and values 0, scale 0.
+        const float iscale = amax != 0.0f ? -127.0f / max : 0.0f;
+        const float d = amax != 0.0f ? 1.0f / iscale : 0.0f;
+        float out[kPerLane];
+        int q[kPerLane];
 #pragma unroll
         for (int i = 0; i < kPerLane; ++i) {
-            const int q = min(127, __float2int_rn(__fmul_rn(iscale, v[i])));
-            dst[i] = __fmul_rn(d, static_cast<float>(q));
-            if (codes != nullptr) codes[i] = static_cast<int8_t>(q);
+            q[i] = min(127, __float2int_rn(__fmul_rn(iscale, v[i])));
+            out[i] = __fmul_rn(d, static_cast<float>(q[i]));
         }
+        store_run(dst, out);
+        if (codes != nullptr) store_codes(codes, q);
         if (scale != nullptr) *scale = d;
     }
 }
