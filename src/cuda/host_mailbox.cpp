@@ -25,7 +25,7 @@ HostMailbox::HostMailbox(int rows, int64_t cols, size_t extra_bytes, int64_t ans
       rows_(sizeof(float) * static_cast<size_t>(rows) * cols, "host mailbox requests"),
       extra_(std::max<size_t>(extra_bytes, 1), "host mailbox requests' extra bytes"),
       answer_(sizeof(float) * static_cast<size_t>(rows) * answer_cols, "host mailbox answers"),
-      counters_(2 * sizeof(uint32_t), "host mailbox counters"),
+      counters_(3 * sizeof(uint32_t), "host mailbox counters"),
       max_rows_(rows),
       cols_(cols),
       answer_cols_(answer_cols),
@@ -38,13 +38,13 @@ HostMailbox::HostMailbox(int rows, int64_t cols, size_t extra_bytes, int64_t ans
     device_answer_ = device_view<float>(answer_);
 }
 
-void HostMailbox::post(DeviceRows in, const void* extra, size_t extra_bytes, int tag,
-                       cudaStream_t stream) {
+void HostMailbox::post(DeviceRows in, const void* extra, size_t extra_bytes, int key_stride,
+                       int tag, cudaStream_t stream) {
     if (in.rows > max_rows_ || in.cols != cols_ || extra_bytes > max_extra_)
         fail("host mailbox: a request of {} rows of {} and {} bytes (room for {} of {} and {})",
              in.rows, in.cols, extra_bytes, max_rows_, cols_, max_extra_);
-    launch_mailbox_post(in, device_rows_, extra, device_extra_, extra_bytes, tag, device_flags_,
-                        counters_.as<uint32_t>(), stream);
+    launch_mailbox_post(in, device_rows_, extra, device_extra_, extra_bytes, key_stride, tag,
+                        device_flags_, counters_.as<uint32_t>(), stream);
 }
 
 void HostMailbox::await(DeviceRows out, cudaStream_t stream) {

@@ -27,10 +27,10 @@ struct alignas(64) MailboxFlags {
 };
 
 // The kernels (host_mailbox.cu), on device views of the pinned buffers. counters (device):
-// [0] requests posted, [1] blocks of the current post done.
+// [0] requests posted, [1] blocks of the current post done, [2] whether it was skipped.
 void launch_mailbox_post(DeviceRows in, float* host_rows, const void* extra, void* host_extra,
-                         size_t extra_bytes, int tag, MailboxFlags* flags, uint32_t* counters,
-                         cudaStream_t stream);
+                         size_t extra_bytes, int key_stride, int tag, MailboxFlags* flags,
+                         uint32_t* counters, cudaStream_t stream);
 void launch_mailbox_await(DeviceRows out, const float* host_answer, MailboxFlags* flags,
                           const uint32_t* counters, cudaStream_t stream);
 
@@ -41,9 +41,13 @@ class HostMailbox {
     HostMailbox(int rows, int64_t cols, size_t extra_bytes, int64_t answer_cols);
 
     // Stream side. post(): the rows of `in` (device; in.rows at most the room's), the
-    // `extra_bytes` at `extra` (device) and `tag`, then the request's number. await(): once the
-    // host has answered that request, its in.rows answer rows into `out` (device).
-    void post(DeviceRows in, const void* extra, size_t extra_bytes, int tag, cudaStream_t stream);
+    // `extra_bytes` at `extra` (device) and `tag`, then the request's number. With key_stride >
+    // 0 the extra bytes are records whose first int32 is a key, key_stride int32s apart, and a
+    // request whose keys are all negative (nothing for the host: a hybrid layer whose routes all
+    // hit the slots) is not sent. await(): once the host has answered that request, its in.rows
+    // answer rows into `out` (device); zeros at once for a request not sent.
+    void post(DeviceRows in, const void* extra, size_t extra_bytes, int key_stride, int tag,
+              cudaStream_t stream);
     void await(DeviceRows out, cudaStream_t stream);
 
     // Host side. A request posted and not yet answered: its number (else false), tag and rows.

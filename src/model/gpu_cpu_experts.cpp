@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstddef>
 #include <cstring>
 #include <exception>
 
@@ -61,8 +62,11 @@ void GpuCpuExperts::enqueue(int layer, const float* in, int64_t in_stride, const
     if (!has(layer)) fail("moe: layer {} has no experts on the CPU", layer);
     if (n > executor_->max_tokens())
         fail("moe: {} rows for the CPU experts (at most {})", n, executor_->max_tokens());
+    // Routes of expert -1 (hybrid's hits) are not the CPU's: a layer without others is not sent.
+    static_assert(offsetof(Route, expert) == 0 && sizeof(Route) % 4 == 0);
     mailbox_.post(cuda::DeviceRows{const_cast<float*>(in), n, n_embd_, in_stride}, routes,
-                  sizeof(Route) * static_cast<size_t>(n) * top_k_, layer, stream);
+                  sizeof(Route) * static_cast<size_t>(n) * top_k_, sizeof(Route) / 4, layer,
+                  stream);
     mailbox_.await(cuda::DeviceRows{out, n, n_embd_, out_stride}, stream);
 }
 

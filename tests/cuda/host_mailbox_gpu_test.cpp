@@ -70,7 +70,7 @@ TEST(HostMailbox, AnswersEveryRequestInOrderEagerlyAndFromAGraph) {
     const auto pass = [&] {
         for (int q = 0; q < 3; ++q) {
             box.post(cuda::DeviceRows{in.get(), rows[q], kCols, kStride}, factors.get() + q,
-                     sizeof(int32_t), 10 + q, stream.get());
+                     sizeof(int32_t), 0, 10 + q, stream.get());
             box.await(
                 cuda::DeviceRows{out.get() + q * kRows * kStride, rows[q], kAnswerCols, kStride},
                 stream.get());
@@ -101,13 +101,41 @@ TEST(HostMailbox, AnswersEveryRequestInOrderEagerlyAndFromAGraph) {
     EXPECT_EQ(answerer.answered(), 15);
 }
 
+TEST(HostMailbox, ARequestWhoseKeysAreAllNegativeIsAnsweredWithZerosOnTheDevice) {
+    TANDEM_REQUIRE_GPU();
+    // Records of two int32s, the key first: the factor is the second word of the first record.
+    cuda::HostMailbox box(kRows, kCols, 4 * sizeof(int32_t), kAnswerCols);
+    Answerer answerer(box);
+    cuda::Stream stream;
+    const std::vector<float> host_in = testing::random_floats(kRows * kStride, 9);
+    DeviceArray<float> in(host_in);
+    DeviceArray<float> out(kRows * kStride);
+    for (const bool present : {false, true, false}) {
+        // present: the second record's key is 3 (the first's is -1 either way).
+        DeviceArray<int32_t> records(std::vector<int32_t>{-1, 4, present ? 3 : -1, 0});
+        cuda::check(cudaMemset(out.get(), 0x7f, sizeof(float) * out.size()), "test fill");
+        const int before = answerer.answered();
+        box.post(cuda::DeviceRows{in.get(), 2, kCols, kStride}, records.get(), 4 * sizeof(int32_t),
+                 2, 5, stream.get());
+        box.await(cuda::DeviceRows{out.get(), 2, kAnswerCols, kStride}, stream.get());
+        stream.synchronize("mailbox pass");
+        const std::vector<float> got = out.download();
+        for (int r = 0; r < 2; ++r)
+            for (int64_t c = 0; c < kCols; ++c)
+                ASSERT_EQ(got[r * kStride + c],
+                          present ? answer_value(host_in[r * kStride + c], -1, 5) : 0.0f)
+                    << (present ? "sent" : "not sent") << ": row " << r << " col " << c;
+        EXPECT_EQ(answerer.answered(), before + (present ? 1 : 0));
+    }
+}
+
 TEST(HostMailbox, RefusesARequestLargerThanItsRoom) {
     TANDEM_REQUIRE_GPU();
     cuda::HostMailbox box(kRows, kCols, sizeof(int32_t), kAnswerCols);
     DeviceArray<float> in(4 * kCols);
-    EXPECT_THROW(box.post(cuda::DeviceRows{in.get(), 4, kCols, kCols}, nullptr, 0, 0, nullptr),
+    EXPECT_THROW(box.post(cuda::DeviceRows{in.get(), 4, kCols, kCols}, nullptr, 0, 0, 0, nullptr),
                  Error);
-    EXPECT_THROW(box.post(cuda::DeviceRows{in.get(), 1, kCols, kCols}, in.get(), 8, 0, nullptr),
+    EXPECT_THROW(box.post(cuda::DeviceRows{in.get(), 1, kCols, kCols}, in.get(), 8, 0, 0, nullptr),
                  Error);
     EXPECT_THROW(box.await(cuda::DeviceRows{in.get(), 1, kCols + 1, kCols + 1}, nullptr), Error);
 }
