@@ -1,4 +1,5 @@
-// Whether kernels may launch before their predecessor finishes (cuda/early_launch.cuh).
+// Whether kernels may launch before their predecessor finishes, and whether they prefetch their
+// weights meanwhile (cuda/early_launch.cuh).
 #include <cuda_runtime.h>
 
 #include "base/env_flag.h"
@@ -18,6 +19,11 @@ bool early_launch_enabled() {
         }
         return major >= 9;
     }();
+    return enabled;
+}
+
+bool weight_prefetch_enabled() {
+    static const bool enabled = !env_flag_off("TANDEM_GPU_PREFETCH");
     return enabled;
 }
 

@@ -10,12 +10,32 @@
 
 #include <cuda_runtime.h>
 
+#include <cstdint>
+
 #include "cuda/check.h"
 
 namespace tandem::cuda {
 
 // True on a GPU of compute capability 9.0 or later, unless TANDEM_GPU_EARLY_LAUNCH=0.
 bool early_launch_enabled();
+
+// Whether the matrix-vector kernels prefetch their weights before they wait (prefetch_l2): on
+// unless TANDEM_GPU_PREFETCH=0.
+bool weight_prefetch_enabled();
+
+// Asks for the lines of [begin, begin + bytes) to come to L2, the block's threads taking every
+// blockDim.x-th line: a hint that neither faults nor waits. Called before
+// wait_for_previous_kernel() on data the previous kernel does not write (weights), it lets a
+// decode product's few MB cross from DRAM while the kernel before it still runs, where they would
+// otherwise start only when it ends. (Even data being written stays correct: L2 is where writes
+// meet, and nothing is kept closer to the SM.)
+__device__ __forceinline__ void prefetch_l2(const void* begin, int64_t bytes) {
+    const uintptr_t start = reinterpret_cast<uintptr_t>(begin);
+    const uintptr_t end = start + (bytes > 0 ? static_cast<uintptr_t>(bytes) : 0);
+    for (uintptr_t a = (start & ~uintptr_t{127}) + 128 * threadIdx.x; a < end;
+         a += 128 * blockDim.x)
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(a));
+}
 
 // Waits until the previous kernel's writes are visible, then lets the next kernel's blocks be
 // placed (they wait in turn in their own first call).

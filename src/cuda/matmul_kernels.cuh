@@ -18,6 +18,39 @@ __device__ __forceinline__ double warp_sum(double v) {
 
 // ---------------------------------------------------------------- matrix-vector (decode)
 
+// A routed product's route sums (p.sum), rows [first, first + count) of a block's: once the top_k
+// blocks of the token's routes over these rows have written theirs (each made its writes
+// visible, then counted), the last of them adds the routes' rows up in route order, weighted, as
+// moe_weighted_sum does, and leaves the counter zero for the next launch. Sums a launch of their
+// own would take, a kernel boundary later.
+static __device__ __forceinline__ void sum_routes_of_block(const MatvecParams& p, int64_t first,
+                                                           int64_t count) {
+    __shared__ bool last;
+    const int K = p.sum.top_k, t = static_cast<int>(blockIdx.y) / K;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        int* done = p.sum.done + static_cast<int64_t>(t) * gridDim.x + blockIdx.x;
+        last = atomicAdd(done, 1) == K - 1;
+        if (last) *done = 0;
+    }
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    count = min(count, p.rows - first);
+    for (int64_t i = threadIdx.x; i < count; i += blockDim.x) {
+        const int64_t row = first + i;
+        float acc = 0.0f;
+        for (int k = 0; k < K; ++k) {
+            const Route r = p.routes[t * K + k];
+            if (r.expert >= 0)
+                acc +=
+                    r.weight * __ldcg(p.y + (static_cast<int64_t>(t) * K + k) * p.y_stride + row);
+        }
+        p.sum.out[t * p.sum.out_stride + row] = acc;
+    }
+}
+
 // Block: 128 threads on R rows for up to C columns (rows of x). Thread i takes chunks (pairs of
 // chunks for 1-2 columns) i, i + 128, ... of 8 values of every row: a warp reads 256 or 512
 // consecutive values of a row per step, every x value a thread loads serves R rows, and the four
@@ -29,6 +62,20 @@ __device__ __forceinline__ double warp_sum(double v) {
 // warp and shared memory across warps.
 constexpr int kMatvecThreads = 128;
 
+// Before a matrix-vector block waits for the previous kernel: rows [first, first + count) of its
+// weights w (of `rows`; an expert's rows where the routes are settled) into L2 (prefetch_l2).
+__device__ __forceinline__ void prefetch_block_rows(const MatvecParams& p, const uint8_t* w,
+                                                    int64_t rows, int64_t first, int64_t count) {
+    if (p.routes != nullptr) {
+        if (!p.routes_settled) return;
+        const int e = p.routes[blockIdx.y].expert;
+        if (e < 0) return;
+        w += static_cast<size_t>(e) * p.expert_stride;
+    }
+    count = min(count, rows - first);
+    if (count > 0) prefetch_l2(w + first * static_cast<int64_t>(p.row_bytes), count * p.row_bytes);
+}
+
 template <GgmlType F, int C, int R>
 __global__ void __launch_bounds__(kMatvecThreads)
     matvec_kernel(const __grid_constant__ MatvecParams p) {
@@ -36,9 +83,10 @@ __global__ void __launch_bounds__(kMatvecThreads)
     constexpr int kChunks = B::kValues / 8;  // chunks per block
     constexpr int kWarps = kMatvecThreads / 32;
     __shared__ double partial[kWarps][R][C];
+    const int64_t row0 = static_cast<int64_t>(blockIdx.x) * R;
+    if (p.prefetch) prefetch_block_rows(p, p.w, p.rows, row0, R);
     wait_for_previous_kernel();
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const int64_t row0 = static_cast<int64_t>(blockIdx.x) * R;
     const uint8_t* w = p.w;
     const float* x = p.x;
     float* y = p.y;
@@ -132,7 +180,9 @@ template <GgmlType F, int C>
 void launch_matvec(const MatvecParams& p, int n_jobs, cudaStream_t stream, int /*n_targets: 1*/) {
     constexpr int R = C <= 2 ? 2 : 1;  // rows per block: x registers reused R times
     const dim3 grid(static_cast<unsigned>((p.rows + R - 1) / R), static_cast<unsigned>(n_jobs));
-    launch_early(matvec_kernel<F, C, R>, grid, kMatvecThreads, 0, stream, "matvec_kernel", p);
+    MatvecParams q = p;
+    q.prefetch = weight_prefetch_enabled();
+    launch_early(matvec_kernel<F, C, R>, grid, kMatvecThreads, 0, stream, "matvec_kernel", q);
 }
 
 // ---------------------------------------------------------------- tensor-core tiles (prefill)

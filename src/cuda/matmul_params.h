@@ -10,6 +10,7 @@
 
 #include "cpu/moe_layer.h"
 #include "cuda/block_dequant.h"
+#include "cuda/matmul.h"
 
 namespace tandem::cuda {
 
@@ -71,6 +72,16 @@ struct MatvecParams : ProductOperands {
     // the launcher: matvec_lanes).
     int warps_per_row = 1;
     int lanes_per_row = 32;
+    // Each block asks for its weight rows in L2 before it waits for the previous kernel
+    // (prefetch_l2; set by the launchers). A routed product does so only with routes_settled:
+    // its routes were written before the previous kernel began (the down projection's, gate and
+    // up having run between), so its blocks may read them before they wait.
+    bool prefetch = false;
+    bool routes_settled = false;
+    // The integer kernels, routed, one column: the routes' weighted sums as well (one target),
+    // or act(gate) · up rounded (gate and up).
+    RouteSum sum;
+    RouteGlu glu;
 };
 
 struct TileParams : ProductOperands {

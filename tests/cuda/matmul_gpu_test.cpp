@@ -226,6 +226,148 @@ TEST_P(GpuMatmul, RoutedProductsMatchTheReference) {
     }
 }
 
+// A decode step's down projection with the routes' weighted sums in the same launch (RouteSum,
+// the integer kernels): the sums bit for bit those of moe_weighted_sum over the routes' rows, a
+// route of no expert left out, and the same again from a second launch (the counters reset).
+TEST_P(GpuMatmul, RoutedDecodeSumsMatchTheWeightedSumKernel) {
+    TANDEM_REQUIRE_GPU();
+    const FormatTraits& f = format_of(GetParam());
+    const int n_expert = 5, k = 3;
+    const int64_t rows = 72, cols = 256;
+    const size_t rb = row_bytes(f, cols);
+    DeviceArray<uint8_t> dw(testing::random_weights(f, rows * n_expert, cols, 81));
+    cuda::DeviceDequantTables tables;
+    cuda::Stream stream;
+    const cuda::MatmulContext ctx{stream.get(), tables.tables()};
+    ExpertMatrix em;
+    em.matrix = {&f, dw.get(), cols, rows, rb, 1.0f};
+    em.expert_stride = rb * rows;
+    const int64_t capacity = int64_t{cuda::kSmallBatch} * ((rows + 3) / 4);
+    DeviceArray<int> done(std::vector<int>(capacity, 0));
+    for (const bool codes : code_modes(f)) {
+        for (int n_tokens : {1, 3, 8}) {
+            const int n_routes = n_tokens * k;
+            std::vector<Route> routes(n_routes);
+            std::mt19937 rng(100 + n_tokens);
+            for (int j = 0; j < n_routes; ++j) {
+                routes[j].expert = j % 4 == 1 ? -1 : static_cast<int>(rng() % n_expert);
+                routes[j].weight = 0.25f + static_cast<float>(rng() % 100) / 64.0f;
+            }
+            DeviceArray<Route> droutes(routes);
+            const TestInput in(
+                f, testing::random_floats(static_cast<size_t>(n_routes) * cols, 3 + n_tokens),
+                n_routes, cols, codes);
+            const std::string what = std::string(f.name) + ", " + std::to_string(n_tokens) +
+                                     " tokens" + (codes ? ", q8 codes" : "");
+            // The reference: the product, then the weighted sums' own kernel.
+            DeviceArray<float> y_ref(
+                std::vector<float>(static_cast<size_t>(n_routes) * rows, 0.0f));
+            DeviceArray<float> out_ref(static_cast<size_t>(n_tokens) * rows);
+            cuda::matmul_routed(ctx, em, droutes.get(), n_routes, 1, in.x(), cols, y_ref.get(),
+                                rows, nullptr, in.codes());
+            cuda::moe_weighted_sum(y_ref.get(), rows, droutes.get(), k,
+                                   {out_ref.get(), n_tokens, rows, rows}, stream.get());
+            stream.synchronize("the reference sums");
+            const std::vector<float> want = out_ref.download();
+            for (int pass = 0; pass < 2; ++pass) {
+                DeviceArray<float> y(
+                    std::vector<float>(static_cast<size_t>(n_routes) * rows, 0.0f));
+                DeviceArray<float> out(
+                    std::vector<float>(static_cast<size_t>(n_tokens) * rows, NAN));
+                const cuda::RouteSum sum{out.get(), rows, k, done.get(), capacity};
+                const bool summed =
+                    cuda::matmul_routed(ctx, em, droutes.get(), n_routes, 1, in.x(), cols, y.get(),
+                                        rows, nullptr, in.codes(), true, &sum);
+                stream.synchronize("routed sums");
+                // The integer kernels sum; the float kernels leave it to the caller.
+                ASSERT_EQ(summed, codes) << what;
+                if (!summed) continue;
+                const std::vector<float> got = out.download();
+                for (size_t i = 0; i < got.size(); ++i)
+                    ASSERT_EQ(got[i], want[i]) << what << ", pass " << pass << ", token "
+                                               << i / rows << " row " << i % rows;
+                ASSERT_EQ(y.download(), y_ref.download()) << what << ": the routes' own rows";
+            }
+            EXPECT_EQ(done.download(), std::vector<int>(capacity, 0)) << what << ": counters";
+        }
+    }
+}
+
+// A decode step's gate and up products with act(gate) · up rounded in the same launch (RouteGlu,
+// the integer kernels): values, codes and scales bit for bit glu_round_activations', for each
+// activation, a route of no expert left alone, and the same from a second launch.
+TEST_P(GpuMatmul, RoutedPairGluMatchesTheRoundingKernel) {
+    TANDEM_REQUIRE_GPU();
+    const FormatTraits& f = format_of(GetParam());
+    const int block = cuda::q8_code_block(f.dot_type);
+    if (!cuda::gpu_integer_products(f.type) || block == 0) GTEST_SKIP() << "no integer kernels";
+    cuda::upload_gelu_table();
+    const int n_expert = 4, k = 2, n_tokens = 3, n_routes = n_tokens * k;
+    const int64_t rows = 512, cols = 256;
+    const size_t rb = row_bytes(f, cols);
+    DeviceArray<uint8_t> dw(testing::random_weights(f, rows * n_expert, cols, 91));
+    DeviceArray<uint8_t> dw_up(testing::random_weights(f, rows * n_expert, cols, 92));
+    cuda::DeviceDequantTables tables;
+    cuda::Stream stream;
+    const cuda::MatmulContext ctx{stream.get(), tables.tables()};
+    ExpertMatrix gate, up;
+    gate.matrix = {&f, dw.get(), cols, rows, rb, 1.0f};
+    gate.expert_stride = rb * rows;
+    up = gate;
+    up.matrix.data = dw_up.get();
+    std::vector<Route> routes(n_routes);
+    for (int j = 0; j < n_routes; ++j) routes[j] = {j == 3 ? -1 : j % n_expert, 1.0f};
+    DeviceArray<Route> droutes(routes);
+    const TestInput in(f, testing::random_floats(static_cast<size_t>(n_tokens) * cols, 17),
+                       n_tokens, cols, true);
+    DeviceArray<int> done(std::vector<int>(n_routes, 0));
+    const size_t values = static_cast<size_t>(n_routes) * rows;
+    // Runs the pair (and with `fused` the rounding in it, else glu_round_activations after it);
+    // returns the rounded values, then the codes and scales as floats.
+    const auto run = [&](GluKind kind, bool fused) {
+        DeviceArray<float> y_gate(std::vector<float>(values, 0.0f)), y_up(values);
+        DeviceArray<int8_t> q(std::vector<int8_t>(values, 0));
+        DeviceArray<float> d(std::vector<float>(values / 32, 0.0f));
+        const cuda::Q8Rows codes{q.get(), d.get(), rows, rows / 32};
+        cuda::RouteGlu glu;
+        glu.kind = kind;
+        glu.gelu_table = cuda::gelu_table_on_device(kind);
+        glu.q8_block = block;
+        glu.out = y_gate.get();
+        glu.out_stride = rows;
+        glu.codes = codes;
+        glu.done = done.get();
+        glu.capacity = n_routes;
+        const bool rounded =
+            cuda::matmul_routed_pair(ctx, gate, up, droutes.get(), n_routes, k, in.x(), cols,
+                                     y_gate.get(), y_up.get(), rows, nullptr, in.codes(),
+                                     fused ? &glu : nullptr);
+        EXPECT_EQ(rounded, fused);
+        if (!fused)
+            cuda::glu_round_activations(kind, {y_gate.get(), n_routes, rows, rows},
+                                        {y_up.get(), n_routes, rows, rows}, f.dot_type,
+                                        {y_gate.get(), n_routes, rows, rows}, codes, stream.get());
+        stream.synchronize("pair");
+        std::vector<float> got = y_gate.download();
+        for (int j = 0; j < n_routes; ++j)  // a route of no expert: not computed, either way
+            if (routes[j].expert < 0) std::fill_n(got.begin() + j * rows, rows, 0.0f);
+        for (int8_t c : q.download()) got.push_back(c);
+        for (float s : d.download()) got.push_back(s);
+        return got;
+    };
+    for (GluKind kind : {GluKind::kSilu, GluKind::kSwigluOai, GluKind::kGelu}) {
+        const std::vector<float> want = run(kind, false);
+        for (int pass = 0; pass < 2; ++pass) {
+            const std::vector<float> got = run(kind, true);
+            ASSERT_EQ(got.size(), want.size());
+            for (size_t i = 0; i < got.size(); ++i)
+                ASSERT_EQ(got[i], want[i]) << f.name << ", activation " << static_cast<int>(kind)
+                                           << ", pass " << pass << ", value " << i;
+        }
+        EXPECT_EQ(done.download(), std::vector<int>(n_routes, 0)) << "counters";
+    }
+}
+
 // q, k and v as one group (one launch where the integer kernels take it): each target as alone.
 TEST_P(GpuMatmul, GroupedProductsMatchTheReference) {
     TANDEM_REQUIRE_GPU();
