@@ -269,9 +269,9 @@ TEST(GpuExpertStrategies, PrefillLogitsMatchResidentExperts) {
     }
 }
 
-// Greedy decoding of 128 tokens (CUDA graphs with the CPU executor's host functions inside, on a
-// side stream under hybrid) under each strategy: the same tokens as fused, except where fused's own top two logits tie
-// within the strategies' disagreement.
+// Greedy decoding of 128 tokens (CUDA graphs with the CPU executor's requests through the host
+// mailbox inside, on a side stream under hybrid) under each strategy: the same tokens as fused,
+// except where fused's own top two logits tie within the strategies' disagreement.
 TEST(GpuExpertStrategies, GreedyTokensMatchFused) {
     TANDEM_REQUIRE_GPU();
     testing::TempDir dir;
