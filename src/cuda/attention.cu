@@ -192,7 +192,7 @@ void attention(const KvLayer& kv, DeviceRows q, const TokenPlace* places,
     a.chunk = chunk;
     // The most positions a query sees: its window, or the whole cache.
     const int seen = p.window > 0 ? std::min(p.window, kv.positions) : kv.positions;
-    a.max_chunk = chunk > 0 ? chunk : std::max(kMinDecodeChunk, (seen + n_chunks - 1) / n_chunks);
+    a.max_chunk = chunk > 0 ? chunk : (seen + n_chunks - 1) / n_chunks;
     a.q = q.data;
     a.q_stride = q.stride;
     a.places = places;

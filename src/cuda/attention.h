@@ -18,23 +18,13 @@
 
 namespace tandem::cuda {
 
-// Decode splits each query's positions over a fixed number of blocks per head (what a replayed
-// CUDA graph needs): chunks of kMinDecodeChunk positions while they fit, else the positions split
-// evenly over all of them, the blocks past a short query's chunks returning at once. As many
-// blocks as chunks of 32 positions of the context n_ctx, at least 32 and at most 256 (more only
-// where chunks would be longer than 2048 positions: their scores live in shared memory). A block
-// walks its chunk one position per warp at a time, each a chain of loads and a warp sum, so
-// longer chunks cost time rather than bandwidth (an H100, 7 December, 32 blocks: decode after a
-// 4096-token prompt 211 tok/s against 293 after 512, where llama.cpp kept 290 of 297).
-constexpr int kMinDecodeChunk = 16;
+// Decode splits each query's positions evenly over a fixed number of blocks per head (what a
+// replayed CUDA graph needs), all of which work at any length: 32, or more where a context of
+// n_ctx would make chunks longer than 2048 positions (their scores live in shared memory).
 inline int decode_chunks(int n_ctx) {
-    constexpr int kChunkPositions = 32, kMinChunks = 32, kMaxChunks = 256, kMaxChunk = 2048;
-    const int by_context = (n_ctx + kChunkPositions - 1) / kChunkPositions;
-    const int chunks = by_context < kMinChunks   ? kMinChunks
-                       : by_context > kMaxChunks ? kMaxChunks
-                                                 : by_context;
+    constexpr int kChunks = 32, kMaxChunk = 2048;
     const int needed = (n_ctx + kMaxChunk - 1) / kMaxChunk;
-    return needed > chunks ? needed : chunks;
+    return needed > kChunks ? needed : kChunks;
 }
 // Head sizes of the kernels' common path (keys and values up to 256: every model but those
 // below), instantiated with a thread's share of a value in registers for 256 dims.
@@ -125,8 +115,7 @@ struct AttentionScratch {
 // h / (p.n_head / n_kv); with p.sinks (a device array of p.n_head values) exp(sink[h] - max)
 // joins head h's denominator (cpu/attention.h). n_chunks chunks of `chunk` positions of every
 // query are computed from the first it sees (those past the query's position cost a block that
-// returns at once), or with chunk 0 each query's positions split evenly over its n_chunks blocks
-// in chunks of kMinDecodeChunk positions at least;
+// returns at once), or with chunk 0 each query's positions split evenly over its n_chunks blocks;
 // either way the launch is the same for every position: what a replayed CUDA graph needs. Queries
 // are processed in slices that fit the scratch, which must hold p.n_head · n_chunks pairs at least.
 // The chunks combine in chunk order either way (the same sums with or without scratch.done).

@@ -57,8 +57,7 @@ inline LayerArgs layer_args(const KvLayer& kv, const Attention::Params& p) {
 struct AttentionArgs : LayerArgs {
     int n_head;
     int n_chunks;
-    int chunk;      // positions per chunk (0: per query, (pos + 1) / n_chunks rounded up, at
-                    // least kMinDecodeChunk)
+    int chunk;      // positions per chunk (0: (pos + 1) / n_chunks, rounded up, per query)
     int max_chunk;  // the most a chunk may hold
     int token0;     // first query of this slice
     const float* q;
@@ -253,11 +252,9 @@ __global__ void __launch_bounds__(kThreads)
     const int t = a.token0 + tq;
     const TokenPlace place = a.places[t];
     const int64_t slot = (static_cast<int64_t>(tq) * a.n_head + h) * a.n_chunks + c;
-    // chunk 0: the query's positions split evenly over the n_chunks blocks, at least
-    // kMinDecodeChunk a block (the blocks past the last chunk have nothing to do).
+    // chunk 0: the query's positions split evenly over the n_chunks blocks.
     const int first = first_seen(place.pos, a.window);
-    const int chunk =
-        a.chunk > 0 ? a.chunk : max(kMinDecodeChunk, (place.pos - first + a.n_chunks) / a.n_chunks);
+    const int chunk = a.chunk > 0 ? a.chunk : (place.pos - first + a.n_chunks) / a.n_chunks;
     const int j0 = first + c * chunk;
     const int j1 = min(j0 + chunk, place.pos + 1);
     if (j0 < j1) {
