@@ -11,7 +11,6 @@
 #include "cuda/activation_rounding.h"
 #include "cuda/check.h"
 #include "cuda/early_launch.cuh"
-#include "cuda/glu_value.cuh"
 #include "cuda/q8_round.cuh"
 #include "cuda/row_norm.cuh"
 
@@ -110,6 +109,23 @@ __global__ void argmax_kernel(DeviceRows x, unsigned long long* keys) {
 __device__ uint16_t gelu_f16[65536];
 std::atomic<bool> gelu_uploaded{false};
 
+// act(gate) · up, as glu() computes it.
+__device__ __forceinline__ float glu_value(GluKind kind, float g, float u) {
+    if (kind == GluKind::kSilu) return g / (1.0f + expf(-g)) * u;
+    if (kind == GluKind::kSwigluOai) {
+        // gpt-oss: the gate clamped above and the up clamped both ways at 7, alpha 1.702.
+        constexpr float kAlpha = 1.702f, kLimit = 7.0f;
+        const float x = fminf(g, kLimit), y = fminf(fmaxf(u, -kLimit), kLimit);
+        return x / (1.0f + expf(kAlpha * (-x))) * (y + 1.0f);
+    }
+    // GELU through ggml's table: the gate rounded to fp16 indexes it; outside (-10, 10) the
+    // CPU's shortcuts (gelu_glu).
+    if (g <= -10.0f) return 0.0f;
+    if (g >= 10.0f) return g * u;
+    const uint16_t bits = __half_as_ushort(__float2half_rn(g));
+    return __half2float(__ushort_as_half(gelu_f16[bits])) * u;
+}
+
 void require_gelu_table(GluKind kind) {
     if (kind == GluKind::kGelu && !gelu_uploaded.load(std::memory_order_acquire))
         check(cudaErrorInvalidValue, "glu: GELU before cuda::upload_gelu_table()");
@@ -124,8 +140,7 @@ struct GluSource {
     GluKind kind;
     DeviceRows gate, up;
     __device__ float at(int64_t row, int64_t col) const {
-        return glu_value(kind, gate.data[row * gate.stride + col], up.data[row * up.stride + col],
-                         gelu_f16);
+        return glu_value(kind, gate.data[row * gate.stride + col], up.data[row * up.stride + col]);
     }
 };
 
@@ -172,12 +187,7 @@ __global__ void round_value_kernel(DeviceRows x, gpu::ActivationRounding r, Devi
 }  // namespace
 
 bool has_q8_codes(GgmlType dot_type) {
-    return q8_code_block(dot_type) > 0;
-}
-
-int q8_code_block(GgmlType dot_type) {
-    const int block = gpu::rounding_block(gpu::rounding_for(dot_type));
-    return block >= 32 ? block : 0;
+    return gpu::rounding_block(gpu::rounding_for(dot_type)) >= 32;
 }
 
 void round_activations(DeviceRows x, GgmlType dot_type, DeviceRows out, cudaStream_t stream,
@@ -235,21 +245,10 @@ void glu(GluKind kind, DeviceRows gate, DeviceRows up, DeviceRows out, cudaStrea
     for_each_element(
         gate.rows, gate.cols,
         [=] __device__(int r, int64_t c) {
-            out.data[r * out.stride + c] = glu_value(kind, gate.data[r * gate.stride + c],
-                                                     up.data[r * up.stride + c], gelu_f16);
+            out.data[r * out.stride + c] =
+                glu_value(kind, gate.data[r * gate.stride + c], up.data[r * up.stride + c]);
         },
         stream, "glu");
-}
-
-const uint16_t* gelu_table_on_device(GluKind kind) {
-    if (kind != GluKind::kGelu) return nullptr;
-    require_gelu_table(kind);
-    static const uint16_t* const address = [] {
-        void* table = nullptr;
-        check(cudaGetSymbolAddress(&table, gelu_f16), "the GELU table's address");
-        return static_cast<const uint16_t*>(table);
-    }();
-    return address;
 }
 
 void upload_gelu_table() {

@@ -41,9 +41,6 @@ void glu(GluKind kind, DeviceRows gate, DeviceRows up, DeviceRows out, cudaStrea
 // Copies the GELU table to the device (once; later calls return at once). Not inside a stream
 // capture: the GPU backend calls it when it is built.
 void upload_gelu_table();
-// The device address of the GELU table for kernels of other files (glu_value.cuh), once
-// uploaded; nullptr for the kinds that read none.
-const uint16_t* gelu_table_on_device(GluKind kind);
 // dst = src, row by row (same rows and cols; either may be a strided view, e.g. per-head slices
 // of packed rows). src and dst must not overlap.
 void copy_rows(DeviceRows src, DeviceRows dst, cudaStream_t stream);
@@ -69,10 +66,8 @@ void round_activations(DeviceRows x, GgmlType dot_type, DeviceRows out, cudaStre
 // round_activations() in one pass.
 void glu_round_activations(GluKind kind, DeviceRows gate, DeviceRows up, GgmlType dot_type,
                            DeviceRows out, const Q8Rows& q8, cudaStream_t stream);
-// Whether round_activations gives q8 codes for `dot_type`, and the block they share a scale in
-// (32 or 256; 0: none).
+// Whether round_activations gives q8 codes for `dot_type`.
 bool has_q8_codes(GgmlType dot_type);
-int q8_code_block(GgmlType dot_type);
 // keys[t] = the key of the largest value of row t (the lowest index among equals), merged over
 // the blocks that split the row; argmax_index(keys[t]) is its index.
 void argmax_rows(DeviceRows x, uint64_t* keys, cudaStream_t stream);

@@ -136,11 +136,11 @@ void matmul(const MatmulContext& ctx, const WeightMatrix& w, const float* x, int
     (ints ? k.int_tile : k.tile)(p, (n + kTileTokens - 1) / kTileTokens, ctx.stream);
 }
 
-bool matmul_routed(const MatmulContext& ctx, const ExpertMatrix& w, const Route* routes,
+void matmul_routed(const MatmulContext& ctx, const ExpertMatrix& w, const Route* routes,
                    int n_routes, int x_div, const float* x, int64_t x_stride, float* y,
                    int64_t y_stride, const ExpertGroups* groups, const Q8Rows* xq,
-                   bool routes_settled, const RouteSum* sum) {
-    if (n_routes <= 0) return false;
+                   bool routes_settled) {
+    if (n_routes <= 0) return;
     const FormatKernels& k = kernels_for(*w.matrix.format);
     ProductOperands operands = expert_operands(ctx, w, x_div, x, x_stride, y, y_stride);
     const bool ints = use_int_kernels(k, xq);
@@ -150,24 +150,13 @@ bool matmul_routed(const MatmulContext& ctx, const ExpertMatrix& w, const Route*
         static_cast<ProductOperands&>(p) = operands;
         p.routes = routes;
         p.routes_settled = routes_settled;
-        const bool sums = sum != nullptr && ints && x_div == 1;
-        if (sums) {
-            // A block takes 4 rows at least: a counter a token and 4 rows does.
-            const int64_t tokens = sum->top_k > 0 ? n_routes / sum->top_k : 0;
-            if (tokens * sum->top_k != n_routes ||
-                tokens * ((w.matrix.rows + 3) / 4) > sum->capacity)
-                fail("matmul_routed: sums of {} routes, {} a token, of {} rows ({} counters)",
-                     n_routes, sum->top_k, w.matrix.rows, sum->capacity);
-            p.sum = *sum;
-        }
         (ints ? k.int_matvec : k.matvec)[0](p, n_routes, ctx.stream, 1);
-        return sums;
+        return;
     }
     TileParams p;
     static_cast<ProductOperands&>(p) = operands;
     set_groups(p, *groups);
     (ints ? k.int_tile : k.tile)(p, groups->max_tiles, ctx.stream);
-    return false;
 }
 
 void matmul_group(const MatmulContext& ctx, std::span<const ProductTarget> targets, const float* x,
@@ -207,11 +196,11 @@ void matmul_group(const MatmulContext& ctx, std::span<const ProductTarget> targe
     k.int_tile(p, (n + kTileTokens - 1) / kTileTokens, ctx.stream);
 }
 
-bool matmul_routed_pair(const MatmulContext& ctx, const ExpertMatrix& a, const ExpertMatrix& b,
+void matmul_routed_pair(const MatmulContext& ctx, const ExpertMatrix& a, const ExpertMatrix& b,
                         const Route* routes, int n_routes, int x_div, const float* x,
                         int64_t x_stride, float* y_a, float* y_b, int64_t y_stride,
-                        const ExpertGroups* groups, const Q8Rows* xq, const RouteGlu* glu) {
-    if (n_routes <= 0) return false;
+                        const ExpertGroups* groups, const Q8Rows* xq) {
+    if (n_routes <= 0) return;
     const FormatKernels& k = kernels_for(*a.matrix.format);
     const bool shared = use_int_kernels(k, xq) && a.matrix.format == b.matrix.format &&
                         a.matrix.cols == b.matrix.cols && a.expert_stride == b.expert_stride &&
@@ -219,7 +208,7 @@ bool matmul_routed_pair(const MatmulContext& ctx, const ExpertMatrix& a, const E
     if (!shared) {
         matmul_routed(ctx, a, routes, n_routes, x_div, x, x_stride, y_a, y_stride, groups, xq);
         matmul_routed(ctx, b, routes, n_routes, x_div, x, x_stride, y_b, y_stride, groups, xq);
-        return false;
+        return;
     }
     ProductOperands operands = expert_operands(ctx, a, x_div, x, x_stride, y_a, y_stride);
     set_codes(operands, *xq);
@@ -228,24 +217,14 @@ bool matmul_routed_pair(const MatmulContext& ctx, const ExpertMatrix& a, const E
         MatvecParams p;
         static_cast<ProductOperands&>(p) = operands;
         p.routes = routes;
-        const bool glus = glu != nullptr && a.matrix.rows == b.matrix.rows &&
-                          (glu->q8_block == 32 || glu->q8_block == 256) &&
-                          a.matrix.rows % glu->q8_block == 0;
-        if (glus) {
-            if (n_routes > glu->capacity)
-                fail("matmul_routed_pair: act(gate) · up of {} routes (counters for {})", n_routes,
-                     glu->capacity);
-            p.glu = *glu;
-        }
         k.int_matvec[0](p, n_routes, ctx.stream, 2);
-        return glus;
+        return;
     }
     TileParams p;
     static_cast<ProductOperands&>(p) = operands;
     set_groups(p, *groups);
     p.n_targets = 2;
     k.int_tile(p, groups->max_tiles, ctx.stream);
-    return false;
 }
 
 void embed_rows(const MatmulContext& ctx, const WeightMatrix& table, const int32_t* tokens, int n,

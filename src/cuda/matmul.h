@@ -65,56 +65,24 @@ struct ExpertGroups {
     int max_tiles = 0;
 };
 
-// The weighted sums of each token's top_k routes (moe_weighted_sum's), which a decode product's
-// blocks can add up as their last step (the experts' down projection): row t of `out` is token
-// t's. done: device zeros, `capacity` of them (one a token and block of rows: kSmallBatch ·
-// ceil(rows / 4) always do), left zero.
-struct RouteSum {
-    float* out = nullptr;
-    int64_t out_stride = 0;
-    int top_k = 0;
-    int* done = nullptr;
-    int64_t capacity = 0;
-};
-
-// act(gate) · up of each route rounded through the down projection's q8 type, with its codes
-// (glu_round_activations'), which a decode step's routed gate and up products can compute as
-// their last step: into row j of `out` and `codes` for route j. q8_block: the type's block (32
-// or 256). done: device zeros, one a route (`capacity`), left zero.
-struct RouteGlu {
-    GluKind kind = GluKind::kSilu;
-    const uint16_t* gelu_table = nullptr;  // gelu_table_on_device(kind)
-    int q8_block = 0;
-    float* out = nullptr;
-    int64_t out_stride = 0;
-    Q8Rows codes;
-    int* done = nullptr;
-    int64_t capacity = 0;
-};
-
 // Routed products: for route j < n_routes with e = routes[j].expert >= 0,
 // y[j] = (W_e · x[j / x_div]) · s_e + b_e (s_e, b_e: the expert's scale and bias, if any).
 // Routes with e < 0 leave y[j] unwritten. With groups == nullptr every route is its own
 // matrix-vector product (decode); with groups, each expert's routes share tiles (prefill).
 // xq as for matmul. routes_settled: the routes were written before the previous kernel on the
 // stream began, so that a decode product's blocks may read them to prefetch their experts' rows
-// while it runs (MatvecParams::routes_settled). With sum (x_div 1), the routes' weighted sums
-// too, where the kernels take them (decode on the integer kernels): returns whether they did
-// (else the caller sums, moe_weighted_sum).
-bool matmul_routed(const MatmulContext& ctx, const ExpertMatrix& w, const Route* routes,
+// while it runs (MatvecParams::routes_settled).
+void matmul_routed(const MatmulContext& ctx, const ExpertMatrix& w, const Route* routes,
                    int n_routes, int x_div, const float* x, int64_t x_stride, float* y,
                    int64_t y_stride, const ExpertGroups* groups, const Q8Rows* xq = nullptr,
-                   bool routes_settled = false, const RouteSum* sum = nullptr);
+                   bool routes_settled = false);
 
 // Two expert stacks over the same routes and input (gate and up), into y_a and y_b: one launch
-// where the integer kernels take them (decode and prefill), else matmul_routed twice. With glu,
-// act(y_a) · y_b rounded too where that launch is a decode step's: returns whether it was (else
-// the caller rounds, glu_round_activations).
-bool matmul_routed_pair(const MatmulContext& ctx, const ExpertMatrix& a, const ExpertMatrix& b,
+// where the integer kernels take them (decode and prefill), else matmul_routed twice.
+void matmul_routed_pair(const MatmulContext& ctx, const ExpertMatrix& a, const ExpertMatrix& b,
                         const Route* routes, int n_routes, int x_div, const float* x,
                         int64_t x_stride, float* y_a, float* y_b, int64_t y_stride,
-                        const ExpertGroups* groups, const Q8Rows* xq,
-                        const RouteGlu* glu = nullptr);
+                        const ExpertGroups* groups, const Q8Rows* xq);
 
 // out[t] = row tokens[t] of the table, as f32 (the embedding).
 void embed_rows(const MatmulContext& ctx, const WeightMatrix& table, const int32_t* tokens, int n,

@@ -8,9 +8,7 @@
 
 #include "cuda/async_copy.cuh"
 #include "cuda/block_int.h"
-#include "cuda/glu_value.cuh"
 #include "cuda/matmul_kernels.cuh"
-#include "cuda/q8_round.cuh"
 
 namespace tandem::cuda {
 
@@ -27,50 +25,6 @@ __device__ __forceinline__ int sum8(uint2 a, int acc = 0) {
 }
 
 // ---------------------------------------------------------------- matrix-vector (decode)
-
-// Route j's act(gate) · up (gate: target 0's rows, up: the sibling's) rounded through q8 blocks of
-// kValues, a warp a block, as glu_round_activations' kernel rounds them (the same values).
-template <int kValues>
-__device__ void glu_round_route(const MatvecParams& p, int j) {
-    constexpr int kPerLane = kValues / 32;
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const RouteGlu& g = p.glu;
-    const float* gate = p.y + j * p.y_stride;
-    const float* up = p.siblings[0].y + j * p.siblings[0].y_stride;
-    for (int64_t b = warp; b < p.rows / kValues; b += blockDim.x / 32) {
-        const int64_t col0 = b * kValues + lane * kPerLane;
-        float v[kPerLane];
-#pragma unroll
-        for (int i = 0; i < kPerLane; ++i)
-            v[i] = glu_value(g.kind, __ldcg(gate + col0 + i), __ldcg(up + col0 + i), g.gelu_table);
-        round_q8_lanes<kPerLane, 32>(v, lane, g.out + j * g.out_stride + col0,
-                                     g.codes.q + j * g.codes.q_stride + col0,
-                                     g.codes.d + j * g.codes.d_stride + b * (kValues / 32));
-    }
-}
-
-// A routed gate and up product's last step (p.glu): once every block of route j (both targets)
-// has written its rows, the last of them rounds act(gate) · up for the down projection, which
-// would otherwise be a launch of its own; the counter is left zero for the next launch. Absent
-// routes (no expert) have no blocks that count, and nothing to round.
-static __device__ __forceinline__ void glu_round_of_route(const MatvecParams& p) {
-    __shared__ bool last;
-    const int j = blockIdx.y;
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        last = atomicAdd(p.glu.done + j, 1) == static_cast<int>(gridDim.x * gridDim.z) - 1;
-        if (last) p.glu.done[j] = 0;
-    }
-    __syncthreads();
-    if (!last) return;
-    __threadfence();
-    if (p.glu.q8_block == 32) {
-        glu_round_route<32>(p, j);
-    } else {
-        glu_round_route<256>(p, j);
-    }
-}
 
 // Chunks a lane takes at once: whole groups (kGroup values sharing a scale), at least 32
 // values, and for q4_K and q5_K 64 (the two groups whose codes share 32 bytes, low and high
@@ -139,15 +93,13 @@ __global__ void __launch_bounds__(kMatvecThreads)
     wait_for_previous_kernel();
     const float* bias = nullptr;
     int n_cols = p.n_cols;
-    bool absent = false;  // a route of no expert: nothing to compute or write, but the sums
     if (p.routes != nullptr) {
         const int j = blockIdx.y;
         const int e = p.routes[j].expert;
-        if (e < 0 && p.sum.out == nullptr) return;  // the whole block: no barrier is skipped
-        absent = e < 0;
-        if (!absent) w += static_cast<size_t>(e) * p.expert_stride;
-        if (expert_scales != nullptr && !absent) scale = expert_scales[e];
-        if (expert_bias != nullptr && !absent) bias = expert_bias + e * p.bias_stride;
+        if (e < 0) return;  // the whole block: no barrier is skipped by some threads only
+        w += static_cast<size_t>(e) * p.expert_stride;
+        if (expert_scales != nullptr) scale = expert_scales[e];
+        if (expert_bias != nullptr) bias = expert_bias + e * p.bias_stride;
         xq += static_cast<int64_t>(j / p.x_div) * p.xq_stride;
         xd += static_cast<int64_t>(j / p.x_div) * p.xd_stride;
         y += static_cast<int64_t>(j) * y_stride;
@@ -171,7 +123,7 @@ __global__ void __launch_bounds__(kMatvecThreads)
 #pragma unroll
     for (int r = 0; r < R; ++r)
         wrow[r] = w + (row0 + r < rows ? row0 + r : 0) * static_cast<int64_t>(p.row_bytes);
-    const int n_spans = row0 < rows && !absent ? static_cast<int>(p.cols / (8 * kSpan)) : 0;
+    const int n_spans = row0 < rows ? static_cast<int>(p.cols / (8 * kSpan)) : 0;
     for (int s = part * L + sub_lane; s < n_spans; s += S * L) {
         const int blk = s / kSpansPerBlock;
         const int first = (s % kSpansPerBlock) * kSpan;  // the span's first chunk in its block
@@ -232,7 +184,7 @@ __global__ void __launch_bounds__(kMatvecThreads)
         }
     __syncthreads();
     // The first warp of each row group writes the group's rows.
-    if (part == 0 && !absent) {
+    if (part == 0) {
         for (int i = lane; i < G * R * C; i += 32) {
             const int gi = i / (R * C), r = i / C % R, c = i % C;
             const int64_t row = (group0 + gi) * R + r;
@@ -242,13 +194,6 @@ __global__ void __launch_bounds__(kMatvecThreads)
             y[c * y_stride + row] =
                 static_cast<float>(v) * scale + (bias != nullptr ? bias[row] : 0.0f);
         }
-    }
-    if constexpr (C == 1) {
-        if (p.sum.out != nullptr) {
-            const int64_t block_rows = static_cast<int64_t>(kWarps / S) * G * R;
-            sum_routes_of_block(p, static_cast<int64_t>(blockIdx.x) * block_rows, block_rows);
-        }
-        if (p.glu.out != nullptr) glu_round_of_route(p);
     }
 }
 

@@ -18,39 +18,6 @@ __device__ __forceinline__ double warp_sum(double v) {
 
 // ---------------------------------------------------------------- matrix-vector (decode)
 
-// A routed product's route sums (p.sum), rows [first, first + count) of a block's: once the top_k
-// blocks of the token's routes over these rows have written theirs (each made its writes
-// visible, then counted), the last of them adds the routes' rows up in route order, weighted, as
-// moe_weighted_sum does, and leaves the counter zero for the next launch. Sums a launch of their
-// own would take, a kernel boundary later.
-static __device__ __forceinline__ void sum_routes_of_block(const MatvecParams& p, int64_t first,
-                                                           int64_t count) {
-    __shared__ bool last;
-    const int K = p.sum.top_k, t = static_cast<int>(blockIdx.y) / K;
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        int* done = p.sum.done + static_cast<int64_t>(t) * gridDim.x + blockIdx.x;
-        last = atomicAdd(done, 1) == K - 1;
-        if (last) *done = 0;
-    }
-    __syncthreads();
-    if (!last) return;
-    __threadfence();
-    count = min(count, p.rows - first);
-    for (int64_t i = threadIdx.x; i < count; i += blockDim.x) {
-        const int64_t row = first + i;
-        float acc = 0.0f;
-        for (int k = 0; k < K; ++k) {
-            const Route r = p.routes[t * K + k];
-            if (r.expert >= 0)
-                acc +=
-                    r.weight * __ldcg(p.y + (static_cast<int64_t>(t) * K + k) * p.y_stride + row);
-        }
-        p.sum.out[t * p.sum.out_stride + row] = acc;
-    }
-}
-
 // Block: 128 threads on R rows for up to C columns (rows of x). Thread i takes chunks (pairs of
 // chunks for 1-2 columns) i, i + 128, ... of 8 values of every row: a warp reads 256 or 512
 // consecutive values of a row per step, every x value a thread loads serves R rows, and the four

@@ -10,7 +10,6 @@
 
 #include "cpu/moe_layer.h"
 #include "cuda/block_dequant.h"
-#include "cuda/matmul.h"
 
 namespace tandem::cuda {
 
@@ -78,10 +77,6 @@ struct MatvecParams : ProductOperands {
     // up having run between), so its blocks may read them before they wait.
     bool prefetch = false;
     bool routes_settled = false;
-    // The integer kernels, routed, one column: the routes' weighted sums as well (one target),
-    // or act(gate) · up rounded (gate and up).
-    RouteSum sum;
-    RouteGlu glu;
 };
 
 struct TileParams : ProductOperands {

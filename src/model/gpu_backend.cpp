@@ -345,7 +345,11 @@ GpuBackend::GpuBackend(const Model& model, ThreadPool& pool, const CpuBackendOpt
     // The chunks' counters: the last chunk of a head combines them (one launch fewer a layer);
     // TANDEM_GPU_SEPARATE_COMBINE=1 launches the combine kernel instead, for comparison.
     if (!env_flag("TANDEM_GPU_SEPARATE_COMBINE")) {
-        attention_scratch_.done = device_zeros(attention_scratch_.capacity, "attention counters");
+        attention_scratch_.done = reinterpret_cast<int*>(
+            device_floats(static_cast<size_t>(attention_scratch_.capacity), "attention scratch"));
+        cuda::check(cudaMemset(attention_scratch_.done, 0,
+                               sizeof(int) * static_cast<size_t>(attention_scratch_.capacity)),
+                    "cudaMemset (attention counters)");
     }
 
     make_ropes();
@@ -405,16 +409,6 @@ GpuBackend::GpuBackend(const Model& model, ThreadPool& pool, const CpuBackendOpt
             device_floats(static_cast<size_t>(T) * k * c_.n_ff_exp, "expert activations");
         expert_up_ = device_floats(static_cast<size_t>(T) * k * c_.n_ff_exp, "expert activations");
         expert_down_ = device_floats(static_cast<size_t>(T) * k * c_.n_embd, "expert outputs");
-        // In a decode step the gate and up products' last blocks round act(gate) · up, and the
-        // down projection's sum each token's routes (counting in these; two launches fewer a
-        // layer); TANDEM_GPU_SEPARATE_MOE_STEPS=1 launches glu_round_activations and
-        // moe_weighted_sum instead, for comparison.
-        if (!env_flag("TANDEM_GPU_SEPARATE_MOE_STEPS")) {
-            route_sum_capacity_ = int64_t{cuda::kSmallBatch} * ((c_.n_embd + 3) / 4);
-            route_glu_capacity_ = int64_t{cuda::kSmallBatch} * k;
-            route_sum_done_ = device_zeros(route_sum_capacity_, "route sum counters");
-            route_glu_done_ = device_zeros(route_glu_capacity_, "route GLU counters");
-        }
         expert_q8_ = q8_rows(int64_t{T} * k, c_.n_ff_exp);
         groups_.max_routes = T * k;
         groups_.max_tiles = cuda::max_group_tiles(T * k, c_.n_expert);
@@ -647,12 +641,6 @@ void GpuBackend::synchronize(const char* what) {
 float* GpuBackend::device_floats(size_t n, const char* what) {
     buffers_.emplace_back(cuda::align_up(sizeof(float) * n), what);
     return buffers_.back().as<float>();
-}
-
-int* GpuBackend::device_zeros(int64_t n, const char* what) {
-    int* device = reinterpret_cast<int*>(device_floats(static_cast<size_t>(n), what));
-    cuda::check(cudaMemset(device, 0, sizeof(int) * static_cast<size_t>(n)), what);
-    return device;
 }
 
 void* GpuBackend::upload(const void* host, size_t bytes, const char* what) {
@@ -1163,25 +1151,10 @@ void GpuBackend::gpu_experts(const MoeLayer& m, const Route* routes, Act in, Act
     const int64_t F = m.n_ff, E = m.n_embd;
     scope.emplace(profile_, "moe experts", st);
     const RoundedInput gate_in = rounded_input(in, m.gate.matrix);
-    bool glu_rounded = false;
     if (m.up.matrix.format == m.gate.matrix.format) {
-        // One launch for both where the kernels allow (decode on the integer kernels), whose
-        // last blocks round act(gate) · up for the down projection where they can.
-        const int q8_block = cuda::q8_code_block(m.down.matrix.format->dot_type);
-        cuda::RouteGlu glu;
-        if (q8_block > 0 && route_glu_done_ != nullptr) {
-            glu.kind = m.activation;
-            glu.gelu_table = cuda::gelu_table_on_device(m.activation);
-            glu.q8_block = q8_block;
-            glu.out = expert_gate_;
-            glu.out_stride = F;
-            glu.codes = expert_q8_;
-            glu.done = route_glu_done_;
-            glu.capacity = route_glu_capacity_;
-        }
-        glu_rounded = cuda::matmul_routed_pair(
-            ctx_, m.gate, m.up, routes, n_routes, k, gate_in.data, in.stride, expert_gate_,
-            expert_up_, F, grouped, gate_in.q8, glu.out != nullptr ? &glu : nullptr);
+        // One launch for both where the kernels allow (decode on the integer kernels).
+        cuda::matmul_routed_pair(ctx_, m.gate, m.up, routes, n_routes, k, gate_in.data, in.stride,
+                                 expert_gate_, expert_up_, F, grouped, gate_in.q8);
     } else {
         cuda::matmul_routed(ctx_, m.gate, routes, n_routes, k, gate_in.data, in.stride,
                             expert_gate_, F, grouped, gate_in.q8);
@@ -1195,20 +1168,15 @@ void GpuBackend::gpu_experts(const MoeLayer& m, const Route* routes, Act in, Act
     // one thread.
     const GgmlType down_type = m.down.matrix.format->dot_type;
     const cuda::Q8Rows* down_q8 = cuda::has_q8_codes(down_type) ? &expert_q8_ : nullptr;
-    if (glu_rounded) {
-        // (done by the gate and up products' last blocks)
-    } else if (down_q8 != nullptr) {
+    if (down_q8 != nullptr) {
         cuda::glu_round_activations(m.activation, gate, up, down_type, gate, *down_q8, st);
     } else {
         cuda::glu(m.activation, gate, up, gate, st);
         if (down_type != GgmlType::kF32) cuda::round_activations(gate, down_type, gate, st);
     }
     // The routes are settled by now: gate and up ran since they were written.
-    cuda::RouteSum sum{out.data, out.stride, k, route_sum_done_, route_sum_capacity_};
-    const bool summed =
-        cuda::matmul_routed(ctx_, m.down, routes, n_routes, 1, expert_gate_, F, expert_down_, E,
-                            grouped, down_q8, true, route_sum_done_ != nullptr ? &sum : nullptr);
-    if (summed) return;
+    cuda::matmul_routed(ctx_, m.down, routes, n_routes, 1, expert_gate_, F, expert_down_, E,
+                        grouped, down_q8, true);
     scope.emplace(profile_, "moe sum", st);
     cuda::moe_weighted_sum(expert_down_, E, routes, k, rows(out), st);
 }

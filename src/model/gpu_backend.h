@@ -117,8 +117,6 @@ class GpuBackend final : public Ops {
     // Waits for the stream; throws the first error of a kernel or of the CPU experts.
     void synchronize(const char* what);
     float* device_floats(size_t n, const char* what);
-    // n ints of device memory, zero (counters that kernels leave zero).
-    int* device_zeros(int64_t n, const char* what);
     // A copy of `host` in device memory kept as long as the backend.
     void* upload(const void* host, size_t bytes, const char* what);
     // `in` rounded through w's activation type into rounded_ (cuda/activation_rounding.h), or
@@ -219,11 +217,6 @@ class GpuBackend final : public Ops {
     float* expert_gate_ = nullptr;  // [T · k × n_ff_exp]
     float* expert_up_ = nullptr;    // [T · k × n_ff_exp]
     float* expert_down_ = nullptr;  // [T · k × n_embd]
-    // The counters of the decode products' last steps (cuda::RouteSum, cuda::RouteGlu).
-    int* route_sum_done_ = nullptr;
-    int64_t route_sum_capacity_ = 0;
-    int* route_glu_done_ = nullptr;
-    int64_t route_glu_capacity_ = 0;
     cuda::GroupBuffers groups_;
 
     // matmul_heads (multi-head latent attention): the heads' input rows t · H + h as routes to
