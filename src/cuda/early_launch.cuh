@@ -3,7 +3,9 @@
 // a layer, each too short to fill the time the GPU takes to retire one kernel and start the
 // next; launched this way, a kernel's blocks are placed on the SMs while its predecessor's last
 // blocks run, and start the moment its results are visible. Every kernel launched by
-// launch_early() must call wait_for_previous_kernel() before it touches device memory. On
+// launch_early() must call wait_for_previous_kernel() before it touches device memory that a
+// kernel still running may write (before it, only what no such kernel writes: weights,
+// prefetch_l2's lines, routes written two kernels back). On
 // unless TANDEM_GPU_EARLY_LAUNCH=0 (an H100's decode: 265 tok/s against 257 without, 7 December);
 // with it off, and on older GPUs, the launch is an ordinary one and the call a no-op.
 #pragma once
