@@ -13,9 +13,8 @@ namespace {
 
 template <typename T>
 T* device_view(const PinnedBuffer& b) {
-    void* d = nullptr;
-    check(cudaHostGetDevicePointer(&d, b.get(), 0), "cudaHostGetDevicePointer (host mailbox)");
-    return static_cast<T*>(d);
+    return static_cast<T*>(
+        mapped_device_address(b.get(), "cudaHostGetDevicePointer (host mailbox)"));
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <mutex>
 
 #include "base/error.h"
+#include "cuda/check.h"
 
 namespace tandem::cuda {
 namespace {
@@ -128,6 +129,12 @@ bool HostRegistration::register_all(std::string* why) {
         registered_bytes_ += n;
     }
     return true;
+}
+
+void* mapped_device_address(const void* host, const char* what) {
+    void* device = nullptr;
+    check(cudaHostGetDevicePointer(&device, const_cast<void*>(host), 0), what);
+    return device;
 }
 
 }  // namespace tandem::cuda

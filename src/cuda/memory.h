@@ -85,6 +85,11 @@ class HostRegistration {
     size_t registered_bytes_ = 0;
 };
 
+// The device's address of pinned or registered host memory (a PinnedBuffer's, a
+// HostRegistration's range), for kernels that read or write it in place; `what` names it in the
+// error.
+void* mapped_device_address(const void* host, const char* what);
+
 // Rounds up to the alignment every tensor and buffer gets on the device (so 16-byte vector
 // loads of any row start are aligned wherever the row size allows).
 constexpr size_t kDeviceAlignment = 256;

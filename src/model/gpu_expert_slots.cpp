@@ -31,10 +31,8 @@ cuda::SlotLayer mapped_expert_source(const MoeLayer& m, const int64_t offset[3])
     for (int p = 0; p < 3; ++p) {
         const ExpertMatrix& e = *part(m, p);
         if (e.matrix.empty()) continue;
-        void* device = nullptr;
-        cuda::check(cudaHostGetDevicePointer(&device, const_cast<uint8_t*>(e.matrix.data), 0),
-                    "mapping host experts for the GPU's copies");
-        s.source[p] = static_cast<const uint8_t*>(device);
+        s.source[p] = static_cast<const uint8_t*>(cuda::mapped_device_address(
+            e.matrix.data, "mapping host experts for the GPU's copies"));
         s.stride[p] = e.expert_stride;
         s.bytes[p] = expert_bytes(e);
         s.offset[p] = offset[p];
