@@ -19,18 +19,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         const tandem::ParsedReply whole = tandem::parse_tool_calls(f, text);
         tandem::ToolCallParser p(f);
         tandem::ParsedReply streamed;
-        auto take = [&](std::vector<tandem::ToolCallParser::Event> events) {
-            for (auto& e : events) {
-                if (e.call)
-                    streamed.calls.push_back(*e.call);
-                else if (e.reasoning)
-                    streamed.reasoning += e.text;
-                else
-                    streamed.content += e.text;
-            }
-        };
-        for (size_t i = 0; i < text.size(); i += step) take(p.feed(text.substr(i, step)));
-        take(p.finish());
+        for (size_t i = 0; i < text.size(); i += step)
+            tandem::append_events(streamed, p.feed(text.substr(i, step)));
+        tandem::append_events(streamed, p.finish());
         if (streamed.content != whole.content || streamed.reasoning != whole.reasoning ||
             streamed.calls.size() != whole.calls.size())
             __builtin_trap();

@@ -65,19 +65,19 @@ std::string ChatPrompt::render_chat(const nlohmann::ordered_json& messages,
         // An assistant turn that only calls tools has null content; templates test it with
         // `in` and string methods (Qwen3's does), which fail on null (llama.cpp also sends "").
         if (message.contains("content") && message["content"].is_null()) message["content"] = "";
-        auto calls = message.find("tool_calls");
         // A template that reads past reasoning under another name gets it there (gpt-oss's
         // reads `thinking`, and refuses both content and thinking beside a call, so the call's
         // turn keeps the reasoning, as llama.cpp does).
-        // (A copy first: adding a key to the ordered object may move its values.)
-        const auto reasoning = message.find("reasoning_content");
-        if (tool_format_->reasoning_field && reasoning != message.end() && reasoning->is_string()) {
-            const std::string text = reasoning->get<std::string>();
-            const bool has_calls = calls != message.end() && calls->is_array() && !calls->empty();
-            message[tool_format_->reasoning_field] = text;
+        // (Read from `m`: adding a key to the ordered object `message` may move its values.)
+        const auto reasoning = m.find("reasoning_content");
+        if (tool_format_->reasoning_field && reasoning != m.end() && reasoning->is_string()) {
+            const auto c = m.find("tool_calls");
+            const bool has_calls = c != m.end() && c->is_array() && !c->empty();
+            message[tool_format_->reasoning_field] = *reasoning;
             if (has_calls) message.erase("content");
-            calls = message.find("tool_calls");
         }
+        // Found after the last key added to `message`.
+        const auto calls = message.find("tool_calls");
         if (calls != message.end() && calls->is_array()) {
             std::vector<ToolCall> written;
             for (ojson& call : *calls) {

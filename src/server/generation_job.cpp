@@ -77,10 +77,9 @@ JobSpec chat_job(const ServedModel& m, const CompletionRequest& r) {
     // grammar (a JSON reply could read as a call in formats without markers; harmony's calls
     // are marked). A format with a reply structure of its own is read in every reply, for its
     // reasoning and content.
-    const bool parse_calls = offer_tools && (r.grammar.empty() || format.reply_parser);
-    if (parse_calls || format.reply_parser) {
+    if (format.reply_parser || (offer_tools && r.grammar.empty())) {
         spec.tool_format = &format;
-        spec.parse_calls = parse_calls;
+        spec.parse_calls = offer_tools;
     }
     return spec;
 }

@@ -34,14 +34,13 @@ constexpr std::string_view kFunctions = "functions.";
 using reply_text::compact;
 using reply_text::is_space;
 
-// The first of `marks` in `text` from `from`: its position (npos when none) and length.
+// The first of `marks` in `text`: its position (npos when none) and length.
 template <size_t N>
 std::pair<size_t, size_t> find_first(std::string_view text,
-                                     const std::array<std::string_view, N>& marks,
-                                     size_t from = 0) {
+                                     const std::array<std::string_view, N>& marks) {
     std::pair<size_t, size_t> best{std::string_view::npos, 0};
     for (std::string_view m : marks) {
-        const size_t p = text.find(m, from);
+        const size_t p = text.find(m);
         if (p < best.first) best = {p, m.size()};
     }
     return best;
@@ -72,12 +71,11 @@ Header parse_header(std::string_view header) {
     size_t to = header.rfind(" to=");
     if (to != std::string_view::npos) {
         recipient = header_word(header, to + 4);
-    } else if (header.substr(0, 3) == "to=") {
+    } else if (header.starts_with("to=")) {
         recipient = header_word(header, 3);
     }
     if (!recipient.empty() && recipient != "assistant") {
-        if (recipient.substr(0, kFunctions.size()) == kFunctions &&
-            recipient.size() > kFunctions.size()) {
+        if (recipient.starts_with(kFunctions) && recipient.size() > kFunctions.size()) {
             h.kind = BodyKind::kCall;
             h.function = std::string(recipient.substr(kFunctions.size()));
         } else {
@@ -143,14 +141,12 @@ class HarmonyParser : public ReplyParser {
     bool step(std::vector<ReplyEvent>& out) {
         switch (state_) {
             case State::kOpen: {
-                for (std::string_view o : kOpeners) {
-                    if (std::string_view(buffer_).substr(0, o.size()) == o) {
-                        state_ = State::kHeader;
-                        return true;
-                    }
+                if (opener_size() > 0) {
+                    state_ = State::kHeader;
+                    return true;
                 }
                 const bool may_open = std::any_of(kOpeners.begin(), kOpeners.end(), [&](auto o) {
-                    return buffer_.size() < o.size() && o.substr(0, buffer_.size()) == buffer_;
+                    return buffer_.size() < o.size() && o.starts_with(buffer_);
                 });
                 if (may_open) return false;
                 state_ = State::kText;
@@ -174,13 +170,7 @@ class HarmonyParser : public ReplyParser {
                                           ? buffer_.size() >= kMaxHeader + kMessage.size()
                                           : at > kMaxHeader;
                 if (end == std::string::npos && !too_long) return false;
-                size_t n = 0;
-                for (std::string_view o : kOpeners) {
-                    if (std::string_view(buffer_).substr(0, o.size()) == o) {
-                        n = o.size();
-                        break;
-                    }
-                }
+                const size_t n = opener_size();
                 emit(out, buffer_.substr(0, n), false);
                 buffer_.erase(0, n);
                 state_ = State::kText;
@@ -235,6 +225,14 @@ class HarmonyParser : public ReplyParser {
         return false;
     }
 
+    // The length of the opener `buffer_` starts with; 0 when none.
+    size_t opener_size() const {
+        for (std::string_view o : kOpeners) {
+            if (buffer_.starts_with(o)) return o.size();
+        }
+        return 0;
+    }
+
     // A call's body, whole: a call when its arguments are a JSON object and calls are wanted;
     // otherwise (and for messages to tools we do not run) the model's text as written.
     void end_held_body(std::string_view body, std::vector<ReplyEvent>& out) {
@@ -267,23 +265,9 @@ class HarmonyParser : public ReplyParser {
     int n_calls_ = 0;
 };
 
-ojson arguments_schema(const ToolSpec& tool) {
-    if (tool.parameters.is_null())
-        return ojson{{"type", "object"}, {"properties", ojson::object()}};
-    return tool.parameters;
-}
-
-// Text that does not contain <|end|>: a '<' may be followed by any part of "|end|" and then
-// anything but its next character. Written as repetitions, not as one rule per matched prefix
-// calling itself, so that a long analysis does not deepen the matcher's stack.
+// Text that does not contain <|end|>.
 std::string text_before_end(JsonGrammarBuilder& b) {
-    const std::string partial =
-        b.add_rule("partial-end", R"("" | "|" | "|e" | "|en" | "|end" | "|end|")");
-    const std::string escape =
-        b.add_rule("not-end", "(\"<\" " + partial +
-                                  ")* \"<\" ([^<|] | \"|\" [^<e] | \"|e\" [^<n] | \"|en\" [^<d] "
-                                  "| \"|end\" [^<|] | \"|end|\" [^<>])");
-    return b.add_rule("text", "([^<] | " + escape + ")* (\"<\" " + partial + ")*");
+    return text_without_marks(b, {std::string(kEnd)}).text;
 }
 
 // `gbnf` with every rule name (defined or referred to) prefixed by `prefix`: identifiers outside

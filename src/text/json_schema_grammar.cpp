@@ -492,6 +492,44 @@ std::string JsonGrammarBuilder::grammar(const std::string& root_body) const {
     return out;
 }
 
+TextWithoutMarks text_without_marks(JsonGrammarBuilder& b, const std::vector<std::string>& marks) {
+    std::set<std::string> prefixes;  // proper prefixes of the marks, after their '<'
+    for (const std::string& m : marks) {
+        if (m.size() < 2 || m[0] != '<' || m.find('<', 1) != std::string::npos)
+            fail("text_without_marks: '{}' is not a '<' and then characters other than '<'", m);
+        for (const std::string& other : marks) {
+            if (other.size() > m.size() && other.compare(0, m.size(), m) == 0)
+                fail("text_without_marks: '{}' starts '{}'", m, other);
+        }
+        for (size_t n = 1; n < m.size(); ++n) prefixes.insert(m.substr(1, n - 1));
+    }
+    // A character of a class, escaped where the class would read it otherwise.
+    const auto class_char = [](char c) {
+        return c == '\\' || c == ']' || c == '^' || c == '-' ? std::string{'\\', c}
+                                                             : std::string{c};
+    };
+    std::string partial, tail;
+    for (const std::string& p : prefixes) {
+        std::string next = "<";  // a '<' starts a mark afresh: the next piece takes it
+        for (const std::string& m : marks) {
+            if (m.compare(1, p.size(), p) == 0 && next.find(m[p.size() + 1]) == std::string::npos)
+                next += m[p.size() + 1];
+        }
+        std::string excluded;
+        for (char c : next) excluded += class_char(c);
+        const std::string lit = p.empty() ? "" : JsonGrammarBuilder::literal(p) + " ";
+        if (!partial.empty()) partial += " | ";
+        partial += p.empty() ? "\"\"" : JsonGrammarBuilder::literal(p);
+        if (!tail.empty()) tail += " | ";
+        tail += lit + "[^" + excluded + "]";
+    }
+    TextWithoutMarks r;
+    r.lt = b.add_rule("text-lt", "\"<\" (" + partial + ")");
+    r.after = b.add_rule("text-after-lt", tail);
+    r.text = b.add_rule("text", "([^<] | " + r.lt + "* \"<\" " + r.after + ")* " + r.lt + "*");
+    return r;
+}
+
 std::string json_schema_grammar(const nlohmann::ordered_json& schema) {
     JsonGrammarBuilder b;
     const std::string rule = b.add_schema(schema, "schema");

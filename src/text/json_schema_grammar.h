@@ -14,6 +14,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -61,6 +62,17 @@ class JsonGrammarBuilder {
     std::set<std::string> leading_refs_;
     const nlohmann::ordered_json* document_ = nullptr;
 };
+
+// Rules for text that holds none of `marks` (each a '<' and then characters other than '<', none
+// the start of another): a '<' is followed by anything but the rest of a mark. Written as
+// repetitions, not as one rule per matched prefix calling itself, so that long text does not deepen
+// the matcher's stack.
+struct TextWithoutMarks {
+    std::string text;   // the text
+    std::string lt;     // a '<' and part of a mark, followed by another '<' or the end
+    std::string after;  // what may follow a '<' that is not part of a mark
+};
+TextWithoutMarks text_without_marks(JsonGrammarBuilder& b, const std::vector<std::string>& marks);
 
 // The whole grammar for a response_format json_schema's schema.
 std::string json_schema_grammar(const nlohmann::ordered_json& schema);

@@ -46,13 +46,6 @@ std::optional<ToolCall> call_from_json(const ojson& j,
     return ToolCall{name->get<std::string>(), compact(args)};
 }
 
-// The JSON schema of a tool's arguments: its parameters, or an empty object when it has none.
-ojson arguments_schema(const ToolSpec& tool) {
-    if (tool.parameters.is_null())
-        return ojson{{"type", "object"}, {"properties", ojson::object()}};
-    return tool.parameters;
-}
-
 // `{"name": "NAME", "KEY": ARGS}` for each tool, as alternatives of one rule.
 std::string call_alternatives(JsonGrammarBuilder& b, const std::vector<ToolSpec>& tools,
                               const char* args_key) {
@@ -255,45 +248,11 @@ std::optional<std::vector<ToolCall>> qwen3_coder_parse(std::string_view, std::st
     return std::vector<ToolCall>{{*name, compact(args)}};
 }
 
-// Text that holds no "</parameter>" (which would end the value early) nor "</tool_call>"
-// (which would end the block): a '<' is followed by anything but the rest of either mark.
-struct XmlTextRules {
-    std::string text;   // the text
-    std::string lt;     // a '<' and part of a mark, followed by another '<' or the end
-    std::string after;  // what may follow a '<' that is not part of a mark
-};
-
-XmlTextRules qwen3_coder_free_text(JsonGrammarBuilder& b) {
-    const std::vector<std::string> marks = {"/parameter>", "/tool_call>"};
-    std::set<std::string> prefixes;  // proper prefixes of the marks, after their '<'
-    for (const std::string& m : marks) {
-        for (size_t n = 0; n < m.size(); ++n) prefixes.insert(m.substr(0, n));
-    }
-    std::string partial, tail;
-    for (const std::string& p : prefixes) {
-        std::string next = "<";  // a '<' starts a mark afresh: the next piece takes it
-        for (const std::string& m : marks) {
-            if (m.compare(0, p.size(), p) == 0 && next.find(m[p.size()]) == std::string::npos)
-                next += m[p.size()];
-        }
-        const std::string lit = p.empty() ? "" : JsonGrammarBuilder::literal(p) + " ";
-        if (!partial.empty()) partial += " | ";
-        partial += p.empty() ? "\"\"" : JsonGrammarBuilder::literal(p);
-        if (!tail.empty()) tail += " | ";
-        tail += lit + "[^" + next + "]";
-    }
-    XmlTextRules r;
-    r.lt = b.add_rule("xml-lt", "\"<\" (" + partial + ")");
-    r.after = b.add_rule("xml-after-lt", tail);
-    r.text = b.add_rule("xml-text", "([^<] | " + r.lt + "* \"<\" " + r.after + ")* " + r.lt + "*");
-    return r;
-}
-
 // A string parameter's value: free text, kept from reading back as other JSON (a number,
 // true, false, null, an array or object) by what it may start with; blank at the start would
 // be taken for markup. Narrower than the strings a model may mean, never wider. With
 // minLength/maxLength, characters are counted, and the text holds no '<' (no mark to keep out).
-std::string qwen3_coder_string_value(JsonGrammarBuilder& b, const XmlTextRules& x,
+std::string qwen3_coder_string_value(JsonGrammarBuilder& b, const TextWithoutMarks& x,
                                      const ojson& schema, const std::string& name) {
     if (schema.contains("pattern")) return b.add_schema(schema, name);  // refused there
     if (auto f = schema.find("format"); f != schema.end() && f->is_string()) {
@@ -341,7 +300,7 @@ std::string qwen3_coder_string_value(JsonGrammarBuilder& b, const XmlTextRules& 
 // The grammar of one parameter's value (before its "\n</parameter>").
 std::string qwen3_coder_param_value(JsonGrammarBuilder& b, const ojson& schema,
                                     const std::string& name, std::string& string_rule,
-                                    const XmlTextRules& text) {
+                                    const TextWithoutMarks& text) {
     if (schema.is_object()) {
         const auto e = schema.find("enum");
         if (e != schema.end() && e->is_array() && !e->empty() &&
@@ -371,7 +330,9 @@ std::string qwen3_coder_param_value(JsonGrammarBuilder& b, const ojson& schema,
 
 std::string qwen3_coder_grammar(const std::vector<ToolSpec>& tools, bool parallel) {
     JsonGrammarBuilder b;
-    const XmlTextRules text = qwen3_coder_free_text(b);
+    // Free text holds no "</parameter>" (which would end the value early) nor "</tool_call>"
+    // (which would end the block).
+    const TextWithoutMarks text = text_without_marks(b, {"</parameter>", "</tool_call>"});
     std::string string_rule;
     std::string calls;
     for (const ToolSpec& t : tools) {
@@ -433,6 +394,12 @@ std::string qwen3_coder_render(const std::vector<ToolCall>& calls) {
 
 }  // namespace
 
+ojson arguments_schema(const ToolSpec& tool) {
+    if (tool.parameters.is_null())
+        return ojson{{"type", "object"}, {"properties", ojson::object()}};
+    return tool.parameters;
+}
+
 const std::vector<ToolCallFormat>& tool_call_formats() {
     static const std::vector<ToolCallFormat> kFormats = {
         // Before hermes: its templates write <tool_call> too.
@@ -444,10 +411,7 @@ const std::vector<ToolCallFormat>& tool_call_formats() {
          qwen3_coder_parse,
          qwen3_coder_grammar,
          qwen3_coder_system_prompt,
-         qwen3_coder_render,
-         nullptr,
-         nullptr,
-         nullptr},
+         qwen3_coder_render},
         {"hermes",
          hermes_detect,
          {"<tool_call>"},
@@ -456,10 +420,7 @@ const std::vector<ToolCallFormat>& tool_call_formats() {
          hermes_parse,
          hermes_grammar,
          hermes_system_prompt,
-         hermes_render,
-         nullptr,
-         nullptr,
-         nullptr},
+         hermes_render},
         {"llama3_json",
          llama3_detect,
          {"<|python_tag|>", "{"},
@@ -468,10 +429,7 @@ const std::vector<ToolCallFormat>& tool_call_formats() {
          llama3_parse,
          llama3_grammar,
          llama3_system_prompt,
-         llama3_render,
-         nullptr,
-         nullptr,
-         nullptr},
+         llama3_render},
         // gpt-oss: its template writes none of the others' marks.
         {"harmony",
          harmony_detect,
@@ -635,19 +593,20 @@ std::vector<ToolCallParser::Event> ToolCallParser::finish() {
 ParsedReply parse_tool_calls(const ToolCallFormat& format, std::string_view reply) {
     ToolCallParser parser(format);
     ParsedReply r;
-    auto take = [&](std::vector<ToolCallParser::Event> events) {
-        for (auto& e : events) {
-            if (e.call)
-                r.calls.push_back(std::move(*e.call));
-            else if (e.reasoning)
-                r.reasoning += e.text;
-            else
-                r.content += e.text;
-        }
-    };
-    take(parser.feed(reply));
-    take(parser.finish());
+    append_events(r, parser.feed(reply));
+    append_events(r, parser.finish());
     return r;
+}
+
+void append_events(ParsedReply& r, std::vector<ReplyEvent> events) {
+    for (ReplyEvent& e : events) {
+        if (e.call)
+            r.calls.push_back(std::move(*e.call));
+        else if (e.reasoning)
+            r.reasoning += e.text;
+        else
+            r.content += e.text;
+    }
 }
 
 }  // namespace tandem

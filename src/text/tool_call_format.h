@@ -31,6 +31,9 @@ struct ToolSpec {
     nlohmann::ordered_json parameters;  // null: no parameters
 };
 
+// The JSON schema of a tool's arguments: its parameters, or an empty object when it has none.
+nlohmann::ordered_json arguments_schema(const ToolSpec& tool);
+
 // A piece of a reply: content or reasoning text, or a tool call.
 struct ReplyEvent {
     std::string text;  // when `call` is empty: content, or reasoning when `reasoning`
@@ -70,14 +73,14 @@ struct ToolCallFormat {
     // Null for formats of call blocks in free text, read with the fields above. Otherwise the
     // reply's own parser, which must see every reply of a chat, tools offered or not (it also
     // takes the reasoning apart); `parse_calls` false hands calls on as content.
-    std::unique_ptr<ReplyParser> (*reply_parser)(bool parse_calls);
+    std::unique_ptr<ReplyParser> (*reply_parser)(bool parse_calls) = nullptr;
     // The message field the template reads an assistant turn's reasoning from, when it is not
     // OpenAI's `reasoning_content` (gpt-oss's reads `thinking`); null: none.
-    const char* reasoning_field;
+    const char* reasoning_field = nullptr;
     // A grammar for the reply's content (response_format, a GBNF `grammar`) as the whole reply's
     // grammar, for formats whose replies carry more than content (harmony: reasoning first, then
     // the content in the final channel); null: the content is the whole reply.
-    std::string (*content_grammar)(std::string_view gbnf);
+    std::string (*content_grammar)(std::string_view gbnf) = nullptr;
 };
 
 // The formats, in detection order.
@@ -126,5 +129,7 @@ struct ParsedReply {
     std::vector<ToolCall> calls;
 };
 ParsedReply parse_tool_calls(const ToolCallFormat& format, std::string_view reply);
+// Adds a parser's events to `r`: calls to its calls, text to its reasoning or content.
+void append_events(ParsedReply& r, std::vector<ReplyEvent> events);
 
 }  // namespace tandem

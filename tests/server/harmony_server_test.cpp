@@ -212,7 +212,7 @@ TEST_F(Harmony, PastCallsGoBackThroughTheTemplate) {
                          {"grammar", exactly(kReply)},
                          {"max_tokens", 200}});
     EXPECT_EQ(r["choices"][0]["message"]["content"], "It is sunny.") << r.dump();
-    // The rendered prompt is longer than the one without the past turn's reasoning.
+    // The rendered prompt differs from the one without the past turn's reasoning.
     json without = messages;
     without[1].erase("reasoning_content");
     const json r2 = chat({{"messages", without},
@@ -221,6 +221,15 @@ TEST_F(Harmony, PastCallsGoBackThroughTheTemplate) {
                           {"max_tokens", 200}});
     EXPECT_GT(r["usage"]["prompt_tokens"].get<int>(), 0);
     EXPECT_NE(r["usage"]["prompt_tokens"], r2["usage"]["prompt_tokens"]);
+    // The template renders a call turn's content, when it has no thinking, as its analysis: the
+    // reasoning given as content makes the same prompt as the reasoning given as reasoning.
+    json as_content = without;
+    as_content[1]["content"] = "Need the weather.";
+    const json r3 = chat({{"messages", as_content},
+                          {"tools", {kWeather}},
+                          {"grammar", exactly(kReply)},
+                          {"max_tokens", 200}});
+    EXPECT_EQ(r["usage"]["prompt_tokens"], r3["usage"]["prompt_tokens"]);
 }
 
 }  // namespace

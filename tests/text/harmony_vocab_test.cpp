@@ -22,24 +22,14 @@ ParsedReply generate(const Tokenizer& t, const std::string& reply, std::string* 
     StreamDecoder decoder(t, /*render_special=*/false);
     ToolCallParser parser(*find_tool_call_format("harmony"));
     ParsedReply r;
-    auto take = [&](std::vector<ToolCallParser::Event> events) {
-        for (auto& e : events) {
-            if (e.call)
-                r.calls.push_back(*e.call);
-            else if (e.reasoning)
-                r.reasoning += e.text;
-            else
-                r.content += e.text;
-        }
-    };
     for (TokenId id : ids) {
         if (t.is_eog(id)) break;
         const std::string piece = decoder.feed(id);
         *streamed_text += piece;
-        take(parser.feed(piece));
+        append_events(r, parser.feed(piece));
     }
-    take(parser.feed(decoder.flush()));
-    take(parser.finish());
+    append_events(r, parser.feed(decoder.flush()));
+    append_events(r, parser.finish());
     return r;
 }
 

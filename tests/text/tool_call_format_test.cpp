@@ -32,16 +32,12 @@ ParsedReply streamed(const ToolCallFormat& f, const std::string& reply, size_t s
     ToolCallParser p(f, parse_calls);
     ParsedReply r;
     auto take = [&](std::vector<ToolCallParser::Event> events) {
-        for (auto& e : events) {
-            if (e.call) {
-                r.calls.push_back(*e.call);
-            } else if (e.reasoning) {
-                r.reasoning += e.text;
-            } else {
-                r.content += e.text;
-                if (leaked) *leaked += e.text;
+        if (leaked) {
+            for (const auto& e : events) {
+                if (!e.call && !e.reasoning) *leaked += e.text;
             }
         }
+        append_events(r, std::move(events));
     };
     for (size_t i = 0; i < reply.size(); i += step) take(p.feed(reply.substr(i, step)));
     take(p.finish());
