@@ -8,6 +8,7 @@
 #include <climits>
 
 #include "base/env_flag.h"
+#include "cuda/attention_decode.cuh"
 #include "cuda/attention_kernels.cuh"
 #include "cuda/check.h"
 #include "cuda/early_launch.cuh"
@@ -23,12 +24,28 @@ bool wide(int dk, int dv) {
     return dk > kMaxHeadDim || dv > kMaxHeadDim;
 }
 
-// Block (head, query of the slice): the chunks' results combined (combine_chunks).
+// Block (head block, query of the slice): its heads' chunks combined (combine_chunks).
 __global__ void attention_combine_kernel(const __grid_constant__ AttentionArgs a) {
-    extern __shared__ float weight[];  // [n_chunks]
-    __shared__ float red[kWarps];
+    extern __shared__ float weight[];  // [block_heads][n_chunks]
     wait_for_previous_kernel();
-    combine_chunks(a, blockIdx.x, blockIdx.y, weight, red);
+    combine_chunks(a, block_head_range(a, blockIdx.x), blockIdx.y, weight);
+}
+
+// The tensor-core decode kernel for heads of kDim. A block of 16 heads of 128 (or the combine's
+// weights of a very long context) takes shared memory past the default 48 KiB, which the kernel
+// is allowed as launches first need it.
+template <int kDim>
+void launch_decode_mma(dim3 grid, size_t shared, cudaStream_t stream, const AttentionArgs& a) {
+    static size_t allowed = 48 << 10;
+    if (shared > allowed) {
+        check(cudaFuncSetAttribute(attention_decode_mma_kernel<kDim>,
+                                   cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   static_cast<int>(shared)),
+              "cudaFuncSetAttribute (decode attention's shared memory)");
+        allowed = shared;
+    }
+    launch_early(attention_decode_mma_kernel<kDim>, grid, kThreads, shared, stream,
+                 "attention_decode_mma_kernel", a);
 }
 
 template <bool kF16>
@@ -201,15 +218,24 @@ void attention(const KvLayer& kv, DeviceRows q, const TokenPlace* places,
     a.done = scratch.done;
     a.out = out.data;
     a.out_stride = out.stride;
+    // f16 caches of heads of 64 and 128 take the tensor-core kernel, a block for a kv head's
+    // group of query heads; the others a block a query head.
+    const bool mma = decode_mma_takes(kv, a.group);
+    a.block_heads = mma ? a.group : 1;
+    const size_t shared =
+        mma ? decode_mma_shared_bytes(a.dk, a.group, a.done ? n_chunks : 0)
+            : sizeof(float) * (a.dk + a.max_chunk + std::max(kWarps * a.dv, a.done ? n_chunks : 0));
     const int64_t per_query = static_cast<int64_t>(p.n_head) * n_chunks;
     const int slice = static_cast<int>(std::max<int64_t>(1, scratch.capacity / per_query));
-    const size_t shared =
-        sizeof(float) * (a.dk + a.max_chunk + std::max(kWarps * a.dv, a.done ? n_chunks : 0));
     for (int t0 = 0; t0 < q.rows; t0 += slice) {
         const int n = std::min(slice, q.rows - t0);
         a.token0 = t0;
-        const dim3 grid(n_chunks, p.n_head, n);
-        if (wide(a.dk, a.dv)) {
+        const dim3 grid(n_chunks, head_blocks(a), n);
+        if (mma && a.dk == 64) {
+            launch_decode_mma<64>(grid, shared, stream, a);
+        } else if (mma) {
+            launch_decode_mma<128>(grid, shared, stream, a);
+        } else if (wide(a.dk, a.dv)) {
             launch_chunks_wide(kv.f16, grid, shared, stream, a);
         } else {
             launch_early(kv.f16 ? attention_chunk_kernel<true, kMaxHeadDim>
@@ -217,8 +243,9 @@ void attention(const KvLayer& kv, DeviceRows q, const TokenPlace* places,
                          grid, kThreads, shared, stream, "attention_chunk_kernel", a);
         }
         if (a.done == nullptr)
-            launch_early(attention_combine_kernel, dim3(p.n_head, n), kThreads,
-                         sizeof(float) * n_chunks, stream, "attention_combine_kernel", a);
+            launch_early(attention_combine_kernel, dim3(head_blocks(a), n), kThreads,
+                         sizeof(float) * a.block_heads * n_chunks, stream,
+                         "attention_combine_kernel", a);
     }
 }
 

@@ -1,8 +1,10 @@
 // Attention on the device: the KV cache in device memory (f16 or f32) and causal multi-head
 // attention with grouped-query heads over it. Decode splits the context of each query into
 // chunks of positions computed in parallel (flash-decoding: each chunk keeps its max, sum and
-// weighted values; a second kernel combines them), so one decoded token spreads over the whole
-// GPU however long its sequence. Prefill takes tiles of queries that share each tile of keys
+// weighted values; the last chunk block to finish, or a second kernel, combines them), so one
+// decoded token spreads over the whole GPU however long its sequence; with f16 caches of heads
+// of 64 or 128 a block takes a chunk for all the query heads of a kv head (up to 16) on tensor
+// cores, so each key and value is read once for them. Prefill takes tiles of queries that share each tile of keys
 // and values staged in shared memory. Both take sliding windows (over a layer's ring of
 // positions) and attention sinks.
 #pragma once

@@ -1,11 +1,12 @@
 // The attention kernels of attention.cu, templated on the cache's type and on the largest value
 // head they take (kMaxValueDim: the registers a thread keeps for its share of a head's output;
-// keys stream through shared memory and registers of a fixed size, whatever their width).
+// keys stream through shared memory and registers of a fixed size, whatever their width), and
+// what the decode kernels share: the chunks' spans, their combine, the loads of cache rows.
 // attention.cu instantiates them for heads of up to kMaxHeadDim (256), attention_wide.cu for
 // values of up to kMaxWideValueDim (512) under keys of up to kMaxWideKeyDim (576), each in its
-// own translation unit, so the common path's registers stay as they were; attention_mma.cu takes
-// its argument structures and helpers for the tensor-core prefill kernel. Nothing else includes
-// this file.
+// own translation unit, so the common path's registers stay as they were; attention_mma.cu and
+// attention_decode.cuh (prefill and decode on tensor cores) take their argument structures and
+// helpers. Nothing else includes this file.
 #pragma once
 
 #include <cuda_fp16.h>
@@ -16,6 +17,7 @@
 
 #include "cuda/attention.h"
 #include "cuda/early_launch.cuh"
+#include "cuda/vector_access.cuh"
 
 namespace tandem::cuda::attention_kernels {
 
@@ -68,7 +70,30 @@ struct AttentionArgs : LayerArgs {
     int* done;        // per (query of the slice, head): chunks finished, or nullptr
     float* out;       // where the combined heads go (with done)
     int64_t out_stride;
+    // Query heads a block takes, of one kv head: 1 for attention_chunk_kernel, the group (up to
+    // kMaxBlockHeads) for the tensor-core decode kernel (attention_decode.cuh). The combine takes
+    // the same heads a block.
+    int block_heads;
 };
+
+constexpr int kMaxBlockHeads = 16;
+
+// The query heads [first, first + count) of head block b: block_heads of one kv head's group
+// (the group's last block may hold fewer).
+struct HeadRange {
+    int first, count;
+};
+
+__device__ __forceinline__ HeadRange block_head_range(const AttentionArgs& a, int b) {
+    const int per_kv = (a.group + a.block_heads - 1) / a.block_heads;
+    const int in_group = b % per_kv * a.block_heads;
+    return {b / per_kv * a.group + in_group, min(a.block_heads, a.group - in_group)};
+}
+
+// Head blocks of a launch: per_kv of them for each kv head.
+inline int head_blocks(const AttentionArgs& a) {
+    return a.n_kv * ((a.group + a.block_heads - 1) / a.block_heads);
+}
 
 template <bool kF16>
 __device__ __forceinline__ float load_value(const void* base, int64_t offset) {
@@ -97,62 +122,114 @@ __device__ __forceinline__ float warp_sum(float v) {
 
 constexpr int kWarps = kThreads / 32;
 
-// Head h of query tq of the slice: its chunks' results rescaled to the common max and summed.
-// The threads take the chunks' statistics in parallel (the common max, each chunk's weight
-// exp(m_c - m) into `weight` [n_chunks], the common sum), then each output dimension adds the
-// chunks' weighted values in chunk order, eight chunks' loads in flight at a time. Empty chunks
+__device__ __forceinline__ float warp_max(float v) {
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+// Heads [h.first, h.first + h.count) of query tq of the slice: each head's chunks' results
+// rescaled to the common max and summed. A warp a head takes the chunks' statistics (the common
+// max, each chunk's weight exp(m_c - m) into `weight` [count][n_chunks], the common sum), then
+// each output value of the heads adds its chunks' weighted values in chunk order. Empty chunks
 // (weight 0) wrote no values and are skipped. A sink joins the max and the sum, and no values.
 // The chunks' results are read through L2 (__ldcg): other blocks of the same launch may have
 // written them.
-__device__ __forceinline__ void combine_chunks(const AttentionArgs& a, int h, int tq, float* weight,
-                                               float* red) {
+__device__ __forceinline__ void combine_chunks(const AttentionArgs& a, HeadRange heads, int tq,
+                                               float* weight) {
+    __shared__ float total[kMaxBlockHeads];
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const int64_t slot0 = (static_cast<int64_t>(tq) * a.n_head + h) * a.n_chunks;
-    const float* stats = a.stats + 2 * slot0;
-    float m = -FLT_MAX;
-    for (int c = threadIdx.x; c < a.n_chunks; c += kThreads) {
-        if (__ldcg(stats + 2 * c + 1) > 0.0f) m = fmaxf(m, __ldcg(stats + 2 * c));
+    const int64_t slot0 = (static_cast<int64_t>(tq) * a.n_head + heads.first) * a.n_chunks;
+    for (int i = warp; i < heads.count; i += kWarps) {
+        const float* stats = a.stats + 2 * (slot0 + static_cast<int64_t>(i) * a.n_chunks);
+        float m = -FLT_MAX;
+        for (int c = lane; c < a.n_chunks; c += 32) {
+            if (__ldcg(stats + 2 * c + 1) > 0.0f) m = fmaxf(m, __ldcg(stats + 2 * c));
+        }
+        m = warp_max(m);
+        const float sink = a.sinks != nullptr ? a.sinks[heads.first + i] : -FLT_MAX;
+        m = fmaxf(m, sink);
+        float l = 0.0f;
+        for (int c = lane; c < a.n_chunks; c += 32) {
+            const float lc = __ldcg(stats + 2 * c + 1);
+            const float wc = lc > 0.0f ? expf(__ldcg(stats + 2 * c) - m) : 0.0f;
+            weight[i * a.n_chunks + c] = wc;
+            l += wc * lc;
+        }
+        l = warp_sum(l);
+        if (a.sinks != nullptr) l += expf(sink - m);
+        if (lane == 0) total[i] = l;
     }
-    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-    if (lane == 0) red[warp] = m;
-    __syncthreads();
-    m = red[0];
-    for (int w = 1; w < kWarps; ++w) m = fmaxf(m, red[w]);
-    if (a.sinks != nullptr) m = fmaxf(m, a.sinks[h]);
-    __syncthreads();
-    float l = 0.0f;
-    for (int c = threadIdx.x; c < a.n_chunks; c += kThreads) {
-        const float lc = __ldcg(stats + 2 * c + 1);
-        const float wc = lc > 0.0f ? expf(__ldcg(stats + 2 * c) - m) : 0.0f;
-        weight[c] = wc;
-        l += wc * lc;
-    }
-    l = warp_sum(l);
-    if (lane == 0) red[warp] = l;
-    __syncthreads();  // also publishes weight
-    l = 0.0f;
-    for (int w = 0; w < kWarps; ++w) l += red[w];
-    if (a.sinks != nullptr) l += expf(a.sinks[h] - m);
-    float* dst = a.out + (a.token0 + tq) * a.out_stride + static_cast<int64_t>(h) * a.dv;
-    const float* values = a.values + slot0 * a.dv;
+    __syncthreads();  // publishes weight and total
+    // A thread a run of 8 output values of a head (two 16-byte loads a chunk, kInFlight chunks'
+    // loads in flight): a group of 8 heads of 128 is one pass of the block's threads, so the
+    // chunks' round trips to L2 stay few however many heads a block combines.
     constexpr int kInFlight = 8;
-    for (int d = threadIdx.x; d < a.dv; d += kThreads) {
-        float acc = 0.0f;
+    const int runs = a.dv / 8;
+    for (int job = threadIdx.x; job < heads.count * runs; job += kThreads) {
+        const int i = job / runs, d = 8 * (job % runs);
+        const float* w = weight + i * a.n_chunks;
+        const float* values =
+            a.values + (slot0 + static_cast<int64_t>(i) * a.n_chunks) * a.dv + d;
+        float acc[8] = {};
         for (int c0 = 0; c0 < a.n_chunks; c0 += kInFlight) {
-            float v[kInFlight];
+            float4 v[kInFlight][2];
 #pragma unroll
-            for (int i = 0; i < kInFlight; ++i) {
-                const int c = c0 + i;
-                v[i] = c < a.n_chunks && weight[c] != 0.0f ? __ldcg(values + c * a.dv + d) : 0.0f;
+            for (int k = 0; k < kInFlight; ++k) {
+                const int c = c0 + k;
+                if (c < a.n_chunks && w[c] != 0.0f) {
+                    const float4* src = reinterpret_cast<const float4*>(values + c * a.dv);
+                    v[k][0] = __ldcg(src);
+                    v[k][1] = __ldcg(src + 1);
+                }
             }
 #pragma unroll
-            for (int i = 0; i < kInFlight; ++i) {
-                const int c = c0 + i;
-                if (c < a.n_chunks && weight[c] != 0.0f) acc += weight[c] * v[i];
+            for (int k = 0; k < kInFlight; ++k) {
+                const int c = c0 + k;
+                if (c >= a.n_chunks || w[c] == 0.0f) continue;
+                const float wc = w[c];
+                acc[0] += wc * v[k][0].x, acc[1] += wc * v[k][0].y;
+                acc[2] += wc * v[k][0].z, acc[3] += wc * v[k][0].w;
+                acc[4] += wc * v[k][1].x, acc[5] += wc * v[k][1].y;
+                acc[6] += wc * v[k][1].z, acc[7] += wc * v[k][1].w;
             }
         }
-        dst[d] = acc / l;
+        float out[8];
+#pragma unroll
+        for (int k = 0; k < 8; ++k) out[k] = acc[k] / total[i];
+        store_run<8>(a.out + (a.token0 + tq) * a.out_stride +
+                         static_cast<int64_t>(heads.first + i) * a.dv + d,
+                     out);
     }
+}
+
+// Whether this block is the last of its head block's chunk blocks to finish (its writes, and
+// through the fence and the counter every other block's, are visible to it then); the last
+// leaves the counter at zero for the next launch.
+__device__ __forceinline__ bool last_chunk_block(const AttentionArgs& a, HeadRange heads, int tq) {
+    __shared__ bool last;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        int* done = a.done + static_cast<int64_t>(tq) * a.n_head + heads.first;
+        last = atomicAdd(done, 1) == a.n_chunks - 1;
+        if (last) *done = 0;
+    }
+    __syncthreads();
+    if (last) __threadfence();
+    return last;
+}
+
+// The positions [j0, j1) of chunk c of a query at `place` (empty where the chunk lies past it):
+// with a.chunk 0, the query's positions split evenly over the n_chunks blocks.
+struct ChunkSpan {
+    int j0, j1;
+};
+
+__device__ __forceinline__ ChunkSpan chunk_span(const AttentionArgs& a, TokenPlace place, int c) {
+    const int first = first_seen(place.pos, a.window);
+    const int chunk = a.chunk > 0 ? a.chunk : (place.pos - first + a.n_chunks) / a.n_chunks;
+    const int j0 = first + c * chunk;
+    return {j0, min(j0 + chunk, place.pos + 1)};
 }
 
 // The scores of positions j0 .. j1 - 1 for query t's head h, their softmax against the chunk's own
@@ -252,33 +329,15 @@ __global__ void __launch_bounds__(kThreads)
     const int t = a.token0 + tq;
     const TokenPlace place = a.places[t];
     const int64_t slot = (static_cast<int64_t>(tq) * a.n_head + h) * a.n_chunks + c;
-    // chunk 0: the query's positions split evenly over the n_chunks blocks.
-    const int first = first_seen(place.pos, a.window);
-    const int chunk = a.chunk > 0 ? a.chunk : (place.pos - first + a.n_chunks) / a.n_chunks;
-    const int j0 = first + c * chunk;
-    const int j1 = min(j0 + chunk, place.pos + 1);
-    if (j0 < j1) {
-        chunk_attention<kF16, kMaxValueDim>(a, place, h, t, j0, j1, slot, q, p, part, red);
+    const ChunkSpan span = chunk_span(a, place, c);
+    if (span.j0 < span.j1) {
+        chunk_attention<kF16, kMaxValueDim>(a, place, h, t, span.j0, span.j1, slot, q, p, part,
+                                            red);
     } else if (threadIdx.x == 0) {
         a.stats[2 * slot] = -FLT_MAX;
         a.stats[2 * slot + 1] = 0.0f;
     }
-    if (a.done == nullptr) return;
-    // The last of the head's chunk blocks to finish combines them (its writes, and through the
-    // fence and the counter every other block's, are visible to it), and leaves the counter at
-    // zero for the next launch.
-    __shared__ bool last;
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        int* done = a.done + static_cast<int64_t>(tq) * a.n_head + h;
-        last = atomicAdd(done, 1) == a.n_chunks - 1;
-        if (last) *done = 0;
-    }
-    __syncthreads();
-    if (!last) return;
-    __threadfence();
-    combine_chunks(a, h, tq, part, red);
+    if (a.done != nullptr && last_chunk_block(a, {h, 1}, tq)) combine_chunks(a, {h, 1}, tq, part);
 }
 
 // ---------------------------------------------------------------- prefill: query tiles

@@ -14,6 +14,7 @@
 
 #include "cuda/attention_kernels.cuh"
 #include "cuda/check.h"
+#include "cuda/mma_f16.cuh"
 
 namespace tandem::cuda::attention_kernels {
 namespace {
@@ -36,23 +37,8 @@ constexpr size_t mma_shared_bytes() {
     return sizeof(__half) * (kMmaQueries + 2 * mma_tile_keys<kDim>()) * mma_row(kDim);
 }
 
-__device__ __forceinline__ uint32_t half2_bits(float lo, float hi) {
-    const __half2 h = __floats2half2_rn(lo, hi);
-    return *reinterpret_cast<const uint32_t*>(&h);
-}
-
 __device__ __forceinline__ uint32_t shared_word(const __half* p) {
     return *reinterpret_cast<const uint32_t*>(p);
-}
-
-// c += a · b: a 16 × 16 (rows), b 16 × 8 (columns), f16 in, f32 sums.
-__device__ __forceinline__ void mma_f16(float c[4], const uint32_t a[4], uint32_t b0,
-                                        uint32_t b1) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-        "{%8, %9}, {%0, %1, %2, %3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
 // The b fragment of 16 rows (keys) × 8 columns (value dims) of a row-major tile: lanes 0-15 name

@@ -172,7 +172,14 @@ INSTANTIATE_TEST_SUITE_P(Shapes, GpuAttention,
                                            // and 256): long contexts, windows with sinks.
                                            AttentionCase{8, 2, 128, 700, true},
                                            AttentionCase{4, 1, 128, 2100, true, 0, true},
-                                           AttentionCase{4, 2, 256, 700, true, 100, true}));
+                                           AttentionCase{4, 2, 256, 700, true, 100, true},
+                                           // Decode on tensor cores: groups of 16 (all an
+                                           // mma's rows) and 12; past 16, and heads of 96, the
+                                           // scalar chunks.
+                                           AttentionCase{32, 2, 64, 300, true, 0, true},
+                                           AttentionCase{12, 1, 128, 700, true, 100, false},
+                                           AttentionCase{40, 2, 64, 300, true},
+                                           AttentionCase{24, 2, 96, 300, true}));
 
 TEST(GpuRope, MatchesTheCpu) {
     TANDEM_REQUIRE_GPU();
