@@ -34,13 +34,14 @@ constexpr std::string_view kFunctions = "functions.";
 using reply_text::compact;
 using reply_text::is_space;
 
-// The first of `marks` in `text`: its position (npos when none) and length.
+// The first of `marks` in `text` from `from` on: its position (npos when none) and length.
 template <size_t N>
 std::pair<size_t, size_t> find_first(std::string_view text,
-                                     const std::array<std::string_view, N>& marks) {
+                                     const std::array<std::string_view, N>& marks,
+                                     size_t from = 0) {
     std::pair<size_t, size_t> best{std::string_view::npos, 0};
     for (std::string_view m : marks) {
-        const size_t p = text.find(m);
+        const size_t p = text.find(m, from);
         if (p < best.first) best = {p, m.size()};
     }
     return best;
@@ -160,6 +161,7 @@ class HarmonyParser : public ReplyParser {
                     raw_header_ = buffer_.substr(0, at + kMessage.size());
                     buffer_.erase(0, at + kMessage.size());
                     state_ = State::kBody;
+                    searched_ = 0;
                     return true;
                 }
                 // A message's end before any <|message|>, or none where a header would have
@@ -177,7 +179,9 @@ class HarmonyParser : public ReplyParser {
                 return true;
             }
             case State::kBody: {
-                const auto [end, end_size] = find_first(buffer_, kEnds);
+                // A streamed body leaves only a mark's partial tail held; a call's is held
+                // whole until its end, searched for from where the last search left off.
+                const auto [end, end_size] = find_first(buffer_, kEnds, searched_);
                 const bool streamed =
                     header_.kind == BodyKind::kReasoning || header_.kind == BodyKind::kContent;
                 if (end == std::string::npos) {
@@ -186,6 +190,8 @@ class HarmonyParser : public ReplyParser {
                         emit(out, buffer_.substr(0, buffer_.size() - keep),
                              header_.kind == BodyKind::kReasoning);
                         buffer_.erase(0, buffer_.size() - keep);
+                    } else {
+                        searched_ = reply_text::resume_search_at(buffer_.size(), kEnds);
                     }
                     return false;
                 }
@@ -262,6 +268,7 @@ class HarmonyParser : public ReplyParser {
     std::string buffer_;      // not yet settled
     Header header_;           // of the message being read
     std::string raw_header_;  // as written, with its <|message|>
+    size_t searched_ = 0;     // where the search for a held body's end resumes in buffer_
     int n_calls_ = 0;
 };
 

@@ -41,4 +41,15 @@ size_t partial_mark_tail(std::string_view text, const Marks& marks) {
     return keep;
 }
 
+// Where a search for `marks` in a buffer that only grows at its end may resume after finding
+// none in its first `size` bytes: only the last (longest mark - 1) of them can begin one. (A held
+// call body is searched for its end as each piece arrives: from its start every time, that is
+// quadratic in the body's length.)
+template <typename Marks>
+size_t resume_search_at(size_t size, const Marks& marks) {
+    size_t longest = 0;
+    for (std::string_view m : marks) longest = std::max(longest, m.size());
+    return size + 1 > longest ? size + 1 - longest : 0;
+}
+
 }  // namespace tandem::reply_text

@@ -2,6 +2,7 @@
 #include "text/tool_call_format.h"
 
 #include <algorithm>
+#include <array>
 #include <set>
 
 #include "base/error.h"
@@ -512,8 +513,12 @@ std::vector<ToolCallParser::Event> ToolCallParser::feed(std::string_view text) {
     for (;;) {
         if (in_block_) {
             if (format_.closer.empty()) break;  // runs to the end of the reply
-            const size_t end = buffer_.find(format_.closer);
-            if (end == std::string::npos) break;
+            const size_t end = buffer_.find(format_.closer, searched_);
+            if (end == std::string::npos) {
+                searched_ = reply_text::resume_search_at(buffer_.size(),
+                                                         std::array{std::string_view(format_.closer)});
+                break;
+            }
             emit_block(std::string_view(buffer_).substr(0, end), /*final=*/false, out);
             buffer_.erase(0, end + format_.closer.size());
             in_block_ = false;
@@ -545,6 +550,7 @@ std::vector<ToolCallParser::Event> ToolCallParser::feed(std::string_view text) {
             opener_ = *opener;
             buffer_.erase(0, at + opener->size());
             in_block_ = true;
+            searched_ = 0;
             continue;
         }
         // Hold back a tail that may still become an opener.

@@ -118,6 +118,7 @@ class ToolCallParser {
     std::string space_;                 // whitespace held until we know what follows it
     std::string opener_;                // the opener of the block being read
     bool in_block_ = false;
+    size_t searched_ = 0;  // where the search for the block's closer resumes in buffer_
     bool said_something_ = false;  // content other than whitespace went out
     int n_calls_ = 0;
 };

@@ -117,6 +117,21 @@ TEST(HermesToolCalls, NoOpenerPrefixLeaksIntoContent) {
     EXPECT_EQ(r.calls[0].arguments, R"({"q":"<tool_call>"})");
 }
 
+// A long call, its arguments full of the closer's beginnings: the search for the closer resumes
+// where the last piece's left off (not from the body's start), and still finds it split across
+// pieces, and never in a near miss.
+TEST(HermesToolCalls, LongCallsWithNearMissClosersParseInAnyPieces) {
+    std::string text;
+    for (int i = 0; i < 300; ++i) text += "</tool_cal" + std::string(i % 7, 'x') + "</tool_";
+    const std::string reply = "<tool_call>\n{\"name\": \"write\", \"arguments\": {\"text\": \"" + text +
+                              "\"}}\n</tool_call>";
+    const ParsedReply whole = parse_tool_calls(format("hermes"), reply);
+    ASSERT_EQ(whole.calls.size(), 1u);
+    EXPECT_EQ(whole.calls[0].arguments, ojson({{"text", text}}).dump());
+    for (size_t step : {1, 2, 3, 5, 10, 11, 12, 64, 1000})
+        expect_same(streamed(format("hermes"), reply, step), whole, "step " + std::to_string(step));
+}
+
 TEST(Llama3ToolCalls, WholeReplyIsTheCall) {
     const ToolCallFormat& f = format("llama3_json");
     const ParsedReply r =
@@ -453,6 +468,23 @@ TEST(HarmonyReplies, CallsInEitherPlaceOfTheRecipient) {
     ASSERT_EQ(two.calls.size(), 2u);
     EXPECT_EQ(two.calls[1].name, "b");
     EXPECT_EQ(two.calls[1].arguments, R"({"x":[1]})");
+}
+
+// A long call's body, held whole until its end, full of near misses of the ends: found in any
+// pieces, the search resuming where the last piece's stopped.
+TEST(HarmonyReplies, LongCallsWithNearMissEndsParseInAnyPieces) {
+    const ToolCallFormat& f = format("harmony");
+    std::string text;
+    for (int i = 0; i < 300; ++i) text += "<|end" + std::string(i % 5, 'y') + "<|cal<|ret";
+    const std::string reply = kAnalysis + "Write it." + kNext +
+                              "<|channel|>commentary to=functions.write <|constrain|>json"
+                              "<|message|>{\"text\": \"" +
+                              text + "\"}<|call|>";
+    const ParsedReply whole = parse_tool_calls(f, reply);
+    ASSERT_EQ(whole.calls.size(), 1u);
+    EXPECT_EQ(whole.calls[0].arguments, ojson({{"text", text}}).dump());
+    for (size_t step : {1, 2, 3, 6, 7, 8, 64, 1000})
+        expect_same(streamed(f, reply, step), whole, "step " + std::to_string(step));
 }
 
 TEST(HarmonyReplies, MalformedMessagesStayText) {
