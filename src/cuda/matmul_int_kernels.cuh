@@ -12,6 +12,10 @@
 
 namespace tandem::cuda {
 
+// Group sums to floats (they are far below 2^22): an add and a subtract, where a conversion
+// instruction would issue at an eighth of the float rate.
+using gpu::block_detail::small_int_to_float;
+
 // acc + the dot product of a chunk's eight codes with eight activation codes.
 __device__ __forceinline__ int dot8(const gpu::IntChunk& w, uint2 a, int acc = 0) {
     return __dp4a(static_cast<int>(w.lo), static_cast<int>(a.x),
@@ -166,8 +170,9 @@ __global__ void __launch_bounds__(kMatvecThreads)
                 const float da = xd[c * p.xd_stride + act_block];
 #pragma unroll
                 for (int r = 0; r < R; ++r) {
-                    float v = wscale[r] * static_cast<float>(dot[r][c]);
-                    if constexpr (I::kHasMin) v = fmaf(wmin[r], static_cast<float>(code_sum[c]), v);
+                    float v = wscale[r] * small_int_to_float(dot[r][c]);
+                    if constexpr (I::kHasMin)
+                        v = fmaf(wmin[r], small_int_to_float(code_sum[c]), v);
                     acc[r][c] = fmaf(da, v, acc[r][c]);
                 }
             }
@@ -431,8 +436,8 @@ __global__ void __launch_bounds__(128, 3) tile_int_kernel(const __grid_constant_
                     const int i = job / kIntSteps16, h = job % kIntSteps16;
                     const uint4 a = *reinterpret_cast<const uint4*>(act_buf + i * L::kActLd +
                                                                     sub * kIntTileK + 16 * h);
-                    Asum[i][h] =
-                        static_cast<float>(sum8(make_uint2(a.x, a.y)) + sum8(make_uint2(a.z, a.w)));
+                    Asum[i][h] = small_int_to_float(
+                        sum8(make_uint2(a.x, a.y)) + sum8(make_uint2(a.z, a.w)));
                 }
             }
             __syncthreads();
@@ -477,7 +482,8 @@ __global__ void __launch_bounds__(128, 3) tile_int_kernel(const __grid_constant_
                         for (int e = 0; e < 4; ++e) {
                             const int r = 32 * wr + 16 * i + g + 8 * (e >> 1);
                             const int tk = 32 * wc + 8 * j + 2 * t + (e & 1);
-                            float v = Ws[r][grp] * static_cast<float>(sums[i][j][e]);
+                            float v = Ws[r][grp] *
+                                      small_int_to_float(sums[i][j][e]);
                             if constexpr (I::kHasMin) {
                                 const float sa =
                                     I::kGroup == 16 ? Asum[tk][h] : Asum[tk][h - 1] + Asum[tk][h];

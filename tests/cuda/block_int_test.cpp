@@ -126,6 +126,20 @@ TEST_P(BlockIntChunks, GiveChunk8sValues) {
     EXPECT_EQ(checked, 3 * 4 * kBlocks * (view.values / 8));
 }
 
+// The integer kernels' conversion of group sums (below 2^19 in magnitude): the float
+// static_cast gives, for every integer of magnitude below 2^22 (where the trick holds).
+TEST(SmallIntToFloat, IsTheConversionForEveryIntegerBelowTwoToThe22) {
+    constexpr int kLimit = 1 << 22;
+    int64_t mismatches = 0;
+    for (int i = -kLimit + 1; i < kLimit; ++i) {
+        const float a = block_detail::small_int_to_float(i), b = static_cast<float>(i);
+        if (std::memcmp(&a, &b, sizeof a) != 0) ++mismatches;
+    }
+    EXPECT_EQ(mismatches, 0);
+    // Past the range the bits run into the exponent: the trick must not be used there.
+    EXPECT_NE(block_detail::small_int_to_float(kLimit + 1), static_cast<float>(kLimit + 1));
+}
+
 INSTANTIATE_TEST_SUITE_P(IntFormats, BlockIntChunks, ::testing::ValuesIn(int_formats()),
                          [](const ::testing::TestParamInfo<GgmlType>& info) {
                              return std::string(format_of(info.param).name);
