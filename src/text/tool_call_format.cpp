@@ -9,6 +9,7 @@
 #include "text/harmony.h"
 #include "text/json_schema_grammar.h"
 #include "text/reply_text.h"
+#include "text/utf8.h"
 
 namespace tandem {
 namespace {
@@ -215,11 +216,7 @@ std::optional<std::string> tag_name(std::string_view& s) {
     if (std::any_of(name.begin(), name.end(), [](char c) { return is_space(c) || c == '<'; }))
         return std::nullopt;
     // Names go out in JSON: text that is not UTF-8 is no name.
-    try {
-        ojson(std::string(name)).dump();
-    } catch (const nlohmann::json::exception&) {
-        return std::nullopt;
-    }
+    if (!is_valid_utf8(name)) return std::nullopt;
     s.remove_prefix(end + 1);
     return std::string(name);
 }

@@ -84,6 +84,15 @@ int utf8_valid_sequence_length(std::string_view text, size_t pos) {
     return n;
 }
 
+bool is_valid_utf8(std::string_view text) {
+    for (size_t pos = 0; pos < text.size();) {
+        const int n = utf8_valid_sequence_length(text, pos);
+        if (n <= 0) return false;
+        pos += static_cast<size_t>(n);
+    }
+    return true;
+}
+
 size_t append_valid_utf8(std::string_view in, std::string& out, bool final) {
     size_t pos = 0;
     while (pos < in.size()) {

@@ -31,6 +31,9 @@ uint32_t decode_utf8_lenient(std::string_view text, size_t& pos);
 // not a complete valid sequence, or -1 when they are a valid but truncated prefix.
 int utf8_valid_sequence_length(std::string_view text, size_t pos);
 
+// Whether `text` is strictly valid UTF-8 throughout (no truncated last character).
+bool is_valid_utf8(std::string_view text);
+
 // Appends to `out` the longest prefix of `in` made of complete characters; invalid bytes
 // become U+FFFD (one per maximal invalid subpart, as the Unicode standard recommends). Returns
 // how many bytes of `in` were consumed: the rest is a valid but incomplete last character.

@@ -73,6 +73,11 @@ TEST(TokenizerUtf8, StrictValidation) {
     EXPECT_EQ(valid("\xC0\x80", false), "\xEF\xBF\xBD\xEF\xBF\xBD");
     EXPECT_EQ(valid("\xED\xA0\x80", false), "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");
     EXPECT_EQ(valid("\xF4\x90\x80\x80", false).size(), 12u);
+    // Whole texts: valid throughout, or not (overlong, surrogate, past U+10FFFF, truncated).
+    EXPECT_TRUE(is_valid_utf8(""));
+    EXPECT_TRUE(is_valid_utf8("h\xC3\xA9llo \xF0\x9F\x98\x80"));
+    for (const char* bad : {"\xC0\x80", "a\xED\xA0\x80", "\xF4\x90\x80\x80", "ab\xE4\xB8", "\xFF"})
+        EXPECT_FALSE(is_valid_utf8(bad)) << bad;
 }
 
 TEST(TokenizerByteLevel, AlphabetRoundTrips) {
