@@ -175,9 +175,9 @@ TEST_F(Harmony, ResponseFormatHoldsTheFinalMessage) {
             {"properties", {{"sky", {{"type", "string"}, {"enum", {"sunny", "rainy"}}}}}},
             {"required", {"sky"}},
             {"additionalProperties", false}}}}}};
-    int headed = 0;
-    for (int seed = 1; seed <= 6; ++seed) {
-        const json r = chat({{"response_format", format}, {"max_tokens", 100}, {"seed", seed}});
+    int headed = 0, ended = 0;
+    for (int seed = 1; seed <= 12; ++seed) {
+        const json r = chat({{"response_format", format}, {"max_tokens", 200}, {"seed", seed}});
         const json& m = r["choices"][0]["message"];
         const std::string content = m.value("content", "");
         const std::string reasoning = m.value("reasoning_content", "");
@@ -185,12 +185,17 @@ TEST_F(Harmony, ResponseFormatHoldsTheFinalMessage) {
         EXPECT_EQ(reasoning.find("<|"), std::string::npos) << r.dump();
         if (!reasoning.empty() || content.substr(0, 1) != "{") ++headed;
         if (r["choices"][0]["finish_reason"] == "stop") {
+            ++ended;
             const json answer = json::parse(content, nullptr, false);
             ASSERT_TRUE(answer.is_object()) << r.dump();
             EXPECT_TRUE(answer["sky"] == "sunny" || answer["sky"] == "rainy") << r.dump();
         }
     }
     EXPECT_GT(headed, 0);
+    // Some replies end (2 of 12 with every CPU kernel set), so the schema check above is not
+    // vacuous.
+    EXPECT_GT(ended, 0);
+    std::printf("harmony: %d of 12 schema-held replies ended in 200 tokens\n", ended);
 }
 
 // A past call (with its reasoning, as clients send it back) and its result go back through the
