@@ -459,139 +459,165 @@ const ToolCallFormat* find_tool_call_format(std::string_view name) {
     return nullptr;
 }
 
-void ToolCallParser::emit_text(std::string text, std::vector<Event>& out) {
-    if (text.empty()) return;
-    // Trailing whitespace waits: dropped if a call follows it, sent before the next content
-    // otherwise (so that how the text was split into pieces changes nothing).
-    const size_t last = text.find_last_not_of(" \t\r\n");
-    if (last == std::string::npos) {
-        space_ += text;
-        return;
-    }
-    std::string tail = text.substr(last + 1);
-    text.resize(last + 1);
-    text = std::move(space_) + text;
-    space_ = std::move(tail);
-    said_something_ = true;
-    if (!out.empty() && !out.back().call) {
-        out.back().text += text;
-    } else {
-        out.push_back({std::move(text), std::nullopt});
-    }
-}
+namespace {
 
-void ToolCallParser::emit_block(std::string_view body, bool final, std::vector<Event>& out) {
-    auto calls = format_.parse_block(opener_, body);
-    if (!calls) {
-        std::string text = opener_ + std::string(body);
-        if (!final) text += format_.closer;
-        // Malformed: the model's text, as it wrote it.
+// The formats of call blocks in free text (an opener, a body, a closer or the reply's end), read
+// with the format's fields: content up to a block, then the block's calls, or the block as
+// written where it does not parse.
+class BlockParser final : public ReplyParser {
+  public:
+    explicit BlockParser(const ToolCallFormat& format) : format_(format) {}
+
+    std::vector<ReplyEvent> feed(std::string_view text) override {
+        std::vector<ReplyEvent> out;
+        buffer_.append(text);
+        for (;;) {
+            if (in_block_) {
+                if (format_.closer.empty()) break;  // runs to the end of the reply
+                const size_t end = buffer_.find(format_.closer, searched_);
+                if (end == std::string::npos) {
+                    searched_ = reply_text::resume_search_at(
+                        buffer_.size(), std::array{std::string_view(format_.closer)});
+                    break;
+                }
+                emit_block(std::string_view(buffer_).substr(0, end), /*final=*/false, out);
+                buffer_.erase(0, end + format_.closer.size());
+                in_block_ = false;
+                continue;
+            }
+            const bool may_open = !format_.opens_at_start || (!said_something_ && n_calls_ == 0);
+            if (!may_open) {
+                emit_text(std::move(buffer_), out);
+                buffer_.clear();
+                break;
+            }
+            // The earliest opener; for formats that open only at the start, only after whitespace.
+            size_t at = std::string::npos;
+            const std::string* opener = nullptr;
+            for (const std::string& o : format_.openers) {
+                const size_t p = buffer_.find(o);
+                if (p < at) {
+                    at = p;
+                    opener = &o;
+                }
+            }
+            if (format_.opens_at_start && at != std::string::npos &&
+                !std::all_of(buffer_.begin(), buffer_.begin() + static_cast<std::ptrdiff_t>(at),
+                             is_space)) {
+                at = std::string::npos;
+            }
+            if (at != std::string::npos) {
+                emit_text(buffer_.substr(0, at), out);
+                opener_ = *opener;
+                buffer_.erase(0, at + opener->size());
+                in_block_ = true;
+                searched_ = 0;
+                continue;
+            }
+            // Hold back a tail that may still become an opener.
+            size_t keep = reply_text::partial_mark_tail(buffer_, format_.openers);
+            if (format_.opens_at_start) {
+                // Nothing but whitespace so far: all of it may still precede an opener.
+                const size_t first = buffer_.find_first_not_of(" \t\r\n");
+                if (first == std::string::npos)
+                    keep = buffer_.size();
+                else if (keep == 0 || first + keep != buffer_.size()) {
+                    // Content that cannot be a call: the reply is plain text.
+                    said_something_ = true;
+                    keep = 0;
+                }
+            }
+            emit_text(buffer_.substr(0, buffer_.size() - keep), out);
+            buffer_.erase(0, buffer_.size() - keep);
+            break;
+        }
+        return out;
+    }
+
+    std::vector<ReplyEvent> finish() override {
+        std::vector<ReplyEvent> out;
+        if (in_block_) {
+            // A block the reply ended in (a closer never came): a call only if it parses whole.
+            emit_block(buffer_, /*final=*/true, out);
+            in_block_ = false;
+        } else {
+            emit_text(std::move(buffer_), out);
+        }
+        buffer_.clear();
+        // Trailing whitespace of a reply without calls is part of its content.
+        if (n_calls_ == 0 && !space_.empty()) {
+            std::string text = std::move(space_);
+            space_.clear();
+            if (!out.empty() && !out.back().call)
+                out.back().text += text;
+            else
+                out.push_back({std::move(text), std::nullopt});
+        }
+        return out;
+    }
+
+    int n_calls() const override { return n_calls_; }
+
+  private:
+    void emit_text(std::string text, std::vector<ReplyEvent>& out) {
+        if (text.empty()) return;
+        // Trailing whitespace waits: dropped if a call follows it, sent before the next content
+        // otherwise (so that how the text was split into pieces changes nothing).
+        const size_t last = text.find_last_not_of(" \t\r\n");
+        if (last == std::string::npos) {
+            space_ += text;
+            return;
+        }
+        std::string tail = text.substr(last + 1);
+        text.resize(last + 1);
         text = std::move(space_) + text;
-        space_.clear();
+        space_ = std::move(tail);
         said_something_ = true;
         if (!out.empty() && !out.back().call) {
             out.back().text += text;
         } else {
             out.push_back({std::move(text), std::nullopt});
         }
-        return;
     }
-    space_.clear();
-    for (ToolCall& c : *calls) {
-        out.push_back({{}, std::move(c)});
-        ++n_calls_;
-    }
-}
 
-std::vector<ToolCallParser::Event> ToolCallParser::feed(std::string_view text) {
-    if (own_) return own_->feed(text);
-    std::vector<Event> out;
-    buffer_.append(text);
-    for (;;) {
-        if (in_block_) {
-            if (format_.closer.empty()) break;  // runs to the end of the reply
-            const size_t end = buffer_.find(format_.closer, searched_);
-            if (end == std::string::npos) {
-                searched_ = reply_text::resume_search_at(buffer_.size(),
-                                                         std::array{std::string_view(format_.closer)});
-                break;
+    void emit_block(std::string_view body, bool final, std::vector<ReplyEvent>& out) {
+        auto calls = format_.parse_block(opener_, body);
+        if (!calls) {
+            std::string text = opener_ + std::string(body);
+            if (!final) text += format_.closer;
+            // Malformed: the model's text, as it wrote it.
+            text = std::move(space_) + text;
+            space_.clear();
+            said_something_ = true;
+            if (!out.empty() && !out.back().call) {
+                out.back().text += text;
+            } else {
+                out.push_back({std::move(text), std::nullopt});
             }
-            emit_block(std::string_view(buffer_).substr(0, end), /*final=*/false, out);
-            buffer_.erase(0, end + format_.closer.size());
-            in_block_ = false;
-            continue;
+            return;
         }
-        const bool may_open = !format_.opens_at_start || (!said_something_ && n_calls_ == 0);
-        if (!may_open) {
-            emit_text(std::move(buffer_), out);
-            buffer_.clear();
-            break;
-        }
-        // The earliest opener; for formats that open only at the start, only after whitespace.
-        size_t at = std::string::npos;
-        const std::string* opener = nullptr;
-        for (const std::string& o : format_.openers) {
-            const size_t p = buffer_.find(o);
-            if (p < at) {
-                at = p;
-                opener = &o;
-            }
-        }
-        if (format_.opens_at_start && at != std::string::npos &&
-            !std::all_of(buffer_.begin(), buffer_.begin() + static_cast<std::ptrdiff_t>(at),
-                         is_space)) {
-            at = std::string::npos;
-        }
-        if (at != std::string::npos) {
-            emit_text(buffer_.substr(0, at), out);
-            opener_ = *opener;
-            buffer_.erase(0, at + opener->size());
-            in_block_ = true;
-            searched_ = 0;
-            continue;
-        }
-        // Hold back a tail that may still become an opener.
-        size_t keep = reply_text::partial_mark_tail(buffer_, format_.openers);
-        if (format_.opens_at_start) {
-            // Nothing but whitespace so far: all of it may still precede an opener.
-            const size_t first = buffer_.find_first_not_of(" \t\r\n");
-            if (first == std::string::npos)
-                keep = buffer_.size();
-            else if (keep == 0 || first + keep != buffer_.size()) {
-                // Content that cannot be a call: the reply is plain text.
-                said_something_ = true;
-                keep = 0;
-            }
-        }
-        emit_text(buffer_.substr(0, buffer_.size() - keep), out);
-        buffer_.erase(0, buffer_.size() - keep);
-        break;
-    }
-    return out;
-}
-
-std::vector<ToolCallParser::Event> ToolCallParser::finish() {
-    if (own_) return own_->finish();
-    std::vector<Event> out;
-    if (in_block_) {
-        // A block the reply ended in (a closer never came): a call only if it parses whole.
-        emit_block(buffer_, /*final=*/true, out);
-        in_block_ = false;
-    } else {
-        emit_text(std::move(buffer_), out);
-    }
-    buffer_.clear();
-    // Trailing whitespace of a reply without calls is part of its content.
-    if (n_calls_ == 0 && !space_.empty()) {
-        std::string text = std::move(space_);
         space_.clear();
-        if (!out.empty() && !out.back().call)
-            out.back().text += text;
-        else
-            out.push_back({std::move(text), std::nullopt});
+        for (ToolCall& c : *calls) {
+            out.push_back({{}, std::move(c)});
+            ++n_calls_;
+        }
     }
-    return out;
-}
+
+    const ToolCallFormat& format_;
+    std::string buffer_;  // not yet settled
+    std::string space_;   // whitespace held until we know what follows it
+    std::string opener_;  // the opener of the block being read
+    bool in_block_ = false;
+    size_t searched_ = 0;          // where the search for the block's closer resumes in buffer_
+    bool said_something_ = false;  // content other than whitespace went out
+    int n_calls_ = 0;
+};
+
+}  // namespace
+
+ToolCallParser::ToolCallParser(const ToolCallFormat& format, bool parse_calls)
+    : parser_(format.reply_parser ? format.reply_parser(parse_calls)
+                                  : std::make_unique<BlockParser>(format)) {}
 
 ParsedReply parse_tool_calls(const ToolCallFormat& format, std::string_view reply) {
     ToolCallParser parser(format);

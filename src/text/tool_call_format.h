@@ -41,7 +41,8 @@ struct ReplyEvent {
     bool reasoning = false;
 };
 
-// A format's own parser of whole replies, for formats that are more than call blocks in text.
+// A reply's parser, fed as the reply streams: the block formats' (calls in free text, read with
+// the format's fields), or a format's own, for formats that are more than call blocks in text.
 class ReplyParser {
   public:
     virtual ~ReplyParser() = default;
@@ -96,31 +97,21 @@ const ToolCallFormat* find_tool_call_format(std::string_view name);
 // dropped.
 class ToolCallParser {
   public:
-    explicit ToolCallParser(const ToolCallFormat& format, bool parse_calls = true)
-        : format_(format), own_(format.reply_parser ? format.reply_parser(parse_calls) : nullptr) {}
+    // Block formats always read their calls (`parse_calls` is for formats with a reply parser,
+    // which must see every reply: with it false they hand calls on as content).
+    explicit ToolCallParser(const ToolCallFormat& format, bool parse_calls = true);
 
     using Event = ReplyEvent;
     // Text as it comes; returns what is settled (content that cannot start a call, calls whose
     // block is complete).
-    std::vector<Event> feed(std::string_view text);
+    std::vector<Event> feed(std::string_view text) { return parser_->feed(text); }
     // The end of the reply: everything still held.
-    std::vector<Event> finish();
+    std::vector<Event> finish() { return parser_->finish(); }
     // Calls found so far.
-    int n_calls() const { return own_ ? own_->n_calls() : n_calls_; }
+    int n_calls() const { return parser_->n_calls(); }
 
   private:
-    void emit_text(std::string text, std::vector<Event>& out);
-    void emit_block(std::string_view body, bool final, std::vector<Event>& out);
-
-    const ToolCallFormat& format_;
-    std::unique_ptr<ReplyParser> own_;  // the format's own parser, if it has one
-    std::string buffer_;                // not yet settled
-    std::string space_;                 // whitespace held until we know what follows it
-    std::string opener_;                // the opener of the block being read
-    bool in_block_ = false;
-    size_t searched_ = 0;  // where the search for the block's closer resumes in buffer_
-    bool said_something_ = false;  // content other than whitespace went out
-    int n_calls_ = 0;
+    std::unique_ptr<ReplyParser> parser_;  // the format's own, or the block formats'
 };
 
 // A whole reply at once.
