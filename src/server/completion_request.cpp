@@ -142,7 +142,7 @@ std::string schema_grammar(const nlohmann::ordered_json& schema, const char* par
 
 // response_format (OpenAI), json_schema and grammar (llama.cpp's extensions): at most one.
 void read_output_format(const nlohmann::ordered_json& body, CompletionRequest& r) {
-    auto set = [&](std::string grammar, const char* param) {
+    auto set = [&](std::string grammar, const char* param, bool raw = false) {
         if (!r.grammar.empty()) {
             bad_request(
                 std::string("'") + param + "' cannot be combined with '" + r.grammar_param + "'",
@@ -150,6 +150,7 @@ void read_output_format(const nlohmann::ordered_json& body, CompletionRequest& r
         }
         r.grammar = std::move(grammar);
         r.grammar_param = param;
+        r.grammar_is_raw = raw;
     };
     if (auto it = body.find("response_format"); it != body.end() && !it->is_null()) {
         if (!it->is_object()) bad_request("'response_format' must be an object", "response_format");
@@ -183,7 +184,7 @@ void read_output_format(const nlohmann::ordered_json& body, CompletionRequest& r
     }
     if (auto it = body.find("grammar"); it != body.end() && !it->is_null()) {
         if (!it->is_string()) bad_request("'grammar' must be a string (GBNF)", "grammar");
-        if (!it->get<std::string>().empty()) set(it->get<std::string>(), "grammar");
+        if (!it->get<std::string>().empty()) set(it->get<std::string>(), "grammar", /*raw=*/true);
     }
 }
 

@@ -38,9 +38,12 @@ struct CompletionRequest {
     bool parallel_tool_calls = true;
     // GBNF the output must follow: from response_format (json_object, json_schema) or
     // llama.cpp's `json_schema` and `grammar` fields; empty: free text. `grammar_param` names
-    // the field it came from, for errors.
+    // the field it came from, for errors. A schema's grammar is the reply's content's (which a
+    // format whose replies carry more places: harmony's final message); a raw `grammar`
+    // (grammar_is_raw) holds the whole reply, as in llama.cpp.
     std::string grammar;
     std::string grammar_param;
+    bool grammar_is_raw = false;
     // Completions: the prompt as text, or as token ids when prompt_is_tokens.
     std::string prompt_text;
     std::vector<int32_t> prompt_tokens;

@@ -69,7 +69,7 @@ JobSpec chat_job(const ServedModel& m, const CompletionRequest& r) {
         // A schema (response_format, json_schema) holds the content, which in a reply that
         // carries more (harmony's reasoning) the format places; a raw GBNF `grammar` holds the
         // whole reply, as in llama.cpp.
-        const bool content = format.content_grammar && r.grammar_param != "grammar";
+        const bool content = format.content_grammar && !r.grammar_is_raw;
         spec.params.constraint = constraint_for(
             m, content ? format.content_grammar(r.grammar) : r.grammar, r.grammar_param);
     }
