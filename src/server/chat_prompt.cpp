@@ -74,7 +74,8 @@ std::string ChatPrompt::render_chat(const nlohmann::ordered_json& messages,
             const auto c = m.find("tool_calls");
             const bool has_calls = c != m.end() && c->is_array() && !c->empty();
             message[tool_format_->reasoning_field] = *reasoning;
-            if (has_calls) message.erase("content");
+            if (has_calls && tool_format_->call_turns_drop_content_beside_reasoning)
+                message.erase("content");
         }
         // Found after the last key added to `message`.
         const auto calls = message.find("tool_calls");

@@ -440,6 +440,7 @@ const std::vector<ToolCallFormat>& tool_call_formats() {
          harmony_render_calls,
          make_harmony_parser,
          "thinking",
+         true,
          harmony_content_grammar},
     };
     return kFormats;

@@ -78,8 +78,11 @@ struct ToolCallFormat {
     // The message field the template reads an assistant turn's reasoning from, when it is not
     // OpenAI's `reasoning_content` (gpt-oss's reads `thinking`); null: none.
     const char* reasoning_field = nullptr;
-    // A grammar for the reply's content (response_format, a GBNF `grammar`) as the whole reply's
-    // grammar, for formats whose replies carry more than content (harmony: reasoning first, then
+    // The template refuses a call's turn that holds both content and reasoning (gpt-oss's): such
+    // a turn goes to it with its reasoning only, as llama.cpp sends it.
+    bool call_turns_drop_content_beside_reasoning = false;
+    // A grammar for the reply's content (a response_format's or json_schema's) as the whole
+    // reply's grammar, for formats whose replies carry more than content (harmony: reasoning first, then
     // the content in the final channel); null: the content is the whole reply.
     std::string (*content_grammar)(std::string_view gbnf) = nullptr;
 };
