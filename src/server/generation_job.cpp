@@ -27,6 +27,11 @@ void common(const CompletionRequest& r, JobSpec& spec) {
     spec.stop = r.stop;
 }
 
+// Tools are offered unless tool_choice is none.
+bool offers_tools(const CompletionRequest& r) {
+    return !r.tool_specs.empty() && r.tool_choice != ToolChoice::kNone;
+}
+
 }  // namespace
 
 std::string make_id(const char* prefix) {
@@ -34,23 +39,26 @@ std::string make_id(const char* prefix) {
     return fmt::format("{}{:016x}{:08x}", prefix, rng(), static_cast<uint32_t>(rng()));
 }
 
-JobSpec chat_job(const ServedModel& m, const CompletionRequest& r) {
+std::string chat_prompt_text(const ServedModel& m, const CompletionRequest& r) {
     if (!m.chat) {
         bad_request(
             "the model has no chat template; start the server with --chat-template FILE, or use "
             "/v1/completions");
     }
-    JobSpec spec;
-    common(r, spec);
-    const bool offer_tools = !r.tool_specs.empty() && r.tool_choice != ToolChoice::kNone;
-    std::string text;
     try {
-        text = m.chat->render_chat(r.messages, offer_tools ? r.tools : nlohmann::ordered_json(),
+        return m.chat->render_chat(r.messages, offers_tools(r) ? r.tools : nlohmann::ordered_json(),
                                    r.template_kwargs);
     } catch (const Error& e) {
         bad_request(std::string("the chat template rejected the conversation: ") + e.what(),
                     "messages");
     }
+}
+
+JobSpec chat_job(const ServedModel& m, const CompletionRequest& r) {
+    const std::string text = chat_prompt_text(m, r);
+    JobSpec spec;
+    common(r, spec);
+    const bool offer_tools = offers_tools(r);
     spec.params.prompt = m.chat->tokenize(text);
     const ToolCallFormat& format = m.chat->tool_format();
     if (r.tool_choice == ToolChoice::kRequired || r.tool_choice == ToolChoice::kFunction) {

@@ -32,6 +32,8 @@ struct JobSpec {
 // the constraint of the output (a grammar, or the format's call grammar for a required call).
 // Throws ApiError 400 for what cannot be served.
 JobSpec chat_job(const ServedModel& model, const CompletionRequest& request);
+// The text of a chat's prompt, as chat_job renders it (/apply-template answers with it).
+std::string chat_prompt_text(const ServedModel& model, const CompletionRequest& request);
 JobSpec text_job(const ServedModel& model, const CompletionRequest& request);
 
 // Why a reply ended, as the APIs report it.

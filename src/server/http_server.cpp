@@ -20,6 +20,7 @@
 #include "server/api_error.h"
 #include "server/completion_endpoints.h"
 #include "server/completion_request.h"
+#include "server/generation_job.h"
 #include "server/json_fields.h"
 #include "server/metrics.h"
 #include "server/openai_json.h"
@@ -234,6 +235,13 @@ struct HttpServer::Impl {
                   }));
         http.Post("/detokenize", guarded([this](const httplib::Request& req,
                                                 httplib::Response& res) { detokenize(req, res); }));
+        // llama.cpp's: the prompt text a chat request would get from the chat template.
+        http.Post("/apply-template",
+                  guarded([this](const httplib::Request& req, httplib::Response& res) {
+                      const CompletionRequest r = parse_chat_request(req.body);
+                      res.set_content(dump(json{{"prompt", chat_prompt_text(ready_model(), r)}}),
+                                      "application/json");
+                  }));
     }
 
     void checks() {

@@ -23,6 +23,7 @@ constexpr const char* kEndpoints[] = {
     "/metrics",
     "/tokenize",
     "/detokenize",
+    "/apply-template",
 };
 
 std::string endpoint_label(const std::string& path) {

@@ -97,6 +97,28 @@ TEST_F(Served, ChatAndCompletionAnswer) {
     EXPECT_EQ(json::parse(t.body)["object"], "text_completion");
 }
 
+// llama.cpp's /apply-template: the chat template's prompt for a conversation, exactly the one a
+// chat completion of it reads (its token count is the completion's prompt_tokens).
+TEST_F(Served, ApplyTemplateGivesTheChatsPrompt) {
+    const json messages = {{{"role", "system"}, {"content", "Be brief."}},
+                           {{"role", "user"}, {"content", "Hello"}}};
+    HttpResponse a = post("/apply-template", json{{"messages", messages}}.dump());
+    ASSERT_EQ(a.status, 200) << a.body;
+    const std::string prompt = json::parse(a.body)["prompt"];
+    EXPECT_NE(prompt.find("Be brief."), std::string::npos) << prompt;
+    EXPECT_NE(prompt.find("Hello"), std::string::npos) << prompt;
+    HttpResponse c = post("/v1/chat/completions",
+                          json{{"messages", messages}, {"max_tokens", 1}, {"temperature", 0}}.dump());
+    ASSERT_EQ(c.status, 200) << c.body;
+    HttpResponse t = post("/tokenize", json{{"content", prompt}}.dump());
+    ASSERT_EQ(t.status, 200) << t.body;
+    EXPECT_EQ(json::parse(t.body)["tokens"].size(),
+              json::parse(c.body)["usage"]["prompt_tokens"].get<size_t>())
+        << prompt;
+    expect_error(post("/apply-template", R"({"messages": "Hello"})"), 400, {},
+                 "apply-template without a message list");
+}
+
 TEST_F(Served, BadRequestsAre400) {
     const std::vector<std::pair<std::string, std::string>> chat_cases = {
         {"malformed JSON", R"({"messages": [)"},
