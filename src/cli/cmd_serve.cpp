@@ -130,6 +130,7 @@ void load(const ServeOptions& o, Loaded& l) {
     l.served.id = model_id(o);
     l.served.aliases = {o.model.model_path,
                         std::filesystem::path(o.model.model_path).filename().string()};
+    l.served.path = o.model.model_path;
     l.served.created = static_cast<int64_t>(std::time(nullptr));
     l.served.tokenizer = &tokenizer;
     l.served.chat = l.chat.get();

@@ -30,6 +30,7 @@ ChatPrompt::ChatPrompt(const std::string& source, const std::string& origin,
                        const Tokenizer& tokenizer)
     : template_(parse(source, origin, tokenizer)),
       tool_format_(&tool_call_format_for_template(source)),
+      source_(source),
       origin_(origin),
       tokenizer_(tokenizer) {
     const nlohmann::ordered_json probe =

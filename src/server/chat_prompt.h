@@ -40,6 +40,8 @@ class ChatPrompt {
 
     // How the model writes tool calls (from the template's source).
     const ToolCallFormat& tool_format() const { return *tool_format_; }
+    // The template as given (for /props).
+    const std::string& source() const { return source_; }
     // The template renders the tools it is given.
     bool renders_tools() const { return renders_tools_; }
 
@@ -47,6 +49,7 @@ class ChatPrompt {
     ChatTemplate template_;
     const ToolCallFormat* tool_format_;
     bool renders_tools_ = false;
+    std::string source_;
     std::string origin_;
     const Tokenizer& tokenizer_;
 };

@@ -146,6 +146,29 @@ struct HttpServer::Impl {
         }
     }
 
+    // llama.cpp's /props, the parts clients read: the context of a slot, the sampling a request
+    // that sets nothing gets, the slots, the model's names and its chat template.
+    void props(httplib::Response& res) const {
+        const ServedModel& m = ready_model();
+        const SchedulerStats s = m.scheduler->stats();
+        const SamplingParams p = default_sampling();
+        const json params = {{"temperature", p.temperature}, {"top_k", p.top_k},
+                             {"top_p", p.top_p},             {"min_p", p.min_p},
+                             {"repeat_penalty", p.repeat_penalty},
+                             {"repeat_last_n", p.repeat_last_n}, {"n_predict", -1}};
+        res.set_content(
+            dump(json{{"default_generation_settings",
+                       {{"n_ctx", s.slots_total > 0 ? s.kv_capacity / s.slots_total : 0},
+                        {"params", params}}},
+                      {"total_slots", s.slots_total},
+                      {"model_alias", m.id},
+                      {"model_path", m.path},
+                      {"chat_template", m.chat ? m.chat->source() : std::string()},
+                      {"modalities", {{"vision", false}, {"audio", false}}},
+                      {"build_info", "tandem"}}),
+            "application/json");
+    }
+
     void tokenize(const httplib::Request& req, httplib::Response& res) const {
         const ServedModel& m = ready_model();
         const json body = parse_json_object(req.body);
@@ -235,6 +258,9 @@ struct HttpServer::Impl {
                   }));
         http.Post("/detokenize", guarded([this](const httplib::Request& req,
                                                 httplib::Response& res) { detokenize(req, res); }));
+        http.Get("/props", guarded([this](const httplib::Request&, httplib::Response& res) {
+                     props(res);
+                 }));
         // llama.cpp's: the prompt text a chat request would get from the chat template.
         http.Post("/apply-template",
                   guarded([this](const httplib::Request& req, httplib::Response& res) {

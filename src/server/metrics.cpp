@@ -24,6 +24,7 @@ constexpr const char* kEndpoints[] = {
     "/tokenize",
     "/detokenize",
     "/apply-template",
+    "/props",
 };
 
 std::string endpoint_label(const std::string& path) {

@@ -18,6 +18,7 @@ namespace tandem::server {
 struct ServedModel {
     std::string id;                    // the name in /v1/models and in responses
     std::vector<std::string> aliases;  // other names requests may use (the path given)
+    std::string path;                  // the model file given (/props)
     int64_t created = 0;               // Unix seconds, for /v1/models
     const Tokenizer* tokenizer = nullptr;
     const ChatPrompt* chat = nullptr;  // null: the model has no chat template

@@ -119,6 +119,20 @@ TEST_F(Served, ApplyTemplateGivesTheChatsPrompt) {
                  "apply-template without a message list");
 }
 
+// llama.cpp's /props: a slot's context (this server's --ctx 256), its two slots, the model's
+// names and chat template, and the sampling a request that sets nothing gets.
+TEST_F(Served, PropsDescribeTheSlotsAndTheModel) {
+    HttpResponse r = http_request("GET", server_->url("/props"));
+    ASSERT_EQ(r.status, 200) << r.body;
+    const json props = json::parse(r.body);
+    EXPECT_EQ(props["default_generation_settings"]["n_ctx"], 256) << r.body;
+    EXPECT_EQ(props["total_slots"], 2) << r.body;
+    EXPECT_EQ(props["model_alias"], served_model_id());
+    EXPECT_EQ(props["model_path"], served_model_path());
+    EXPECT_NE(props["chat_template"].get<std::string>().find("<|im_start|>"), std::string::npos);
+    EXPECT_EQ(props["default_generation_settings"]["params"]["temperature"], 1.0) << r.body;
+}
+
 TEST_F(Served, BadRequestsAre400) {
     const std::vector<std::pair<std::string, std::string>> chat_cases = {
         {"malformed JSON", R"({"messages": [)"},
