@@ -102,7 +102,9 @@ void add_run_command(CLI::App& app) {
     cmd->add_option("--top-p", o->sampling.top_p, "Top-p (1: off)")->capture_default_str();
     cmd->add_option("--min-p", o->sampling.min_p, "Min-p (0: off)")->capture_default_str();
     cmd->add_option("--repeat-penalty", o->sampling.repeat_penalty, "Repetition penalty (1: off)")->capture_default_str();
-    cmd->add_option("--repeat-last-n", o->sampling.repeat_last_n, "Tokens the penalty looks back at")->capture_default_str();
+    cmd->add_option("--frequency-penalty", o->sampling.frequency_penalty, "Subtracted per recent occurrence (0: off)")->capture_default_str();
+    cmd->add_option("--presence-penalty", o->sampling.presence_penalty, "Subtracted once for a recent token (0: off)")->capture_default_str();
+    cmd->add_option("--repeat-last-n", o->sampling.repeat_last_n, "Tokens the penalties look back at")->capture_default_str();
     cmd->add_option("-s,--seed", o->sampling.seed, "Random seed")->capture_default_str();
     cmd->callback([o] { run(*o); });
 }

@@ -3,7 +3,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <unordered_set>
+#include <unordered_map>
+#include <utility>
 
 #include "base/error.h"
 
@@ -18,6 +19,11 @@ void validate(const SamplingParams& p) {
         fail("repeat_penalty {} must be > 0", p.repeat_penalty);
     }
     if (p.repeat_last_n < 0) fail("repeat_last_n {} must be >= 0", p.repeat_last_n);
+    for (const auto& [name, value] : {std::pair{"frequency_penalty", p.frequency_penalty},
+                                      std::pair{"presence_penalty", p.presence_penalty}}) {
+        if (!std::isfinite(value) || value < -2.0f || value > 2.0f)
+            fail("{} {} must be in [-2, 2]", name, value);
+    }
 }
 
 int32_t argmax(std::span<const float> logits) {
@@ -37,16 +43,20 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
     candidates_.resize(logits.size());
     for (size_t i = 0; i < logits.size(); ++i) candidates_[i] = {static_cast<int32_t>(i), logits[i], 0.0f};
 
-    // Repetition penalty on the recent tokens (llama.cpp: divide positive logits, multiply
-    // negative ones).
-    if (p.repeat_penalty != 1.0f && p.repeat_last_n > 0) {
-        std::unordered_set<int32_t> seen;
+    // Penalties on the recent tokens, as llama.cpp's: the repetition penalty divides positive
+    // logits and multiplies negative ones; then the count-based and the presence penalties
+    // subtract.
+    const bool penalize =
+        p.repeat_penalty != 1.0f || p.frequency_penalty != 0.0f || p.presence_penalty != 0.0f;
+    if (penalize && p.repeat_last_n > 0) {
+        std::unordered_map<int32_t, int> counts;
         const size_t from = history.size() > static_cast<size_t>(p.repeat_last_n) ? history.size() - p.repeat_last_n : 0;
-        for (size_t i = from; i < history.size(); ++i) seen.insert(history[i]);
-        for (int32_t id : seen) {
+        for (size_t i = from; i < history.size(); ++i) ++counts[history[i]];
+        for (const auto& [id, count] : counts) {
             if (id < 0 || static_cast<size_t>(id) >= candidates_.size()) continue;
             float& l = candidates_[id].logit;
             l = l > 0.0f ? l / p.repeat_penalty : l * p.repeat_penalty;
+            l -= static_cast<float>(count) * p.frequency_penalty + p.presence_penalty;
         }
     }
     if (p.temperature <= 0.0f) {

@@ -15,7 +15,11 @@ struct SamplingParams {
     float top_p = 0.95f;       // >= 1: off
     float min_p = 0.05f;       // <= 0: off
     float repeat_penalty = 1.0f;  // 1: off
-    int repeat_last_n = 64;       // how many recent tokens the penalty looks at
+    // OpenAI's additive penalties, as llama.cpp applies them after the repetition penalty:
+    // a recent token's logit less frequency_penalty times its count, less presence_penalty.
+    float frequency_penalty = 0.0f;  // 0: off
+    float presence_penalty = 0.0f;   // 0: off
+    int repeat_last_n = 64;          // how many recent tokens the penalties look at
     uint64_t seed = 0xFFFFFFFF;   // llama.cpp's LLAMA_DEFAULT_SEED means "random"; we keep it fixed
 };
 

@@ -75,11 +75,14 @@ void read_sampling(const nlohmann::json& body, CompletionRequest& r) {
     if (auto v = get_integer(body, "repeat_last_n", 0, 1 << 20))
         p.repeat_last_n = static_cast<int>(*v);
     if (auto it = body.find("seed"); it != body.end() && !it->is_null()) p.seed = read_seed(*it);
-    // OpenAI's additive penalties are not implemented; silently ignoring them would change the
-    // answer the client asked for.
-    for (const char* field : {"presence_penalty", "frequency_penalty"}) {
-        if (auto v = get_number(body, field); v && *v != 0.0) {
-            bad_request(std::string("'") + field + "' is not supported (only 0)", field);
+    // OpenAI's additive penalties, over the same recent tokens as the repetition penalty (as
+    // llama.cpp's server applies them).
+    for (auto [field, value] : {std::pair{"frequency_penalty", &p.frequency_penalty},
+                                std::pair{"presence_penalty", &p.presence_penalty}}) {
+        if (auto v = get_number(body, field)) {
+            if (!(*v >= -2.0 && *v <= 2.0))
+                bad_request(std::string("'") + field + "' must be in [-2, 2]", field);
+            *value = static_cast<float>(*v);
         }
     }
 }

@@ -49,7 +49,7 @@ TEST(CompletionRequest, Fields) {
         parse_chat_request("{" + kUser +
                            R"(, "model": "m", "temperature": 0, "top_p": 0.5, "top_k": 7,
         "min_p": 0.1, "seed": -1, "max_tokens": 9, "max_completion_tokens": 5, "stop": "END", "stream": true,
-        "stream_options": {"include_usage": true}, "n": 1, "presence_penalty": 0, "user": "u", "ignore_eos": true,
+        "stream_options": {"include_usage": true}, "n": 1, "presence_penalty": 0.5, "frequency_penalty": -1.25, "user": "u", "ignore_eos": true,
         "tools": [{"type": "function", "function": {"name": "f"}}], "chat_template_kwargs": {"enable_thinking": false}})");
     EXPECT_EQ(r.model, "m");
     EXPECT_EQ(r.sampling.temperature, 0.0f);
@@ -57,6 +57,8 @@ TEST(CompletionRequest, Fields) {
     EXPECT_EQ(r.sampling.top_k, 7);
     EXPECT_FLOAT_EQ(r.sampling.min_p, 0.1f);
     EXPECT_EQ(r.sampling.seed, UINT64_MAX);
+    EXPECT_EQ(r.sampling.presence_penalty, 0.5f);
+    EXPECT_EQ(r.sampling.frequency_penalty, -1.25f);
     EXPECT_EQ(r.max_tokens, 5);  // max_completion_tokens wins
     EXPECT_EQ(r.stop, std::vector<std::string>{"END"});
     EXPECT_TRUE(r.stream);
