@@ -19,6 +19,9 @@ void validate(const SamplingParams& p) {
         fail("repeat_penalty {} must be > 0", p.repeat_penalty);
     }
     if (p.repeat_last_n < 0) fail("repeat_last_n {} must be >= 0", p.repeat_last_n);
+    for (const auto& [id, bias] : p.logit_bias) {
+        if (!std::isfinite(bias)) fail("logit_bias {} of token {} must be finite", bias, id);
+    }
     for (const auto& [name, value] : {std::pair{"frequency_penalty", p.frequency_penalty},
                                       std::pair{"presence_penalty", p.presence_penalty}}) {
         if (!std::isfinite(value) || value < -2.0f || value > 2.0f)
@@ -42,6 +45,9 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
     const SamplingParams& p = params_;
     candidates_.resize(logits.size());
     for (size_t i = 0; i < logits.size(); ++i) candidates_[i] = {static_cast<int32_t>(i), logits[i], 0.0f};
+    for (const auto& [id, bias] : p.logit_bias) {
+        if (id >= 0 && static_cast<size_t>(id) < candidates_.size()) candidates_[id].logit += bias;
+    }
 
     // Penalties on the recent tokens, as llama.cpp's: the repetition penalty divides positive
     // logits and multiplies negative ones; then the count-based and the presence penalties

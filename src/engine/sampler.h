@@ -1,10 +1,11 @@
-// Token sampling: greedy, or repetition penalty → top-k → top-p → min-p → temperature → a
+// Token sampling: logit biases → penalties → greedy, or top-k → top-p → min-p → temperature → a
 // seeded random draw (llama.cpp's default chain order). Same seed, same logits: same tokens.
 #pragma once
 
 #include <cstdint>
 #include <random>
 #include <span>
+#include <utility>
 #include <vector>
 
 namespace tandem {
@@ -14,6 +15,9 @@ struct SamplingParams {
     int top_k = 40;            // <= 0: off
     float top_p = 0.95f;       // >= 1: off
     float min_p = 0.05f;       // <= 0: off
+    // Added to tokens' logits before anything else (OpenAI's and llama.cpp's logit_bias); ids
+    // outside the vocabulary are the caller's to refuse (the sampler skips them).
+    std::vector<std::pair<int32_t, float>> logit_bias;
     float repeat_penalty = 1.0f;  // 1: off
     // OpenAI's additive penalties, as llama.cpp applies them after the repetition penalty:
     // a recent token's logit less frequency_penalty times its count, less presence_penalty.

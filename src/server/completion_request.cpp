@@ -2,6 +2,8 @@
 #include "server/completion_request.h"
 
 #include <algorithm>
+#include <charconv>
+#include <climits>
 #include <cmath>
 #include <random>
 
@@ -128,9 +130,20 @@ void read_common(const nlohmann::json& body, CompletionRequest& r, bool chat) {
     if (auto it = body.find("logprobs"); it != body.end() && !it->is_null() && *it != false) {
         bad_request("'logprobs' is not supported", "logprobs");
     }
+    // OpenAI's {"token id": bias}, the bias in [-100, 100] (the ids are checked against the
+    // vocabulary with the model, in generation_job).
     if (auto it = body.find("logit_bias"); it != body.end() && !it->is_null()) {
         if (!it->is_object()) bad_request("'logit_bias' must be an object", "logit_bias");
-        if (!it->empty()) bad_request("'logit_bias' is not supported", "logit_bias");
+        for (const auto& [key, value] : it->items()) {
+            int64_t id = -1;
+            const auto [end, ec] = std::from_chars(key.data(), key.data() + key.size(), id);
+            if (ec != std::errc() || end != key.data() + key.size() || id < 0 || id > INT32_MAX)
+                bad_request("'logit_bias' keys must be token ids, not '" + key + "'", "logit_bias");
+            if (!value.is_number() || !(value.get<double>() >= -100.0 && value.get<double>() <= 100.0))
+                bad_request("'logit_bias' values must be numbers in [-100, 100]", "logit_bias");
+            r.sampling.logit_bias.emplace_back(static_cast<int32_t>(id),
+                                               static_cast<float>(value.get<double>()));
+        }
     }
 }
 

@@ -20,7 +20,14 @@ std::shared_ptr<TokenConstraint> constraint_for(const ServedModel& m, const std:
 }
 
 // Submission-independent parts shared by both kinds.
-void common(const CompletionRequest& r, JobSpec& spec) {
+void common(const ServedModel& m, const CompletionRequest& r, JobSpec& spec) {
+    for (const auto& [id, bias] : r.sampling.logit_bias) {
+        if (id >= m.tokenizer->n_tokens()) {
+            bad_request(fmt::format("'logit_bias': token id {} is outside the vocabulary (0..{})",
+                                    id, m.tokenizer->n_tokens() - 1),
+                        "logit_bias");
+        }
+    }
     spec.params.sampling = r.sampling;
     spec.params.max_tokens = r.max_tokens;
     spec.params.ignore_eos = r.ignore_eos;
@@ -57,7 +64,7 @@ std::string chat_prompt_text(const ServedModel& m, const CompletionRequest& r) {
 JobSpec chat_job(const ServedModel& m, const CompletionRequest& r) {
     const std::string text = chat_prompt_text(m, r);
     JobSpec spec;
-    common(r, spec);
+    common(m, r, spec);
     const bool offer_tools = offers_tools(r);
     spec.params.prompt = m.chat->tokenize(text);
     const ToolCallFormat& format = m.chat->tool_format();
@@ -94,7 +101,7 @@ JobSpec chat_job(const ServedModel& m, const CompletionRequest& r) {
 
 JobSpec text_job(const ServedModel& m, const CompletionRequest& r) {
     JobSpec spec;
-    common(r, spec);
+    common(m, r, spec);
     spec.prompt_param = "prompt";
     // Raw completions: BOS where the vocabulary wants it, special tokens in the text parsed.
     spec.params.prompt =

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <map>
 #include <vector>
 
@@ -70,6 +71,21 @@ TEST(Sampler, PenaltiesLookAtTheWindowInLlamaCppsOrder) {
     EXPECT_EQ(Sampler(p).sample(logits, std::vector<int32_t>{0, 2, 1}), 3);
 }
 
+// Biases add to the logits first (before the penalties); ids past the vocabulary are skipped.
+TEST(Sampler, LogitBiasesAddBeforeThePenalties) {
+    const std::vector<float> logits = {0.5f, 2.0f, -1.0f, 1.5f};
+    SamplingParams p = greedy();
+    p.logit_bias = {{2, 3.25f}, {99, 50.0f}};
+    EXPECT_EQ(Sampler(p).sample(logits, {}), 2);
+    p.logit_bias = {{1, -0.75f}};
+    EXPECT_EQ(Sampler(p).sample(logits, {}), 3);
+    // Token 1 biased by 0.8, then halved by the repetition penalty: 1.4, under token 3's 1.5
+    // (halved first, then biased, it would be 1.8).
+    p.logit_bias = {{1, 0.8f}};
+    p.repeat_penalty = 2.0f;
+    EXPECT_EQ(Sampler(p).sample(logits, std::vector<int32_t>{1}), 3);
+}
+
 TEST(Sampler, TopKOfOneIsGreedyAndASeedRepeatsItsDraws) {
     std::vector<float> logits(50);
     for (size_t i = 0; i < logits.size(); ++i) logits[i] = 0.1f * static_cast<float>(i % 7);
@@ -96,7 +112,8 @@ TEST(Sampler, RefusesValuesOutOfRange) {
                      +[](SamplingParams& p) { p.presence_penalty = -2.01f; },
                      +[](SamplingParams& p) { p.top_p = 0.0f; },
                      +[](SamplingParams& p) { p.repeat_penalty = 0.0f; },
-                     +[](SamplingParams& p) { p.temperature = -1.0f; }}) {
+                     +[](SamplingParams& p) { p.temperature = -1.0f; },
+                     +[](SamplingParams& p) { p.logit_bias = {{1, NAN}}; }}) {
         SamplingParams p;
         set(p);
         EXPECT_THROW(validate(p), Error);

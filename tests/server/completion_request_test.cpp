@@ -50,6 +50,7 @@ TEST(CompletionRequest, Fields) {
                            R"(, "model": "m", "temperature": 0, "top_p": 0.5, "top_k": 7,
         "min_p": 0.1, "seed": -1, "max_tokens": 9, "max_completion_tokens": 5, "stop": "END", "stream": true,
         "stream_options": {"include_usage": true}, "n": 1, "presence_penalty": 0.5, "frequency_penalty": -1.25, "user": "u", "ignore_eos": true,
+        "logit_bias": {"5": -2.5, "7": 100},
         "tools": [{"type": "function", "function": {"name": "f"}}], "chat_template_kwargs": {"enable_thinking": false}})");
     EXPECT_EQ(r.model, "m");
     EXPECT_EQ(r.sampling.temperature, 0.0f);
@@ -59,6 +60,8 @@ TEST(CompletionRequest, Fields) {
     EXPECT_EQ(r.sampling.seed, UINT64_MAX);
     EXPECT_EQ(r.sampling.presence_penalty, 0.5f);
     EXPECT_EQ(r.sampling.frequency_penalty, -1.25f);
+    EXPECT_EQ(r.sampling.logit_bias,
+              (std::vector<std::pair<int32_t, float>>{{5, -2.5f}, {7, 100.0f}}));
     EXPECT_EQ(r.max_tokens, 5);  // max_completion_tokens wins
     EXPECT_EQ(r.stop, std::vector<std::string>{"END"});
     EXPECT_TRUE(r.stream);
@@ -99,7 +102,11 @@ TEST(CompletionRequest, BadFieldsAre400NamingTheField) {
     EXPECT_EQ(param_of("{" + kUser + R"(, "tools": {}})"), "tools");
     EXPECT_EQ(param_of("{" + kUser + R"(, "response_format": {"type": "xml"}})"),
               "response_format");
-    EXPECT_EQ(param_of("{" + kUser + R"(, "logit_bias": {"1": 2}})"), "logit_bias");
+    for (const char* bias : {R"({"x": 2})", R"({"-1": 2})", R"({"1": 100.5})", R"({"1": "a"})",
+                             R"([1, 2])", R"({"1x": 2})"}) {
+        EXPECT_EQ(param_of("{" + kUser + R"(, "logit_bias": )" + bias + "}"), "logit_bias")
+            << bias;
+    }
     EXPECT_EQ(
         status_of(
             "{" + kUser +

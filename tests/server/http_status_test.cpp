@@ -133,6 +133,23 @@ TEST_F(Served, PropsDescribeTheSlotsAndTheModel) {
     EXPECT_EQ(props["default_generation_settings"]["params"]["temperature"], 1.0) << r.body;
 }
 
+// logit_bias: a +100 bias makes a token every greedy choice; an id past the vocabulary is a 400.
+TEST_F(Served, LogitBiasSteersTheTokens) {
+    HttpResponse t = post("/tokenize", R"({"content":"x"})");
+    ASSERT_EQ(t.status, 200) << t.body;
+    const json ids = json::parse(t.body)["tokens"];
+    ASSERT_EQ(ids.size(), 1u) << t.body;
+    const std::string id = std::to_string(ids[0].get<int>());
+    HttpResponse c =
+        post("/v1/completions", R"({"prompt":"Once","max_tokens":3,"temperature":0,"logit_bias":{")" +
+                                    id + R"(":100}})");
+    ASSERT_EQ(c.status, 200) << c.body;
+    EXPECT_EQ(json::parse(c.body)["choices"][0]["text"], "xxx") << c.body;
+    expect_error(post("/v1/completions",
+                      R"({"prompt":"Once","max_tokens":3,"logit_bias":{"99999999":1}})"),
+                 400, {}, "logit_bias past the vocabulary");
+}
+
 TEST_F(Served, BadRequestsAre400) {
     const std::vector<std::pair<std::string, std::string>> chat_cases = {
         {"malformed JSON", R"({"messages": [)"},
