@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/sampler.h"
@@ -23,6 +24,18 @@ enum class FinishReason {
 // "stop", "length", "cancelled", "error".
 const char* finish_reason_name(FinishReason reason);
 
+// The most alternatives a request may ask with each token's log probability (OpenAI's
+// top_logprobs: 20).
+constexpr int kMaxTopLogprobs = 20;
+
+// A sampled token's log probability under the model (the log-softmax of its logits, before
+// biases, penalties, temperature and any grammar), and the most likely tokens, best first.
+struct TokenLogprobs {
+    int32_t token = 0;
+    float logprob = 0.0f;
+    std::vector<std::pair<int32_t, float>> top;
+};
+
 struct GenerationParams {
     std::vector<int32_t> prompt;
     SamplingParams sampling;
@@ -30,6 +43,9 @@ struct GenerationParams {
     bool ignore_eos = false;  // end-of-generation tokens do not end it (benchmarks, tests)
     // Restricts the sampled tokens (structured output, forced tool calls); null: none.
     std::shared_ptr<TokenConstraint> constraint;
+    // < 0: none; else each sampled token's TokenLogprobs with this many alternatives
+    // (0..kMaxTopLogprobs), to the sink before the token.
+    int logprobs = -1;
 };
 
 struct GenerationResult {
@@ -51,6 +67,8 @@ class GenerationSink {
     // A sampled token that is not an end-of-generation token. Returning false ends the request
     // here with kStop (the token counts as generated): how stop strings end a request.
     virtual bool on_token(int32_t token) = 0;
+    // With GenerationParams::logprobs: the token's log probabilities, just before on_token.
+    virtual void on_logprobs(const TokenLogprobs& logprobs) { (void)logprobs; }
     // Called exactly once, last, also for requests cancelled before they started.
     virtual void on_finish(const GenerationResult& result) = 0;
 };

@@ -29,6 +29,29 @@ void validate(const SamplingParams& p) {
     }
 }
 
+LogitSummary summarize_logits(std::span<const float> logits, int top) {
+    LogitSummary s;
+    if (logits.empty()) return s;
+    s.max = -INFINITY;
+    for (float l : logits) s.max = std::max(s.max, l);
+    double sum = 0.0;
+    for (float l : logits) sum += std::exp(static_cast<double>(l) - s.max);
+    s.log_sum = std::log(sum);
+    // The top few by insertion into a short sorted list (top <= 20: one pass, few moves).
+    const size_t keep = std::min(static_cast<size_t>(std::max(top, 0)), logits.size());
+    auto better = [](const std::pair<int32_t, float>& a, const std::pair<int32_t, float>& b) {
+        return a.second != b.second ? a.second > b.second : a.first < b.first;
+    };
+    for (size_t i = 0; i < logits.size() && keep > 0; ++i) {
+        const std::pair<int32_t, float> c{static_cast<int32_t>(i), logits[i]};
+        if (s.top.size() == keep && !better(c, s.top.back())) continue;
+        if (s.top.size() == keep) s.top.pop_back();
+        s.top.insert(std::upper_bound(s.top.begin(), s.top.end(), c, better), c);
+    }
+    for (auto& [id, l] : s.top) l = s.logprob(l);
+    return s;
+}
+
 int32_t argmax(std::span<const float> logits) {
     int32_t best = 0;
     for (size_t i = 1; i < logits.size(); ++i) {

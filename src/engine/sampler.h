@@ -30,6 +30,21 @@ struct SamplingParams {
 // Throws Error naming the field when a value is out of range.
 void validate(const SamplingParams& params);
 
+// What log probabilities need of a row of logits: the softmax's normalizer (kept as the largest
+// logit and the log of the sum of exp(logit - largest), so that a log probability keeps its
+// precision beside large logits), and the `top` most likely tokens with their log
+// probabilities, best first (ties: the lower id).
+struct LogitSummary {
+    float max = 0.0f;
+    double log_sum = 0.0;  // of exp(logit - max)
+    std::vector<std::pair<int32_t, float>> top;
+
+    float logprob(float logit) const {
+        return static_cast<float>(static_cast<double>(logit - max) - log_sum);
+    }
+};
+LogitSummary summarize_logits(std::span<const float> logits, int top);
+
 class Sampler {
 public:
     explicit Sampler(const SamplingParams& params);

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <exception>
+#include <optional>
 
 #include "base/error.h"
 #include "base/log.h"
@@ -114,6 +115,12 @@ void Scheduler::validate(const GenerationParams& p) const {
         fail("the prompt ({} tokens) leaves no room to generate in the context of {} tokens",
              n_prompt, options_.n_ctx);
     }
+    for (const auto& [id, bias] : p.sampling.logit_bias) {
+        if (id < 0 || id >= n_vocab)
+            fail("logit_bias token {} is outside the vocabulary (0..{})", id, n_vocab - 1);
+    }
+    if (p.logprobs > kMaxTopLogprobs)
+        fail("logprobs {} asks for more than {} alternatives", p.logprobs, kMaxTopLogprobs);
     tandem::validate(p.sampling);
 }
 
@@ -396,10 +403,18 @@ void Scheduler::sample_row(Slot& slot, float* logits) {
     const size_t n_vocab = static_cast<size_t>(model_.config().n_vocab);
     const GenerationParams& p = slot.request->params();
     int32_t id = 0;
+    std::optional<TokenLogprobs> logprobs;
     try {
+        // Log probabilities are the model's, taken before a grammar masks the row (the
+        // sampled token is never masked, so its logit is the same after).
+        LogitSummary summary;
+        if (p.logprobs >= 0)
+            summary = summarize_logits(std::span<const float>(logits, n_vocab), p.logprobs);
         if (p.constraint) p.constraint->mask(std::span<float>(logits, n_vocab));
         id = slot.sampler->sample(std::span<const float>(logits, n_vocab), slot.history);
         if (p.constraint) p.constraint->accept(id);
+        if (p.logprobs >= 0)
+            logprobs = TokenLogprobs{id, summary.logprob(logits[id]), std::move(summary.top)};
     } catch (const std::exception& e) {
         finish(slot, FinishReason::kError, e.what());
         return;
@@ -408,7 +423,7 @@ void Scheduler::sample_row(Slot& slot, float* logits) {
     slot.history.push_back(id);
     if (!p.ignore_eos && options_.is_end_of_generation && options_.is_end_of_generation(id)) {
         finish(slot, FinishReason::kStop);
-    } else if (!deliver(slot, id)) {
+    } else if (!deliver(slot, id, logprobs ? &*logprobs : nullptr)) {
         if (slot.request) finish(slot, FinishReason::kStop);
     } else if (p.max_tokens > 0 && slot.n_generated >= p.max_tokens) {
         finish(slot, FinishReason::kLength);
@@ -419,8 +434,9 @@ void Scheduler::sample_row(Slot& slot, float* logits) {
     }
 }
 
-bool Scheduler::deliver(Slot& slot, int32_t token) {
+bool Scheduler::deliver(Slot& slot, int32_t token, const TokenLogprobs* logprobs) {
     try {
+        if (logprobs) slot.request->sink().on_logprobs(*logprobs);
         return slot.request->sink().on_token(token);
     } catch (const std::exception& e) {
         // A sink that cannot take the token ends its own request, not the scheduler.

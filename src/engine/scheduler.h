@@ -137,7 +137,7 @@ class Scheduler {
     void publish_kept();
     void sample_row(Slot& slot, float* logits);
     // Hands a token to the sink; false ends the request (stop string, or the sink failed).
-    bool deliver(Slot& slot, int32_t token);
+    bool deliver(Slot& slot, int32_t token, const TokenLogprobs* logprobs);
     void finish(Slot& slot, FinishReason reason, std::string error = {});
     static void notify_finish(Request& request, const GenerationResult& result);
 

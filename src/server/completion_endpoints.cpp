@@ -3,6 +3,7 @@
 #include "server/completion_endpoints.h"
 
 #include <ctime>
+#include <iterator>
 #include <memory>
 
 #include "base/log.h"
@@ -25,12 +26,15 @@ const char* finish_reason(const JobEnd& end) {
 // A streamed response, alive as long as httplib keeps the connection's content provider.
 class EventStream {
   public:
+    // `logprobs`: the tokenizer that shows the tokens of the log probabilities asked for, or
+    // null.
     EventStream(CompletionKind kind, ResponseHead head, bool include_usage,
-                std::shared_ptr<Job> job, const std::atomic<bool>& stopping,
-                std::shared_ptr<void> in_flight)
+                const Tokenizer* logprobs, std::shared_ptr<Job> job,
+                const std::atomic<bool>& stopping, std::shared_ptr<void> in_flight)
         : kind_(kind),
           head_(std::move(head)),
           include_usage_(include_usage),
+          logprobs_(logprobs),
           job_(std::move(job)),
           stopping_(stopping),
           in_flight_(std::move(in_flight)) {}
@@ -48,6 +52,9 @@ class EventStream {
         }
         Job::Update u = job_->wait(kPollInterval);
         if (stopping_.load()) job_->cancel();
+        // A chunk of text carries the log probabilities of the tokens sampled until then.
+        pending_.insert(pending_.end(), std::make_move_iterator(u.logprobs.begin()),
+                        std::make_move_iterator(u.logprobs.end()));
         for (const ToolCallParser::Event& e : u.events) {
             if (e.call) {
                 // As OpenAI streams a call: its id and name first, then the arguments.
@@ -76,8 +83,11 @@ class EventStream {
                 return false;
         } else if (r.reason != FinishReason::kCancelled) {
             const char* reason = finish_reason(end);
-            json last = kind_ == CompletionKind::kChat ? chunk(json::object(), reason)
-                                                       : text_chunk_for("", reason);
+            // (The last chunk carries the log probabilities of tokens whose text never came:
+            // a stop string's.)
+            json last = kind_ == CompletionKind::kChat && (pending_.empty() || !logprobs_)
+                            ? chunk(json::object(), reason)
+                            : text_chunk_for("", reason);
             if (!write(sink, last)) return false;
             if (include_usage_) {
                 const char* object =
@@ -98,10 +108,20 @@ class EventStream {
         if (include_usage_) c["usage"] = nullptr;  // OpenAI: null on all but the usage chunk
         return c;
     }
-    json text_chunk_for(const std::string& text, const char* finish_reason) const {
-        if (kind_ == CompletionKind::kChat) return chunk(json{{"content", text}}, finish_reason);
-        json c = text_chunk(head_, text, finish_reason);
-        if (include_usage_) c["usage"] = nullptr;
+    json text_chunk_for(const std::string& text, const char* finish_reason) {
+        json c;
+        if (kind_ == CompletionKind::kChat) {
+            c = chunk(json{{"content", text}}, finish_reason);
+        } else {
+            c = text_chunk(head_, text, finish_reason);
+            if (include_usage_) c["usage"] = nullptr;
+        }
+        if (logprobs_ && !pending_.empty()) {
+            c["choices"][0]["logprobs"] = kind_ == CompletionKind::kChat
+                                              ? chat_logprobs(*logprobs_, pending_)
+                                              : text_logprobs(*logprobs_, pending_, offset_);
+            pending_.clear();
+        }
         return c;
     }
     bool write(httplib::DataSink& sink, const json& event) { return write(sink, sse_event(event)); }
@@ -114,6 +134,9 @@ class EventStream {
     CompletionKind kind_;
     ResponseHead head_;
     bool include_usage_;
+    const Tokenizer* logprobs_;
+    std::vector<TokenLogprobs> pending_;  // sampled, not yet sent
+    size_t offset_ = 0;                   // bytes of the completion's pieces sent
     std::shared_ptr<Job> job_;
     const std::atomic<bool>& stopping_;
     std::shared_ptr<void> in_flight_;  // released with the stream
@@ -139,8 +162,9 @@ void serve_completion(CompletionKind kind, const ServedModel& m, const std::stri
                       static_cast<int64_t>(std::time(nullptr)), m.id};
 
     if (r.stream) {
-        auto stream = std::make_shared<EventStream>(kind, std::move(head), r.include_usage, job,
-                                                    stopping, std::move(in_flight));
+        auto stream = std::make_shared<EventStream>(
+            kind, std::move(head), r.include_usage, r.logprobs >= 0 ? m.tokenizer : nullptr, job,
+            stopping, std::move(in_flight));
         res.set_header("Cache-Control", "no-cache");
         res.set_chunked_content_provider(
             "text/event-stream",
@@ -152,8 +176,11 @@ void serve_completion(CompletionKind kind, const ServedModel& m, const std::stri
     }
     std::string content, reasoning;
     std::vector<json> calls;
+    std::vector<TokenLogprobs> logprobs;
     for (;;) {
         Job::Update u = job->wait(kPollInterval);
+        logprobs.insert(logprobs.end(), std::make_move_iterator(u.logprobs.begin()),
+                        std::make_move_iterator(u.logprobs.end()));
         for (ToolCallParser::Event& e : u.events) {
             if (e.call) {
                 calls.push_back(tool_call_json(make_id("call_"), *e.call));
@@ -170,9 +197,15 @@ void serve_completion(CompletionKind kind, const ServedModel& m, const std::stri
             if (result.reason == FinishReason::kCancelled) {
                 throw ApiError(503, "the server is shutting down", "shutting_down");
             }
-            const json out = kind == CompletionKind::kChat
-                                 ? chat_completion(head, content, reasoning, calls, result)
-                                 : text_completion(head, content, result);
+            json out = kind == CompletionKind::kChat
+                           ? chat_completion(head, content, reasoning, calls, result)
+                           : text_completion(head, content, result);
+            if (r.logprobs >= 0) {
+                size_t offset = 0;
+                out["choices"][0]["logprobs"] =
+                    kind == CompletionKind::kChat ? chat_logprobs(*m.tokenizer, logprobs)
+                                                  : text_logprobs(*m.tokenizer, logprobs, offset);
+            }
             res.set_content(dump(out), "application/json");
             return;
         }

@@ -8,6 +8,7 @@
 #include <random>
 
 #include "base/error.h"
+#include "engine/request.h"
 #include "server/api_error.h"
 #include "server/json_fields.h"
 #include "text/json_schema_grammar.h"
@@ -127,8 +128,15 @@ void read_common(const nlohmann::json& body, CompletionRequest& r, bool chat) {
         if (!it->is_object()) bad_request("'stream_options' must be an object", "stream_options");
         r.include_usage = get_bool(*it, "include_usage").value_or(false);
     }
-    if (auto it = body.find("logprobs"); it != body.end() && !it->is_null() && *it != false) {
-        bad_request("'logprobs' is not supported", "logprobs");
+    // Chat: `logprobs` true, with `top_logprobs` alternatives; completions: `logprobs` N.
+    if (chat) {
+        const bool wanted = get_bool(body, "logprobs").value_or(false);
+        const auto top = get_integer(body, "top_logprobs", 0, kMaxTopLogprobs);
+        if (top && !wanted)
+            bad_request("'top_logprobs' needs 'logprobs': true", "top_logprobs");
+        if (wanted) r.logprobs = static_cast<int>(top.value_or(0));
+    } else if (auto n = get_integer(body, "logprobs", 0, kMaxTopLogprobs)) {
+        r.logprobs = static_cast<int>(*n);
     }
     // OpenAI's {"token id": bias}, the bias in [-100, 100] (the ids are checked against the
     // vocabulary with the model, in generation_job).

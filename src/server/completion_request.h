@@ -50,6 +50,9 @@ struct CompletionRequest {
     bool prompt_is_tokens = false;
 
     SamplingParams sampling;
+    // < 0: none; else each token's log probability with this many alternatives (chat:
+    // `logprobs` true and `top_logprobs`; completions: `logprobs` N).
+    int logprobs = -1;
     int max_tokens = 0;  // 0: not given (until the end of the context)
     std::vector<std::string> stop;
     bool stream = false;

@@ -29,6 +29,7 @@ void common(const ServedModel& m, const CompletionRequest& r, JobSpec& spec) {
         }
     }
     spec.params.sampling = r.sampling;
+    spec.params.logprobs = r.logprobs;
     spec.params.max_tokens = r.max_tokens;
     spec.params.ignore_eos = r.ignore_eos;
     spec.stop = r.stop;
@@ -136,6 +137,7 @@ Job::Job(const ServedModel& m, JobSpec spec, Metrics* metrics) {
 Job::Update Job::wait(std::chrono::milliseconds timeout) {
     TextGeneration::Update u = text_->wait(timeout);
     Update out;
+    out.logprobs = std::move(u.logprobs);
     if (parser_) {
         if (!u.text.empty()) out.events = parser_->feed(u.text);
         if (u.finished) {

@@ -55,6 +55,7 @@ class Job {
 
     struct Update {
         std::vector<ToolCallParser::Event> events;  // content and calls, in order
+        std::vector<TokenLogprobs> logprobs;        // asked for: the tokens sampled since
         std::optional<JobEnd> end;                  // set once, after the last events
     };
     // Waits up to `timeout` for something new.

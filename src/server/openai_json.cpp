@@ -127,6 +127,53 @@ json model_list(const std::string& model_id, int64_t created) {
                                    {"owned_by", "tandem"}}})}};
 }
 
+namespace {
+
+json piece_bytes(const std::string& piece) {
+    json bytes = json::array();
+    for (char c : piece) bytes.push_back(static_cast<int>(static_cast<unsigned char>(c)));
+    return bytes;
+}
+
+json chat_logprob(const Tokenizer& tokenizer, int32_t token, float logprob) {
+    const std::string piece = tokenizer.token_to_piece(token);
+    return {{"token", piece}, {"logprob", logprob}, {"bytes", piece_bytes(piece)}};
+}
+
+}  // namespace
+
+json chat_logprobs(const Tokenizer& tokenizer, const std::vector<TokenLogprobs>& tokens) {
+    json content = json::array();
+    for (const TokenLogprobs& t : tokens) {
+        json entry = chat_logprob(tokenizer, t.token, t.logprob);
+        json top = json::array();
+        for (const auto& [id, logprob] : t.top) top.push_back(chat_logprob(tokenizer, id, logprob));
+        entry["top_logprobs"] = std::move(top);
+        content.push_back(std::move(entry));
+    }
+    return {{"content", std::move(content)}};
+}
+
+json text_logprobs(const Tokenizer& tokenizer, const std::vector<TokenLogprobs>& tokens,
+                   size_t& offset) {
+    json pieces = json::array(), logprobs = json::array(), tops = json::array(),
+         offsets = json::array();
+    for (const TokenLogprobs& t : tokens) {
+        const std::string piece = tokenizer.token_to_piece(t.token);
+        pieces.push_back(piece);
+        logprobs.push_back(t.logprob);
+        json top = json::object();
+        for (const auto& [id, logprob] : t.top) top[tokenizer.token_to_piece(id)] = logprob;
+        tops.push_back(std::move(top));
+        offsets.push_back(offset);
+        offset += piece.size();
+    }
+    return {{"tokens", std::move(pieces)},
+            {"token_logprobs", std::move(logprobs)},
+            {"top_logprobs", std::move(tops)},
+            {"text_offset", std::move(offsets)}};
+}
+
 std::string dump(const json& value) {
     return value.dump(-1, ' ', false, json::error_handler_t::replace);
 }

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/request.h"
+#include "text/tokenizer.h"
 #include "text/tool_call_format.h"
 
 namespace tandem::server {
@@ -53,6 +54,17 @@ nlohmann::json text_chunk(const ResponseHead& head, const std::string& text,
                           const char* finish_reason);
 
 nlohmann::json model_list(const std::string& model_id, int64_t created);
+
+// The log probabilities of a reply's tokens, each token shown as the tokenizer's piece (bytes
+// that are not whole UTF-8 characters are replaced there; `bytes` holds them exactly).
+// Chat: {"content": [{"token", "logprob", "bytes", "top_logprobs": [{"token", "logprob",
+// "bytes"}]}]}.
+nlohmann::json chat_logprobs(const Tokenizer& tokenizer, const std::vector<TokenLogprobs>& tokens);
+// Completions: {"tokens", "token_logprobs", "top_logprobs" (piece → logprob), "text_offset"},
+// offsets in bytes of the completion's text counted from `offset`, which the pieces before
+// these took; returns the offset after them in `offset`.
+nlohmann::json text_logprobs(const Tokenizer& tokenizer, const std::vector<TokenLogprobs>& tokens,
+                             size_t& offset);
 
 // Serializes for the wire; text that is not valid UTF-8 is replaced rather than thrown on.
 std::string dump(const nlohmann::json& value);

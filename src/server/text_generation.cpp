@@ -25,6 +25,11 @@ bool TextGeneration::on_token(int32_t token) {
     return !r.stopped;
 }
 
+void TextGeneration::on_logprobs(const TokenLogprobs& logprobs) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    logprobs_.push_back(logprobs);
+}
+
 void TextGeneration::on_finish(const GenerationResult& result) {
     std::string rest;
     if (!stops_.stopped()) {
@@ -45,6 +50,7 @@ TextGeneration::Update TextGeneration::wait(std::chrono::milliseconds timeout) {
     ready_.wait_for(lock, timeout, [&] { return !text_.empty() || (result_ && !result_taken_); });
     Update u;
     u.text.swap(text_);
+    u.logprobs.swap(logprobs_);
     if (result_ && !result_taken_) {
         u.finished = result_;
         u.stop = stops_.matched();  // written before result_, under the mutex

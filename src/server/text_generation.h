@@ -26,10 +26,15 @@ class TextGeneration : public GenerationSink {
 
     // Scheduler thread.
     bool on_token(int32_t token) override;
+    void on_logprobs(const TokenLogprobs& logprobs) override;
     void on_finish(const GenerationResult& result) override;
 
     struct Update {
         std::string text;                          // new text since the last update
+        // The log probabilities of the tokens sampled since (asked for: GenerationParams); a
+        // token's text may come in a later update (held until its character or a stop string
+        // is complete).
+        std::vector<TokenLogprobs> logprobs;
         std::optional<GenerationResult> finished;  // set once, with the last text
         std::string stop;                          // with `finished`: the stop string matched
     };
@@ -44,6 +49,7 @@ class TextGeneration : public GenerationSink {
     std::mutex mutex_;
     std::condition_variable ready_;
     std::string text_;  // not yet taken by the handler
+    std::vector<TokenLogprobs> logprobs_;  // not yet taken by the handler
     std::optional<GenerationResult> result_;
     bool result_taken_ = false;
 };

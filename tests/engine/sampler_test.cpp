@@ -107,6 +107,27 @@ TEST(Sampler, TopKOfOneIsGreedyAndASeedRepeatsItsDraws) {
     EXPECT_GT(drawn.size(), 10u);  // it samples, not picks
 }
 
+// Log probabilities: the log-softmax's normalizer, and the best few, ties to the lower id.
+TEST(SummarizeLogits, GivesTheNormalizerAndTheBestTokens) {
+    const std::vector<float> logits = {1.0f, 3.0f, -2.0f, 3.0f, 0.5f};
+    double sum = 0.0;
+    for (float l : logits) sum += std::exp(static_cast<double>(l));
+    const LogitSummary s = summarize_logits(logits, 3);
+    EXPECT_NEAR(s.max + s.log_sum, std::log(sum), 1e-6);
+    EXPECT_NEAR(s.logprob(-2.0f), -2.0 - std::log(sum), 1e-6);
+    ASSERT_EQ(s.top.size(), 3u);
+    EXPECT_EQ(s.top[0].first, 1);
+    EXPECT_EQ(s.top[1].first, 3);
+    EXPECT_EQ(s.top[2].first, 0);
+    EXPECT_NEAR(s.top[0].second, 3.0 - std::log(sum), 1e-6);
+    EXPECT_NEAR(s.top[2].second, 1.0 - std::log(sum), 1e-6);
+    EXPECT_TRUE(summarize_logits(logits, 0).top.empty());
+    EXPECT_EQ(summarize_logits(logits, 9).top.size(), logits.size());
+    // Large logits do not overflow.
+    const LogitSummary big = summarize_logits(std::vector<float>{1000.0f, 1000.0f}, 1);
+    EXPECT_NEAR(big.top[0].second, -std::log(2.0), 1e-6);
+}
+
 TEST(Sampler, RefusesValuesOutOfRange) {
     for (auto set : {+[](SamplingParams& p) { p.frequency_penalty = 2.5f; },
                      +[](SamplingParams& p) { p.presence_penalty = -2.01f; },

@@ -60,6 +60,11 @@ TEST(CompletionRequest, Fields) {
     EXPECT_EQ(r.sampling.seed, UINT64_MAX);
     EXPECT_EQ(r.sampling.presence_penalty, 0.5f);
     EXPECT_EQ(r.sampling.frequency_penalty, -1.25f);
+    EXPECT_EQ(r.logprobs, -1);
+    EXPECT_EQ(parse_chat_request("{" + kUser + R"(, "logprobs": true})").logprobs, 0);
+    EXPECT_EQ(parse_chat_request("{" + kUser + R"(, "logprobs": true, "top_logprobs": 3})").logprobs,
+              3);
+    EXPECT_EQ(parse_completion_request(R"({"prompt": "a", "logprobs": 5})").logprobs, 5);
     EXPECT_EQ(r.sampling.logit_bias,
               (std::vector<std::pair<int32_t, float>>{{5, -2.5f}, {7, 100.0f}}));
     EXPECT_EQ(r.max_tokens, 5);  // max_completion_tokens wins
@@ -102,6 +107,10 @@ TEST(CompletionRequest, BadFieldsAre400NamingTheField) {
     EXPECT_EQ(param_of("{" + kUser + R"(, "tools": {}})"), "tools");
     EXPECT_EQ(param_of("{" + kUser + R"(, "response_format": {"type": "xml"}})"),
               "response_format");
+    EXPECT_EQ(param_of("{" + kUser + R"(, "top_logprobs": 2})"), "top_logprobs");
+    EXPECT_EQ(param_of("{" + kUser + R"(, "logprobs": true, "top_logprobs": 21})"),
+              "top_logprobs");
+    EXPECT_EQ(param_of("{" + kUser + R"(, "logprobs": 2})"), "logprobs");
     for (const char* bias : {R"({"x": 2})", R"({"-1": 2})", R"({"1": 100.5})", R"({"1": "a"})",
                              R"([1, 2])", R"({"1x": 2})"}) {
         EXPECT_EQ(param_of("{" + kUser + R"(, "logit_bias": )" + bias + "}"), "logit_bias")

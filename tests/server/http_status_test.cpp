@@ -133,6 +133,74 @@ TEST_F(Served, PropsDescribeTheSlotsAndTheModel) {
     EXPECT_EQ(props["default_generation_settings"]["params"]["temperature"], 1.0) << r.body;
 }
 
+// Log probabilities. Greedy, each token is the first of its alternatives, with the same log
+// probability, best first. Steered to "x" by a logit bias of 100, the tokens spell the reply
+// (whole, streamed, and as a completion with its offsets), and their log probabilities are the
+// model's, before the bias (far below 0: the random model spreads over 151k tokens).
+TEST_F(Served, LogprobsAreTheModelsAndSpellTheReply) {
+    const json messages = {{{"role", "user"}, {"content", "Hello"}}};
+    json body = {{"messages", messages}, {"max_tokens", 4},      {"temperature", 0},
+                 {"ignore_eos", true},   {"logprobs", true}, {"top_logprobs", 3}};
+    HttpResponse c = post("/v1/chat/completions", body.dump());
+    ASSERT_EQ(c.status, 200) << c.body;
+    const json greedy = json::parse(c.body)["choices"][0]["logprobs"]["content"];
+    ASSERT_EQ(greedy.size(), 4u) << c.body;
+    for (const json& t : greedy) {
+        ASSERT_EQ(t["top_logprobs"].size(), 3u) << c.body;
+        EXPECT_EQ(t["token"], t["top_logprobs"][0]["token"]) << c.body;
+        EXPECT_EQ(t["bytes"], t["top_logprobs"][0]["bytes"]) << c.body;
+        EXPECT_FLOAT_EQ(t["logprob"].get<float>(), t["top_logprobs"][0]["logprob"].get<float>());
+        EXPECT_LE(t["logprob"].get<double>(), 0.0);
+        EXPECT_GE(t["top_logprobs"][0]["logprob"].get<double>(),
+                  t["top_logprobs"][1]["logprob"].get<double>());
+    }
+
+    HttpResponse ids = post("/tokenize", R"({"content":"x"})");
+    ASSERT_EQ(json::parse(ids.body)["tokens"].size(), 1u) << ids.body;
+    const std::string x = std::to_string(json::parse(ids.body)["tokens"][0].get<int>());
+    body["logit_bias"] = {{x, 100}};
+    HttpResponse b = post("/v1/chat/completions", body.dump());
+    ASSERT_EQ(b.status, 200) << b.body;
+    const json steered = json::parse(b.body)["choices"][0];
+    EXPECT_EQ(steered["message"]["content"], "xxxx") << b.body;
+    std::string spelled;
+    for (const json& t : steered["logprobs"]["content"]) {
+        spelled += t["token"].get<std::string>();
+        EXPECT_EQ(t["bytes"], json::array({'x'}));
+        EXPECT_LT(t["logprob"].get<double>(), -1.0) << b.body;
+    }
+    EXPECT_EQ(spelled, "xxxx");
+
+    body["stream"] = true;
+    HttpResponse s = post("/v1/chat/completions", body.dump());
+    ASSERT_EQ(s.status, 200);
+    std::string streamed;
+    for (size_t at = s.body.find("data: {"); at != std::string::npos;
+         at = s.body.find("data: {", at + 1)) {
+        const json chunk = json::parse(s.body.substr(at + 6, s.body.find("\n\n", at) - at - 6));
+        if (chunk["choices"].empty() || chunk["choices"][0]["logprobs"].is_null()) continue;
+        for (const json& t : chunk["choices"][0]["logprobs"]["content"])
+            streamed += t["token"].get<std::string>();
+    }
+    EXPECT_EQ(streamed, "xxxx") << s.body;
+
+    HttpResponse t = post("/v1/completions",
+                          json{{"prompt", "Once"}, {"max_tokens", 3}, {"temperature", 0},
+                               {"ignore_eos", true}, {"logprobs", 2}, {"logit_bias", {{x, 100}}}}
+                              .dump());
+    ASSERT_EQ(t.status, 200) << t.body;
+    const json choice = json::parse(t.body)["choices"][0];
+    EXPECT_EQ(choice["text"], "xxx");
+    const json& lp = choice["logprobs"];
+    EXPECT_EQ(lp["tokens"], json::array({"x", "x", "x"})) << t.body;
+    EXPECT_EQ(lp["text_offset"], json::array({0, 1, 2})) << t.body;
+    ASSERT_EQ(lp["top_logprobs"].size(), 3u);
+    for (size_t i = 0; i < 3; ++i) {
+        EXPECT_EQ(lp["top_logprobs"][i].size(), 2u) << t.body;
+        EXPECT_LT(lp["token_logprobs"][i].get<double>(), -1.0) << t.body;
+    }
+}
+
 // logit_bias: a +100 bias makes a token every greedy choice; an id past the vocabulary is a 400.
 TEST_F(Served, LogitBiasSteersTheTokens) {
     HttpResponse t = post("/tokenize", R"({"content":"x"})");
@@ -185,7 +253,8 @@ TEST_F(Served, BadRequestsAre400) {
          R"({"messages": [{"role": "user", "content": "hi"}], "stop": ["a", 5]})"},
         {"seed a string", R"({"messages": [{"role": "user", "content": "hi"}], "seed": "x"})"},
         {"n = 2", R"({"messages": [{"role": "user", "content": "hi"}], "n": 2})"},
-        {"logprobs", R"({"messages": [{"role": "user", "content": "hi"}], "logprobs": true})"},
+        {"top_logprobs without logprobs",
+         R"({"messages": [{"role": "user", "content": "hi"}], "top_logprobs": 2})"},
         {"presence_penalty past 2",
          R"({"messages": [{"role": "user", "content": "hi"}], "presence_penalty": 2.5})"},
         {"frequency_penalty below -2",
