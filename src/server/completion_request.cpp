@@ -17,6 +17,7 @@ namespace tandem::server {
 namespace {
 
 constexpr size_t kMaxStops = 16;
+constexpr int64_t kMaxChoices = 16;  // `n`: each choice takes a slot of its own
 constexpr int64_t kMaxTokensLimit = 1 << 24;
 
 }  // namespace
@@ -101,8 +102,7 @@ void read_common(const nlohmann::json& body, CompletionRequest& r, bool chat) {
             r.max_tokens = static_cast<int>(*v);
         }
     }
-    if (auto v = get_integer(body, "n", 1, 1 << 20); v && *v != 1)
-        bad_request("only 'n' = 1 is supported", "n");
+    if (auto v = get_integer(body, "n", 1, kMaxChoices)) r.n = static_cast<int>(*v);
     if (auto it = body.find("stop"); it != body.end() && !it->is_null()) {
         if (it->is_string()) {
             r.stop.push_back(it->get<std::string>());

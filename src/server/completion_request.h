@@ -53,6 +53,7 @@ struct CompletionRequest {
     // < 0: none; else each token's log probability with this many alternatives (chat:
     // `logprobs` true and `top_logprobs`; completions: `logprobs` N).
     int logprobs = -1;
+    int n = 1;  // choices, each a generation of its own
     int max_tokens = 0;  // 0: not given (until the end of the context)
     std::vector<std::string> stop;
     bool stream = false;

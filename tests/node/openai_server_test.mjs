@@ -148,6 +148,11 @@ async function scenarioApi() {
   const seeded = (seed) => api.chat.completions.create(chatRequest('Hello there', { temperature: 1.0, top_p: 0.9, seed }));
   const [a, b] = [await seeded(42), await seeded(42)];
   assert.equal(a.choices[0].message.content, b.choices[0].message.content);
+  // n choices: choice i is seed + i's generation.
+  const two = await api.chat.completions.create(chatRequest('Hello there', { temperature: 1.0, top_p: 0.9, seed: 42, n: 2 }));
+  assert.deepEqual(two.choices.map((c) => c.index), [0, 1]);
+  assert.equal(two.choices[0].message.content, a.choices[0].message.content);
+  assert.equal(two.choices[1].message.content, (await seeded(43)).choices[0].message.content);
 
   // Errors surface as the client's exceptions, with OpenAI's fields.
   const bad = await expectError(api.chat.completions.create(chatRequest('x', { temperature: 'hot' })), OpenAI.BadRequestError, 400);
@@ -155,7 +160,7 @@ async function scenarioApi() {
   await expectError(api.chat.completions.create({ model, max_tokens: 4 }), OpenAI.BadRequestError, 400);
   await expectError(api.chat.completions.create({ model, messages: [{ role: 'wizard', content: 'hi' }] }), OpenAI.BadRequestError, 400);
   await expectError(api.chat.completions.create(chatRequest('x', { max_tokens: 1_000_000 })), OpenAI.BadRequestError, 400);
-  await expectError(api.chat.completions.create(chatRequest('x', { n: 2 })), OpenAI.BadRequestError, 400);
+  await expectError(api.chat.completions.create(chatRequest('x', { n: 17 })), OpenAI.BadRequestError, 400);
   const missing = await expectError(api.chat.completions.create(chatRequest('x', { model: 'no-such-model' })), OpenAI.NotFoundError, 404);
   assert.equal(missing.code, 'model_not_found');
   await expectError(api.chat.completions.create(chatRequest('x', { stream: true, top_p: 7 })), OpenAI.BadRequestError, 400);

@@ -61,6 +61,8 @@ TEST(CompletionRequest, Fields) {
     EXPECT_EQ(r.sampling.presence_penalty, 0.5f);
     EXPECT_EQ(r.sampling.frequency_penalty, -1.25f);
     EXPECT_EQ(r.logprobs, -1);
+    EXPECT_EQ(r.n, 1);
+    EXPECT_EQ(parse_chat_request("{" + kUser + R"(, "n": 16})").n, 16);
     EXPECT_EQ(parse_chat_request("{" + kUser + R"(, "logprobs": true})").logprobs, 0);
     EXPECT_EQ(parse_chat_request("{" + kUser + R"(, "logprobs": true, "top_logprobs": 3})").logprobs,
               3);
@@ -107,6 +109,7 @@ TEST(CompletionRequest, BadFieldsAre400NamingTheField) {
     EXPECT_EQ(param_of("{" + kUser + R"(, "tools": {}})"), "tools");
     EXPECT_EQ(param_of("{" + kUser + R"(, "response_format": {"type": "xml"}})"),
               "response_format");
+    EXPECT_EQ(param_of("{" + kUser + R"(, "n": 17})"), "n");
     EXPECT_EQ(param_of("{" + kUser + R"(, "top_logprobs": 2})"), "top_logprobs");
     EXPECT_EQ(param_of("{" + kUser + R"(, "logprobs": true, "top_logprobs": 21})"),
               "top_logprobs");

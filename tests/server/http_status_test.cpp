@@ -201,6 +201,65 @@ TEST_F(Served, LogprobsAreTheModelsAndSpellTheReply) {
     }
 }
 
+// `n` choices: choice i is the request's generation with seed + i, whole or streamed (each
+// choice's chunks tagged with its index and ended by its own finish_reason); the usage counts
+// the prompt once and every choice's tokens.
+TEST_F(Served, ChoicesAreGenerationsOfSuccessiveSeeds) {
+    const json one = {{"messages", {{{"role", "user"}, {"content", "Hello"}}}},
+                      {"max_tokens", 4},
+                      {"temperature", 1},
+                      {"ignore_eos", true}};
+    auto content_with_seed = [&](int seed) {
+        json body = one;
+        body["seed"] = seed;
+        HttpResponse r = post("/v1/chat/completions", body.dump());
+        EXPECT_EQ(r.status, 200) << r.body;
+        return json::parse(r.body)["choices"][0]["message"]["content"].get<std::string>();
+    };
+    json body = one;
+    body["seed"] = 40;
+    body["n"] = 3;
+    HttpResponse c = post("/v1/chat/completions", body.dump());
+    ASSERT_EQ(c.status, 200) << c.body;
+    const json reply = json::parse(c.body);
+    ASSERT_EQ(reply["choices"].size(), 3u) << c.body;
+    std::vector<std::string> contents;
+    for (int i = 0; i < 3; ++i) {
+        EXPECT_EQ(reply["choices"][i]["index"], i);
+        contents.push_back(reply["choices"][i]["message"]["content"]);
+        EXPECT_EQ(contents.back(), content_with_seed(40 + i)) << i;
+    }
+    EXPECT_EQ(reply["usage"]["completion_tokens"], 12) << c.body;
+    EXPECT_EQ(reply["usage"]["total_tokens"].get<int>(),
+              reply["usage"]["prompt_tokens"].get<int>() + 12);
+
+    body["stream"] = true;
+    body["stream_options"] = {{"include_usage", true}};
+    HttpResponse s = post("/v1/chat/completions", body.dump());
+    ASSERT_EQ(s.status, 200);
+    std::vector<std::string> streamed(3);
+    std::vector<int> finished(3, 0);
+    int usage_chunks = 0;
+    for (size_t at = s.body.find("data: {"); at != std::string::npos;
+         at = s.body.find("data: {", at + 1)) {
+        const json chunk = json::parse(s.body.substr(at + 6, s.body.find("\n\n", at) - at - 6));
+        if (chunk["choices"].empty()) {
+            ++usage_chunks;
+            EXPECT_EQ(chunk["usage"]["completion_tokens"], 12) << s.body;
+            continue;
+        }
+        const int i = chunk["choices"][0]["index"];
+        ASSERT_TRUE(i >= 0 && i < 3) << s.body;
+        const json& delta = chunk["choices"][0]["delta"];
+        if (delta.contains("content")) streamed[i] += delta["content"].get<std::string>();
+        if (!chunk["choices"][0]["finish_reason"].is_null()) ++finished[i];
+    }
+    EXPECT_EQ(streamed, contents) << s.body;
+    EXPECT_EQ(finished, std::vector<int>({1, 1, 1})) << s.body;
+    EXPECT_EQ(usage_chunks, 1);
+    EXPECT_EQ(s.body.find("data: [DONE]"), s.body.rfind("data: [DONE]"));
+}
+
 // logit_bias: a +100 bias makes a token every greedy choice; an id past the vocabulary is a 400.
 TEST_F(Served, LogitBiasSteersTheTokens) {
     HttpResponse t = post("/tokenize", R"({"content":"x"})");
@@ -252,7 +311,8 @@ TEST_F(Served, BadRequestsAre400) {
         {"stop list with a number",
          R"({"messages": [{"role": "user", "content": "hi"}], "stop": ["a", 5]})"},
         {"seed a string", R"({"messages": [{"role": "user", "content": "hi"}], "seed": "x"})"},
-        {"n = 2", R"({"messages": [{"role": "user", "content": "hi"}], "n": 2})"},
+        {"n = 17", R"({"messages": [{"role": "user", "content": "hi"}], "n": 17})"},
+        {"n = 0", R"({"messages": [{"role": "user", "content": "hi"}], "n": 0})"},
         {"top_logprobs without logprobs",
          R"({"messages": [{"role": "user", "content": "hi"}], "top_logprobs": 2})"},
         {"presence_penalty past 2",
