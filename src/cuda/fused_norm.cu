@@ -5,6 +5,7 @@
 #include "cuda/check.h"
 #include "cuda/early_launch.cuh"
 #include "cuda/q8_round.cuh"
+#include "cuda/routed_sum.cuh"
 #include "cuda/row_norm.cuh"
 #include "cuda/vector_access.cuh"
 
@@ -19,16 +20,20 @@ constexpr int kPerThread = 8;  // consecutive values of a row per thread
 template <int kRound>
 __global__ void residual_norm_kernel(DeviceRows x, DeviceRows residual, const float* w, float eps,
                                      DeviceRows out, gpu::ActivationRounding rounding,
-                                     DeviceRows rounded, Q8Rows q8) {
+                                     DeviceRows rounded, Q8Rows q8, RoutedRows routed) {
     wait_for_previous_kernel();
     const int64_t row = blockIdx.x;
     const int64_t c0 = static_cast<int64_t>(threadIdx.x) * kPerThread;
     float* xr = x.data + row * x.stride + c0;
     float v[kPerThread];
     load_run(xr, v);
-    if (residual.data != nullptr) {
+    if (residual.data != nullptr || routed.routes != nullptr) {
         float r[kPerThread];
-        load_run(residual.data + row * residual.stride + c0, r);
+        if (routed.routes != nullptr) {
+            routed_sum(routed, row, c0, r);
+        } else {
+            load_run(residual.data + row * residual.stride + c0, r);
+        }
 #pragma unroll
         for (int i = 0; i < kPerThread; ++i) v[i] += r[i];
         store_run(xr, v);
@@ -68,7 +73,8 @@ bool residual_norm_fits(int64_t cols) {
 }
 
 void residual_norm(DeviceRows x, DeviceRows residual, const float* w, float eps, DeviceRows out,
-                   GgmlType dot_type, DeviceRows rounded, const Q8Rows* q8, cudaStream_t stream) {
+                   GgmlType dot_type, DeviceRows rounded, const Q8Rows* q8, cudaStream_t stream,
+                   const RoutedRows& routed) {
     if (x.rows == 0) return;
     const gpu::ActivationRounding r = gpu::rounding_for(dot_type);
     const int block = gpu::rounding_block(r);
@@ -79,7 +85,7 @@ void residual_norm(DeviceRows x, DeviceRows residual, const float* w, float eps,
                         : block == 32                       ? residual_norm_kernel<32>
                                                             : residual_norm_kernel<256>;
     launch_early(kernel, x.rows, threads, 0, stream, "residual_norm", x, residual, w, eps, out, r,
-                 rounded, codes);
+                 rounded, codes, routed);
 }
 
 }  // namespace tandem::cuda

@@ -5,6 +5,7 @@
 
 #include "cuda/check.h"
 #include "cuda/early_launch.cuh"
+#include "cuda/routed_sum.cuh"
 
 namespace tandem::cuda {
 namespace {
@@ -227,19 +228,14 @@ __global__ void group_routes_kernel(const Route* routes, int n_routes, int n_exp
     }
 }
 
-__global__ void weighted_sum_kernel(const float* y, int64_t y_stride, const Route* routes,
-                                    int top_k, DeviceRows out) {
+__global__ void weighted_sum_kernel(RoutedRows y, DeviceRows out) {
     wait_for_previous_kernel();
     const int t = blockIdx.y;
     const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
     if (c >= out.cols) return;
-    float acc = 0.0f;
-    for (int i = 0; i < top_k; ++i) {
-        const Route r = routes[t * top_k + i];
-        if (r.expert >= 0)
-            acc += r.weight * y[(static_cast<int64_t>(t) * top_k + i) * y_stride + c];
-    }
-    out.data[t * out.stride + c] = acc;
+    float acc[1];
+    routed_sum(y, t, c, acc);
+    out.data[t * out.stride + c] = acc[0];
 }
 
 }  // namespace
@@ -289,12 +285,10 @@ ExpertGroups group_routes(const Route* routes, int n_routes, int n_expert, const
     return out;
 }
 
-void moe_weighted_sum(const float* y, int64_t y_stride, const Route* routes, int top_k,
-                      DeviceRows out, cudaStream_t stream) {
+void moe_weighted_sum(const RoutedRows& y, DeviceRows out, cudaStream_t stream) {
     if (out.rows == 0) return;
     const dim3 grid(static_cast<unsigned>((out.cols + 255) / 256), out.rows);
-    launch_early(weighted_sum_kernel, grid, 256, 0, stream, "moe_weighted_sum", y, y_stride, routes,
-                 top_k, out);
+    launch_early(weighted_sum_kernel, grid, 256, 0, stream, "moe_weighted_sum", y, out);
 }
 
 }  // namespace tandem::cuda

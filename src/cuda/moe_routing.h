@@ -48,8 +48,16 @@ int max_group_tiles(int max_routes, int n_expert);
 ExpertGroups group_routes(const Route* routes, int n_routes, int n_expert, const GroupBuffers& g,
                           cudaStream_t stream);
 
+// The experts' outputs of a batch's routes: row t·top_k + i (stride floats apart) is route i of
+// token t.
+struct RoutedRows {
+    const float* y = nullptr;
+    int64_t stride = 0;
+    const Route* routes = nullptr;
+    int top_k = 0;
+};
+
 // out[t] = Σ_i routes[t·k+i].weight · y[t·k+i], i in route order, over routes with expert >= 0.
-void moe_weighted_sum(const float* y, int64_t y_stride, const Route* routes, int top_k,
-                      DeviceRows out, cudaStream_t stream);
+void moe_weighted_sum(const RoutedRows& y, DeviceRows out, cudaStream_t stream);
 
 }  // namespace tandem::cuda

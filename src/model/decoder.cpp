@@ -345,7 +345,7 @@ void Decoder::ffn(int il, int n) {
         glu_ffn(L.ffn_gate, L.ffn_up, L.ffn_down, lc.n_ff, h, o);
         return;
     }
-    experts(il, h, h, o);
+    experts(il, h, h, o, lc.n_ff_shexp == 0 && ffn_output_feeds_next_norm(il));
     if (lc.n_ff_shexp > 0) {
         // Shared experts: a SiLU FFN beside the routed ones, added to their sum (qwen3.5: gated
         // by σ(gate_inp_shexp · h)).
@@ -370,7 +370,14 @@ void Decoder::glu_ffn(const WeightMatrix& gate_w, const WeightMatrix& up_w, cons
     ops_.matmul(gate, {{&down_w, out}});
 }
 
-void Decoder::experts(int il, Act router_in, Act in, Act out) {
+bool Decoder::ffn_output_feeds_next_norm(int il) const {
+    // layer() adds the FFN's output where the next layer's attention block opens with
+    // norm_input(); only these steps come between.
+    return il + 1 < c_.n_layer && c_.norm_placement != NormPlacement::kSandwich &&
+           c_.n_embd_per_layer == 0 && w_.layers[il].out_scale.empty();
+}
+
+void Decoder::experts(int il, Act router_in, Act in, Act out, bool into_residual) {
     const LayerWeights& L = w_.layers[il];
     const int n = in.rows;
     Act logits = router_.first_rows(n);
@@ -384,7 +391,11 @@ void Decoder::experts(int il, Act router_in, Act in, Act out) {
     }
     ops_.matmul(router_in, {{&L.router, logits}});
     if (!L.router_bias.empty()) ops_.add_bias(logits, L.router_bias);
-    ops_.moe(il, logits, in, out);
+    if (into_residual) {
+        ops_.moe_into_residual(il, logits, in, out);
+    } else {
+        ops_.moe(il, logits, in, out);
+    }
 }
 
 }  // namespace tandem

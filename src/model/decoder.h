@@ -51,8 +51,12 @@ class Decoder {
     // A gated FFN: out = down(act(gate(in)) · up(in)), `width` wide.
     void glu_ffn(const WeightMatrix& gate, const WeightMatrix& up, const WeightMatrix& down, int width, Act in,
                  Act out);
-    // The routed experts of layer il on `in` (the router reading router_in) into out.
-    void experts(int il, Act router_in, Act in, Act out);
+    // The routed experts of layer il on `in` (the router reading router_in) into out;
+    // into_residual: out is read next only as the next norm's residual (Ops::moe_into_residual).
+    void experts(int il, Act router_in, Act in, Act out, bool into_residual = false);
+    // Whether layer il's FFN output goes unchanged to the next layer's first norm, as its
+    // residual (nothing between: no post-norm, output scale or per-layer input).
+    bool ffn_output_feeds_next_norm(int il) const;
     // The residual stream's pending add: a block's output waits in residual_ so that the add
     // and the next block's norm run as one operation (Ops::residual_norm).
     void add_residual();

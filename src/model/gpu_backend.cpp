@@ -765,6 +765,7 @@ void GpuBackend::run(uint64_t key, const std::function<void()>& pass) {
     // hybrid's copies into slots for later steps run beside the pass; it ends when they do.
     const auto whole_pass = [&] {
         pass();
+        if (pending_sum_.out != nullptr) fail("a forward pass left an MoE layer's sum pending");
         if (expert_slots_) expert_slots_->join(stream_.get());
     };
     if (profile_.enabled()) {
@@ -916,6 +917,7 @@ void GpuBackend::residual_norm(Act x, Act residual, const WeightVector& w, float
     const GgmlType type =
         reader != nullptr && reader->format != nullptr ? reader->format->dot_type : GgmlType::kF32;
     if (!cuda::residual_norm_fits(x.cols)) {
+        // (gpu_experts() leaves no sum pending for rows of this width.)
         Ops::residual_norm(x, residual, w, eps, out, reader);
         return;
     }
@@ -923,9 +925,14 @@ void GpuBackend::residual_norm(Act x, Act residual, const WeightVector& w, float
     written(out);
     const cuda::OpProfile::Scope scope(profile_, "residual_norm", stream_.get());
     const bool codes = cuda::has_q8_codes(type);
+    // An MoE layer's output whose weighted sum was left to this norm (moe_into_residual()).
+    const cuda::RoutedRows routed = pending_sum_.experts;
+    if (pending_sum_.out != nullptr && pending_sum_.out != residual.data)
+        fail("residual_norm: the MoE output left pending is not its residual");
+    pending_sum_ = {};
     cuda::residual_norm(rows(x), residual.data != nullptr ? rows(residual) : cuda::DeviceRows{},
                         w.data, eps, rows(out), type, {rounded_, out.rows, out.cols, out.stride},
-                        codes ? &rounded_q8_ : nullptr, stream_.get());
+                        codes ? &rounded_q8_ : nullptr, stream_.get(), routed);
     // The products that read out next find it rounded (rounded_input()).
     if (type != GgmlType::kF32) remember_rounded(out, type);
 }
@@ -1095,19 +1102,25 @@ void GpuBackend::moe(int layer, Act logits, Act in, Act out) {
     const cudaStream_t st = stream_.get();
     written(out);
     std::optional<cuda::OpProfile::Scope> scope(std::in_place, profile_, "moe router", st);
+void GpuBackend::moe_into_residual(int layer, Act logits, Act in, Act out) {
+    defer_sum_ = true;
+    moe(layer, logits, in, out);
+    defer_sum_ = false;
+}
+
     // The probabilities go to scratch: the logits stay as the decoder left them.
     const WeightVector& bias = weights_.layers[layer].expert_bias;  // on the device, or empty
     cuda::route_topk(rows(logits), rows(router_probs_.first_rows(n)), routing_, routes_, st,
                      bias.data);
     if (!placement_.experts_on_cpu[layer]) {
         scope.reset();
-        gpu_experts(m, routes_, in, out);
+        gpu_experts(m, routes_, in, out, defer_sum_);
     } else if (expert_slots_ && n <= cuda::kSmallBatch && !placement_.hybrid) {
         scope.emplace(profile_, "moe expert slots", st);
         const MoeLayer slotted =
             expert_slots_->prepare(layer, routes_, n * c_.n_expert_used, slot_routes_, st);
         scope.reset();
-        gpu_experts(slotted, slot_routes_, in, out);
+        gpu_experts(slotted, slot_routes_, in, out, defer_sum_);
     } else if (expert_slots_ && n <= cuda::kSmallBatch) {
         // The misses go to the CPU executor on the side stream while the hits run here; the
         // executor's sum is added once both are done.
@@ -1121,7 +1134,7 @@ void GpuBackend::moe(int layer, Act logits, Act in, Act out) {
         cpu_experts_->enqueue(layer, in.data, in.stride, cpu_routes_, n, cpu_out.data,
                               cpu_out.stride, side);
         scope.reset();
-        gpu_experts(slotted, slot_routes_, in, out);
+        gpu_experts(slotted, slot_routes_, in, out, false);
         hybrid_join_.record(side);
         hybrid_join_.wait_on(st);
         scope.emplace(profile_, "moe hybrid sum", st);
@@ -1133,12 +1146,13 @@ void GpuBackend::moe(int layer, Act logits, Act in, Act out) {
         scope.emplace(profile_, "moe expert stream wait", st);
         const MoeLayer streamed = expert_stream_->acquire(layer, routes_, n * c_.n_expert_used, st);
         scope.reset();
-        gpu_experts(streamed, routes_, in, out);
+        gpu_experts(streamed, routes_, in, out, defer_sum_);
         expert_stream_->release(layer, st);
     }
 }
 
-void GpuBackend::gpu_experts(const MoeLayer& m, const Route* routes, Act in, Act out) {
+void GpuBackend::gpu_experts(const MoeLayer& m, const Route* routes, Act in, Act out,
+                             bool defer_sum) {
     const int n = in.rows, k = c_.n_expert_used, n_routes = n * k;
     const cudaStream_t st = stream_.get();
     std::optional<cuda::OpProfile::Scope> scope;
@@ -1178,11 +1192,16 @@ void GpuBackend::gpu_experts(const MoeLayer& m, const Route* routes, Act in, Act
     cuda::matmul_routed(ctx_, m.down, routes, n_routes, 1, expert_gate_, F, expert_down_, E,
                         grouped, down_q8, true);
     scope.emplace(profile_, "moe sum", st);
-    cuda::moe_weighted_sum(expert_down_, E, routes, k, rows(out), st);
+    cuda::moe_weighted_sum(outputs, rows(out), st);
 }
 
 void GpuBackend::matmul_heads(const ExpertMatrix& w, int n_heads, Act in, int64_t in_head_stride,
                               Act out, int64_t out_head_stride) {
+    const cuda::RoutedRows outputs{expert_down_, E, routes, k};
+    if (defer_sum && cuda::residual_norm_fits(E)) {
+        pending_sum_ = {out.data, outputs};
+        return;
+    }
     // Row t · H + h of the heads' inputs is a route of token row t to "expert" h: the routed
     // products (matrix-vector per route for decode, tiles per head for prefill) over them.
     const int n = in.rows, n_rows = n * n_heads;

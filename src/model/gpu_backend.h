@@ -84,6 +84,7 @@ class GpuBackend final : public Ops {
     void short_conv(int layer, Act x, Act out) override;
     void delta_net(int layer, Act q, Act k, Act v, Act g, Act beta, Act out) override;
     void moe(int layer, Act logits, Act in, Act out) override;
+    void moe_into_residual(int layer, Act logits, Act in, Act out) override;
     void gather_logit_rows(Act x, Act out) override;
     size_t sequence_state_bytes(int n_positions) const override;
     void save_sequence(int seq, int n_positions, uint8_t* out) override;
@@ -112,8 +113,9 @@ class GpuBackend final : public Ops {
     // hybrid: max_fetch_ as asked (--moe-hybrid-max-fetch, >= 0), or from this machine's measured
     // copy and CPU executor times (-1).
     void choose_max_fetch(int asked);
-    // The routed experts of m over `in` (`routes` naming m's experts) into out, on the GPU.
-    void gpu_experts(const MoeLayer& m, const Route* routes, Act in, Act out);
+    // The routed experts of m over `in` (`routes` naming m's experts) into out, on the GPU;
+    // with defer_sum, their weighted sum may be left to the next residual_norm (pending_sum_).
+    void gpu_experts(const MoeLayer& m, const Route* routes, Act in, Act out, bool defer_sum);
     // Waits for the stream; throws the first error of a kernel or of the CPU experts.
     void synchronize(const char* what);
     float* device_floats(size_t n, const char* what);
@@ -217,6 +219,14 @@ class GpuBackend final : public Ops {
     float* expert_gate_ = nullptr;  // [T · k × n_ff_exp]
     float* expert_up_ = nullptr;    // [T · k × n_ff_exp]
     float* expert_down_ = nullptr;  // [T · k × n_embd]
+    // moe_into_residual(): an MoE output whose weighted sum the next residual_norm takes, where
+    // `out` (its residual) would have held it; out == nullptr when none waits.
+    struct PendingSum {
+        const float* out = nullptr;
+        cuda::RoutedRows experts;
+    };
+    bool defer_sum_ = false;  // within moe_into_residual()
+    PendingSum pending_sum_;
     cuda::GroupBuffers groups_;
 
     // matmul_heads (multi-head latent attention): the heads' input rows t · H + h as routes to

@@ -171,6 +171,12 @@ class Ops {
     // weighted sum in route order into out. Among equal scores the lower expert id goes first.
     virtual void moe(int layer, Act logits, Act in, Act out) = 0;
     // out[i] = x[logit_rows[i]] for the logit rows of set_batch().
+    // moe() whose out is read next only by residual_norm(), as its residual: a backend may leave
+    // the experts' weighted sum to that norm, which then takes it in the same pass (on the GPU a
+    // launch less a decode layer); out holds the sum only if nothing took it so.
+    virtual void moe_into_residual(int layer, Act logits, Act in, Act out) {
+        moe(layer, logits, in, out);
+    }
     virtual void gather_logit_rows(Act x, Act out) = 0;
 
     // The prefix cache in host memory (engine/prefix_cache.h) keeps finished sequences beyond

@@ -389,6 +389,50 @@ TEST(GpuActivationRounding, MatchesTheSequentialQuantizers) {
     std::fill(x.begin() + cols, x.begin() + cols + 256, 0.0f);  // an all-zero block
     for (GgmlType dot :
          {GgmlType::kQ8_0, GgmlType::kQ8_1, GgmlType::kQ8_K, GgmlType::kF16, GgmlType::kBF16}) {
+// An MoE layer's weighted sum taken by the next norm as its residual: the same bits as the sum
+// written by moe_weighted_sum() and then added.
+TEST(GpuFusedNorm, ResidualNormTakesTheRoutedSum) {
+    TANDEM_REQUIRE_GPU();
+    const int rows = 3, k = 4;
+    const int64_t cols = 2048;
+    std::vector<Route> routes(rows * k);
+    for (int j = 0; j < rows * k; ++j) routes[j] = {j % 5 == 2 ? -1 : j % 7, 0.05f * (j + 1)};
+    const std::vector<float> x = testing::random_floats(rows * cols, 44, 3.0f);
+    const std::vector<float> y = testing::random_floats(rows * k * cols, 45);
+    const std::vector<float> w = testing::random_floats(cols, 46);
+    DeviceArray<float> dy(y), dw(w), sum(rows * cols);
+    DeviceArray<Route> dr(routes);
+    const cuda::RoutedRows routed{dy.get(), cols, dr.get(), k};
+    cuda::Stream stream;
+    std::vector<float> results[2][3];  // x, out, rounded: through the sum, fused
+    for (const bool fused : {false, true}) {
+        DeviceArray<float> dx(x), out(x.size()), rounded(x.size());
+        DeviceArray<int8_t> q(x.size());
+        DeviceArray<float> d(x.size() / 32);
+        const cuda::Q8Rows codes{q.get(), d.get(), cols, cols / 32};
+        cuda::DeviceRows residual{};
+        if (!fused) {
+            cuda::moe_weighted_sum(routed, {sum.get(), rows, cols, cols}, stream.get());
+            residual = {sum.get(), rows, cols, cols};
+        }
+        cuda::residual_norm({dx.get(), rows, cols, cols}, residual, dw.get(), 1e-6f,
+                            {out.get(), rows, cols, cols}, GgmlType::kQ8_K,
+                            {rounded.get(), rows, cols, cols}, &codes, stream.get(),
+                            fused ? routed : cuda::RoutedRows{});
+        results[fused][0] = dx.download();
+        results[fused][1] = out.download();
+        results[fused][2] = rounded.download();
+    }
+    EXPECT_NE(results[1][0], x);  // the sum was added
+    for (int i = 0; i < 3; ++i) {
+        ASSERT_EQ(results[0][i].size(), results[1][i].size());
+        EXPECT_EQ(std::memcmp(results[0][i].data(), results[1][i].data(),
+                              4 * results[0][i].size()),
+                  0)
+            << i;
+    }
+}
+
         const gpu::ActivationRounding r = gpu::rounding_for(dot);
         const int block = gpu::rounding_block(r);
         std::vector<float> ref(x.size());
@@ -518,7 +562,7 @@ TEST(GpuRouting, WeightedSumInRouteOrder) {
     DeviceArray<float> dy(y), out(ref.size());
     DeviceArray<Route> dr(routes);
     cuda::Stream stream;
-    cuda::moe_weighted_sum(dy.get(), cols, dr.get(), k, {out.get(), n_tokens, cols, cols},
+    cuda::moe_weighted_sum({dy.get(), cols, dr.get(), k}, {out.get(), n_tokens, cols, cols},
                            stream.get());
     EXPECT_LE(max_abs_diff(out.download(), ref), 1e-6);
 }
