@@ -198,10 +198,19 @@ void store_kv(const KvLayer& kv, DeviceRows k, DeviceRows v, const TokenPlace* p
     store_one(kv.v, kv.f16, kv.positions, static_cast<int64_t>(kv.n_kv) * kv.dv, v, places, stream);
 }
 
-void attention(const KvLayer& kv, DeviceRows q, const TokenPlace* places,
+// Whether combine_chunks() can round its output through r: every pass of its threads then covers
+// whole warps (the heads of a head block make a multiple of 256 values) whose q8 blocks begin at
+// a lane group's first run (each head block starts at a multiple of 256 values).
+bool combine_rounds(const AttentionArgs& a, gpu::ActivationRounding r) {
+    if (r == gpu::ActivationRounding::kNone) return false;
+    if (gpu::rounding_block(r) == 1) return true;
+    return (a.block_heads * a.dv) % 256 == 0 && (a.group * a.dv) % 256 == 0;
+}
+
+bool attention(const KvLayer& kv, DeviceRows q, const TokenPlace* places,
                const Attention::Params& p, int chunk, int n_chunks, const AttentionScratch& scratch,
-               DeviceRows out, cudaStream_t stream) {
-    if (q.rows == 0) return;
+               DeviceRows out, cudaStream_t stream, const OutputRounding& rounding) {
+    if (q.rows == 0) return false;
     AttentionArgs a{};
     static_cast<LayerArgs&>(a) = layer_args(kv, p);
     a.n_head = p.n_head;
@@ -222,6 +231,14 @@ void attention(const KvLayer& kv, DeviceRows q, const TokenPlace* places,
     // group of query heads; the others a block a query head.
     const bool mma = decode_mma_takes(kv, a.group);
     a.block_heads = mma ? a.group : 1;
+    const gpu::ActivationRounding r = gpu::rounding_for(rounding.dot_type);
+    const bool rounds = combine_rounds(a, r);
+    if (rounds) {
+        a.rounding = r;
+        a.rounded = rounding.rounded.data;
+        a.rounded_stride = rounding.rounded.stride;
+        if (rounding.q8 != nullptr && gpu::rounding_block(r) >= 32) a.q8 = *rounding.q8;
+    }
     const size_t shared =
         mma ? decode_mma_shared_bytes(a.dk, a.group, a.done ? n_chunks : 0)
             : sizeof(float) * (a.dk + a.max_chunk + std::max(kWarps * a.dv, a.done ? n_chunks : 0));
@@ -247,6 +264,7 @@ void attention(const KvLayer& kv, DeviceRows q, const TokenPlace* places,
                          sizeof(float) * a.block_heads * n_chunks, stream,
                          "attention_combine_kernel", a);
     }
+    return rounds;
 }
 
 void attention_tiled(const KvLayer& kv, DeviceRows q, const TokenPlace* places,

@@ -112,6 +112,15 @@ struct AttentionScratch {
     int* done = nullptr;
 };
 
+// Where attention() may also write its output rounded for the product that reads it next, as
+// round_activations() rounds it through dot_type (into `rounded`, with the codes into q8 when
+// given), saving that product its rounding launch.
+struct OutputRounding {
+    GgmlType dot_type = GgmlType::kF32;
+    DeviceRows rounded;
+    const Q8Rows* q8 = nullptr;
+};
+
 // out[t][h] = softmax(q[t][h] · K · p.scale) · V over the positions the token at places[t] sees
 // (j <= pos of its sequence, and pos - p.window < j with a window), K and V from kv head
 // h / (p.n_head / n_kv); with p.sinks (a device array of p.n_head values) exp(sink[h] - max)
@@ -121,9 +130,11 @@ struct AttentionScratch {
 // either way the launch is the same for every position: what a replayed CUDA graph needs. Queries
 // are processed in slices that fit the scratch, which must hold p.n_head · n_chunks pairs at least.
 // The chunks combine in chunk order either way (the same sums with or without scratch.done).
-void attention(const KvLayer& kv, DeviceRows q, const TokenPlace* places,
+// Returns whether the combine also wrote `rounding` (where each warp of it holds whole blocks of
+// the rounding; otherwise the caller rounds).
+bool attention(const KvLayer& kv, DeviceRows q, const TokenPlace* places,
                const Attention::Params& p, int chunk, int n_chunks, const AttentionScratch& scratch,
-               DeviceRows out, cudaStream_t stream);
+               DeviceRows out, cudaStream_t stream, const OutputRounding& rounding = {});
 
 // The same for prefill batches, in tiles of queries that share each staged tile of keys and
 // values (online softmax; no scratch, one launch). Any mix of sequences and positions; a tile

@@ -15,8 +15,10 @@
 #include <climits>
 #include <cstdint>
 
+#include "cuda/activation_rounding.h"
 #include "cuda/attention.h"
 #include "cuda/early_launch.cuh"
+#include "cuda/q8_round.cuh"
 #include "cuda/vector_access.cuh"
 
 namespace tandem::cuda::attention_kernels {
@@ -74,6 +76,14 @@ struct AttentionArgs : LayerArgs {
     // kMaxBlockHeads) for the tensor-core decode kernel (attention_decode.cuh). The combine takes
     // the same heads a block.
     int block_heads;
+    // Unless kNone, the combine also writes its output rounded for the product that reads it
+    // next, as round_activations() rounds it: values into `rounded`, codes and scales into q8
+    // (where q8.q is set). Only where every warp of a combine pass holds whole rounding blocks
+    // (combine_rounds()).
+    gpu::ActivationRounding rounding;
+    float* rounded;
+    int64_t rounded_stride;
+    Q8Rows q8;
 };
 
 constexpr int kMaxBlockHeads = 16;
@@ -125,6 +135,31 @@ constexpr int kWarps = kThreads / 32;
 __device__ __forceinline__ float warp_max(float v) {
     for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
     return v;
+}
+
+// The rounded copy of a combined run of 8 output values at column `col` of query tq: lanes whose
+// runs make up a q8 block (4 of them for q8_0 and q8_1, a warp for q8_K) round it together.
+__device__ __forceinline__ void round_combined(const AttentionArgs& a, int tq, int64_t col,
+                                               const float (&v)[8]) {
+    const int64_t row = a.token0 + tq;
+    float* dst = a.rounded + row * a.rounded_stride + col;
+    const int block = gpu::rounding_block(a.rounding);
+    if (block == 1) {
+        float r[8];
+#pragma unroll
+        for (int i = 0; i < 8; ++i) r[i] = gpu::round_value(a.rounding, v[i]);
+        store_run(dst, r);
+        return;
+    }
+    const int part = static_cast<int>(col % block) / 8;
+    int8_t* codes = a.q8.q != nullptr ? a.q8.q + row * a.q8.q_stride + col : nullptr;
+    float* scales =
+        a.q8.q != nullptr ? a.q8.d + row * a.q8.d_stride + (col - 8 * part) / 32 : nullptr;
+    if (block == 32) {
+        round_q8_lanes<8, 4>(v, part, dst, codes, scales);
+    } else {
+        round_q8_lanes<8, 32>(v, part, dst, codes, scales);
+    }
 }
 
 // Heads [h.first, h.first + h.count) of query tq of the slice: each head's chunks' results
@@ -196,9 +231,9 @@ __device__ __forceinline__ void combine_chunks(const AttentionArgs& a, HeadRange
         float out[8];
 #pragma unroll
         for (int k = 0; k < 8; ++k) out[k] = acc[k] / total[i];
-        store_run<8>(a.out + (a.token0 + tq) * a.out_stride +
-                         static_cast<int64_t>(heads.first + i) * a.dv + d,
-                     out);
+        const int64_t col = static_cast<int64_t>(heads.first + i) * a.dv + d;
+        store_run<8>(a.out + (a.token0 + tq) * a.out_stride + col, out);
+        if (a.rounding != gpu::ActivationRounding::kNone) round_combined(a, tq, col, out);
     }
 }
 

@@ -239,7 +239,8 @@ void CpuBackend::store_kv(int layer, Act k, Act v) {
     }
 }
 
-void CpuBackend::attention(int layer, Act q, Act out) {
+void CpuBackend::attention(int layer, Act q, Act out, const WeightMatrix* reader) {
+    (void)reader;  // each product converts its own input
     const LayerConfig& L = c_.layers[layer];
     const WeightVector& sinks = model_.weights().layers[layer].attn_sinks;
     Attention::Params params;

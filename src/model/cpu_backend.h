@@ -54,7 +54,7 @@ class CpuBackend final : public Ops {
                       int64_t out_head_stride) override;
     void rope(int layer, Act x, int n_heads, int head_dim) override;
     void store_kv(int layer, Act k, Act v) override;
-    void attention(int layer, Act q, Act out) override;
+    void attention(int layer, Act q, Act out, const WeightMatrix* reader) override;
     void glu(GluKind kind, Act gate, Act up, Act out) override;
     void add(Act y, Act x) override;
     void scale(Act x, float s) override;

@@ -246,7 +246,7 @@ void Decoder::attention(int il, int n) {
             ops_.store_kv(il, k, v);
         }
     }
-    ops_.attention(il, q, attn);
+    ops_.attention(il, q, attn, c_.attn_output_gate ? nullptr : &L.wo);
     if (c_.attn_output_gate) ops_.mul_sigmoid(attn, gate);
     Act o = o_.first_rows(n);
     ops_.matmul(attn, {{&L.wo, o}});
@@ -317,7 +317,7 @@ void Decoder::latent_attention(int il, int n) {
     ops_.rms_norm(latent, L.kv_a_norm, c_.rms_eps, latent);
     ops_.rope(il, Act{kv.data + Lkv, n, R, kv.stride}, 1, kd);
     ops_.store_kv(il, kv, latent);
-    ops_.attention(il, q, attn);
+    ops_.attention(il, q, attn, nullptr);
     ops_.matmul_heads(L.wv_b, H, attn, Lkv, av, m.v_head);
     ops_.matmul(av, {{&L.wo, o_.first_rows(n)}});
 }

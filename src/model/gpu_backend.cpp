@@ -1043,7 +1043,7 @@ void GpuBackend::store_kv(int layer, Act k, Act v) {
     cuda::store_kv(kv_.layer(layer), rows(k), rows(v), places_, stream_.get());
 }
 
-void GpuBackend::attention(int layer, Act q, Act out) {
+void GpuBackend::attention(int layer, Act q, Act out, const WeightMatrix* reader) {
     written(out);
     const cuda::OpProfile::Scope scope(profile_, "attention", stream_.get());
     const LayerConfig& L = c_.layers[layer];
@@ -1061,8 +1061,14 @@ void GpuBackend::attention(int layer, Act q, Act out) {
         cuda::attention_tiled(kv, rows(q), places_, params, rows(out), stream_.get());
         return;
     }
-    cuda::attention(kv, rows(q), places_, params, 0, cuda::decode_chunks(options_.n_ctx),
-                    attention_scratch_, rows(out), stream_.get());
+    // The combine rounds its output for wo where it can (the product then finds it rounded).
+    const GgmlType type =
+        reader != nullptr && reader->format != nullptr ? reader->format->dot_type : GgmlType::kF32;
+    const cuda::OutputRounding rounding{type, {rounded_, out.rows, out.cols, out.stride},
+                                        cuda::has_q8_codes(type) ? &rounded_q8_ : nullptr};
+    if (cuda::attention(kv, rows(q), places_, params, 0, cuda::decode_chunks(options_.n_ctx),
+                        attention_scratch_, rows(out), stream_.get(), rounding))
+        remember_rounded(out, type);
 }
 
 void GpuBackend::glu(GluKind kind, Act gate, Act up, Act out) {
@@ -1096,18 +1102,18 @@ void GpuBackend::choose_max_fetch(int asked) {
              max_fetch_, 1e6 * copy, 1e6 * cpu);
 }
 
-void GpuBackend::moe(int layer, Act logits, Act in, Act out) {
-    const MoeLayer& m = weights_.layers[layer].experts;
-    const int n = in.rows;
-    const cudaStream_t st = stream_.get();
-    written(out);
-    std::optional<cuda::OpProfile::Scope> scope(std::in_place, profile_, "moe router", st);
 void GpuBackend::moe_into_residual(int layer, Act logits, Act in, Act out) {
     defer_sum_ = true;
     moe(layer, logits, in, out);
     defer_sum_ = false;
 }
 
+void GpuBackend::moe(int layer, Act logits, Act in, Act out) {
+    const MoeLayer& m = weights_.layers[layer].experts;
+    const int n = in.rows;
+    const cudaStream_t st = stream_.get();
+    written(out);
+    std::optional<cuda::OpProfile::Scope> scope(std::in_place, profile_, "moe router", st);
     // The probabilities go to scratch: the logits stay as the decoder left them.
     const WeightVector& bias = weights_.layers[layer].expert_bias;  // on the device, or empty
     cuda::route_topk(rows(logits), rows(router_probs_.first_rows(n)), routing_, routes_, st,
@@ -1191,17 +1197,17 @@ void GpuBackend::gpu_experts(const MoeLayer& m, const Route* routes, Act in, Act
     // The routes are settled by now: gate and up ran since they were written.
     cuda::matmul_routed(ctx_, m.down, routes, n_routes, 1, expert_gate_, F, expert_down_, E,
                         grouped, down_q8, true);
+    const cuda::RoutedRows outputs{expert_down_, E, routes, k};
+    if (defer_sum && cuda::residual_norm_fits(E)) {
+        pending_sum_ = {out.data, outputs};
+        return;
+    }
     scope.emplace(profile_, "moe sum", st);
     cuda::moe_weighted_sum(outputs, rows(out), st);
 }
 
 void GpuBackend::matmul_heads(const ExpertMatrix& w, int n_heads, Act in, int64_t in_head_stride,
                               Act out, int64_t out_head_stride) {
-    const cuda::RoutedRows outputs{expert_down_, E, routes, k};
-    if (defer_sum && cuda::residual_norm_fits(E)) {
-        pending_sum_ = {out.data, outputs};
-        return;
-    }
     // Row t · H + h of the heads' inputs is a route of token row t to "expert" h: the routed
     // products (matrix-vector per route for decode, tiles per head for prefill) over them.
     const int n = in.rows, n_rows = n * n_heads;

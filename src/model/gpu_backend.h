@@ -70,7 +70,7 @@ class GpuBackend final : public Ops {
     void norm_rope_store(int layer, Act q, int n_head, Act k, int n_head_kv, Act v, int head_dim,
                          const WeightVector& q_norm, const WeightVector& k_norm,
                          float eps) override;
-    void attention(int layer, Act q, Act out) override;
+    void attention(int layer, Act q, Act out, const WeightMatrix* reader) override;
     void glu(GluKind kind, Act gate, Act up, Act out) override;
     void add(Act y, Act x) override;
     void scale(Act x, float s) override;

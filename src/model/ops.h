@@ -118,8 +118,9 @@ class Ops {
     // sequence (kFull), or p - window < j <= p (kSliding). Scores are q·k · attn_scale; when
     // weights().layers[layer].attn_sinks is not empty, exp(sink[h] - max) joins the softmax's
     // denominator of head h (the max taken over the scores and the sink), as ggml's
-    // soft_max_add_sinks. out: n_head × head_dim_v per row.
-    virtual void attention(int layer, Act q, Act out) = 0;
+    // soft_max_add_sinks. out: n_head × head_dim_v per row. `reader`, when given, is the matrix
+    // whose product reads out next: a backend may round out for it in the same pass.
+    virtual void attention(int layer, Act q, Act out, const WeightMatrix* reader) = 0;
     // out = act(gate, up) row by row (GluKind says how, as ggml computes it). out may be gate.
     virtual void glu(GluKind kind, Act gate, Act up, Act out) = 0;
     // y += x.
@@ -170,13 +171,13 @@ class Ops {
     // scales and biases, config.expert_activation, down with its scale and bias) and their
     // weighted sum in route order into out. Among equal scores the lower expert id goes first.
     virtual void moe(int layer, Act logits, Act in, Act out) = 0;
-    // out[i] = x[logit_rows[i]] for the logit rows of set_batch().
     // moe() whose out is read next only by residual_norm(), as its residual: a backend may leave
     // the experts' weighted sum to that norm, which then takes it in the same pass (on the GPU a
     // launch less a decode layer); out holds the sum only if nothing took it so.
     virtual void moe_into_residual(int layer, Act logits, Act in, Act out) {
         moe(layer, logits, in, out);
     }
+    // out[i] = x[logit_rows[i]] for the logit rows of set_batch().
     virtual void gather_logit_rows(Act x, Act out) = 0;
 
     // The prefix cache in host memory (engine/prefix_cache.h) keeps finished sequences beyond

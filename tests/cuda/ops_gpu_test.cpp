@@ -143,6 +143,37 @@ TEST_P(GpuAttention, MatchesTheCpu) {
             EXPECT_EQ(combined[0], combined[1]) << "scratch " << capacity << ", chunk " << chunk;
         }
     }
+    // The combine's rounding of its output for the next product: where it rounds (always for
+    // the float types), exactly what round_activations() makes of the output.
+    const int n_chunks = cuda::decode_chunks(c.n_ctx);
+    const int64_t capacity = int64_t{c.n_head} * n_chunks * nq;
+    for (const GgmlType dot : {GgmlType::kF16, GgmlType::kQ8_0, GgmlType::kQ8_K}) {
+        DeviceArray<float> values(capacity * c.head_dim), stats(capacity * 2);
+        DeviceArray<int> done(std::vector<int>(capacity, 0));
+        const cuda::AttentionScratch scratch{values.get(), stats.get(), capacity, done.get()};
+        DeviceArray<float> dq(q), dout(nq * q_cols), rounded(nq * q_cols), ref_rounded(nq * q_cols);
+        DeviceArray<int8_t> codes(nq * q_cols), ref_codes(nq * q_cols);
+        DeviceArray<float> scales(nq * q_cols / 32), ref_scales(nq * q_cols / 32);
+        const cuda::Q8Rows q8{codes.get(), scales.get(), q_cols, q_cols / 32},
+            ref_q8{ref_codes.get(), ref_scales.get(), q_cols, q_cols / 32};
+        const bool has_codes = cuda::has_q8_codes(dot);
+        DeviceArray<TokenPlace> dqp(qp);
+        const bool rounds = cuda::attention(
+            cache, {dq.get(), nq, q_cols, q_cols}, dqp.get(), params, 0, n_chunks, scratch,
+            {dout.get(), nq, q_cols, q_cols}, stream.get(),
+            {dot, {rounded.get(), nq, q_cols, q_cols}, has_codes ? &q8 : nullptr});
+        const std::string what = fmt::format("rounding through {}", format_of(dot).name);
+        if (dot == GgmlType::kF16) EXPECT_TRUE(rounds) << what;
+        if (!rounds) continue;
+        cuda::round_activations({dout.get(), nq, q_cols, q_cols}, dot,
+                                {ref_rounded.get(), nq, q_cols, q_cols}, stream.get(),
+                                has_codes ? &ref_q8 : nullptr);
+        const std::vector<float> a = ref_rounded.download(), b = rounded.download();
+        ASSERT_EQ(std::memcmp(a.data(), b.data(), 4 * a.size()), 0) << what;
+        if (!has_codes) continue;
+        EXPECT_EQ(ref_codes.download(), codes.download()) << what;
+        EXPECT_EQ(ref_scales.download(), scales.download()) << what;
+    }
     {
         // The prefill kernel: tiles of queries, the first mixing both sequences.
         DeviceArray<float> dq(q), dout(std::vector<float>(nq * q_cols, NAN));
@@ -358,37 +389,6 @@ TEST(GpuFusedNorm, ResidualNormMatchesAddNormAndRounding) {
     }
 }
 
-TEST(GpuRmsNorm, RowsAndHeadsMatchTheCpu) {
-    TANDEM_REQUIRE_GPU();
-    const int rows = 7;
-    for (int64_t cols : {64, 2048, 5120}) {
-        for (int64_t group : {cols, int64_t{32}}) {
-            const std::vector<float> x = testing::random_floats(rows * cols, 5, 3.0f);
-            const std::vector<float> w = testing::random_floats(group, 6);
-            std::vector<float> ref(rows * cols);
-            for (int r = 0; r < rows; ++r)
-                for (int64_t g = 0; g < cols / group; ++g)
-                    rms_norm(x.data() + r * cols + g * group, w.data(), group, 1e-6f,
-                             ref.data() + r * cols + g * group);
-            DeviceArray<float> dx(x), dw(w), out(x.size());
-            cuda::Stream stream;
-            cuda::rms_norm({dx.get(), rows, cols, cols}, dw.get(), group, 1e-6f,
-                           {out.get(), rows, cols, cols}, stream.get());
-            EXPECT_LE(max_abs_diff(out.download(), ref), 2e-5) << cols << " / " << group;
-        }
-    }
-}
-
-// The device's rounding kernels (warp-parallel scans) against the sequential block functions,
-// which the host test checks against the formats' quantizers: bit for bit.
-TEST(GpuActivationRounding, MatchesTheSequentialQuantizers) {
-    TANDEM_REQUIRE_GPU();
-    const int rows = 5, cols = 1024;
-    std::vector<float> x = testing::random_floats(rows * cols, 12);
-    for (int i = 0; i < cols; i += 37) x[i] = -x[i + 1];        // equal magnitudes, both signs
-    std::fill(x.begin() + cols, x.begin() + cols + 256, 0.0f);  // an all-zero block
-    for (GgmlType dot :
-         {GgmlType::kQ8_0, GgmlType::kQ8_1, GgmlType::kQ8_K, GgmlType::kF16, GgmlType::kBF16}) {
 // An MoE layer's weighted sum taken by the next norm as its residual: the same bits as the sum
 // written by moe_weighted_sum() and then added.
 TEST(GpuFusedNorm, ResidualNormTakesTheRoutedSum) {
@@ -433,6 +433,37 @@ TEST(GpuFusedNorm, ResidualNormTakesTheRoutedSum) {
     }
 }
 
+TEST(GpuRmsNorm, RowsAndHeadsMatchTheCpu) {
+    TANDEM_REQUIRE_GPU();
+    const int rows = 7;
+    for (int64_t cols : {64, 2048, 5120}) {
+        for (int64_t group : {cols, int64_t{32}}) {
+            const std::vector<float> x = testing::random_floats(rows * cols, 5, 3.0f);
+            const std::vector<float> w = testing::random_floats(group, 6);
+            std::vector<float> ref(rows * cols);
+            for (int r = 0; r < rows; ++r)
+                for (int64_t g = 0; g < cols / group; ++g)
+                    rms_norm(x.data() + r * cols + g * group, w.data(), group, 1e-6f,
+                             ref.data() + r * cols + g * group);
+            DeviceArray<float> dx(x), dw(w), out(x.size());
+            cuda::Stream stream;
+            cuda::rms_norm({dx.get(), rows, cols, cols}, dw.get(), group, 1e-6f,
+                           {out.get(), rows, cols, cols}, stream.get());
+            EXPECT_LE(max_abs_diff(out.download(), ref), 2e-5) << cols << " / " << group;
+        }
+    }
+}
+
+// The device's rounding kernels (warp-parallel scans) against the sequential block functions,
+// which the host test checks against the formats' quantizers: bit for bit.
+TEST(GpuActivationRounding, MatchesTheSequentialQuantizers) {
+    TANDEM_REQUIRE_GPU();
+    const int rows = 5, cols = 1024;
+    std::vector<float> x = testing::random_floats(rows * cols, 12);
+    for (int i = 0; i < cols; i += 37) x[i] = -x[i + 1];        // equal magnitudes, both signs
+    std::fill(x.begin() + cols, x.begin() + cols + 256, 0.0f);  // an all-zero block
+    for (GgmlType dot :
+         {GgmlType::kQ8_0, GgmlType::kQ8_1, GgmlType::kQ8_K, GgmlType::kF16, GgmlType::kBF16}) {
         const gpu::ActivationRounding r = gpu::rounding_for(dot);
         const int block = gpu::rounding_block(r);
         std::vector<float> ref(x.size());
