@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cfloat>
 #include <climits>
+#include <mutex>
 
 #include "base/env_flag.h"
 #include "cuda/attention_decode.cuh"
@@ -33,16 +34,20 @@ __global__ void attention_combine_kernel(const __grid_constant__ AttentionArgs a
 
 // The tensor-core decode kernel for heads of kDim. A block of 16 heads of 128 (or the combine's
 // weights of a very long context) takes shared memory past the default 48 KiB, which the kernel
-// is allowed as launches first need it.
+// is allowed as launches first need it (under a lock: backends on other threads may launch it).
 template <int kDim>
 void launch_decode_mma(dim3 grid, size_t shared, cudaStream_t stream, const AttentionArgs& a) {
+    static std::mutex mutex;
     static size_t allowed = 48 << 10;
-    if (shared > allowed) {
-        check(cudaFuncSetAttribute(attention_decode_mma_kernel<kDim>,
-                                   cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                   static_cast<int>(shared)),
-              "cudaFuncSetAttribute (decode attention's shared memory)");
-        allowed = shared;
+    {
+        const std::lock_guard<std::mutex> lock(mutex);
+        if (shared > allowed) {
+            check(cudaFuncSetAttribute(attention_decode_mma_kernel<kDim>,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       static_cast<int>(shared)),
+                  "cudaFuncSetAttribute (decode attention's shared memory)");
+            allowed = shared;
+        }
     }
     launch_early(attention_decode_mma_kernel<kDim>, grid, kThreads, shared, stream,
                  "attention_decode_mma_kernel", a);
