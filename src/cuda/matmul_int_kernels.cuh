@@ -343,7 +343,7 @@ __global__ void __launch_bounds__(128, 3) tile_int_kernel(const __grid_constant_
     constexpr int kGroups = kIntTileK / I::kGroup;  // weight scales per row and step
     constexpr int kCLd = kTileTokens + kTilePad;
     constexpr int kWeightJobs = kTileRows * (kIntTileK / 8) / 128;  // chunks per thread
-    constexpr int kSumJobs = kTileTokens * kIntSteps16 / 128;       // 16-code sums per thread
+    constexpr int kSumJobs = kTileTokens * kGroups / 128;           // group code sums per thread
     constexpr int kActWords = L::kActLd / 4;
     static_assert(I::kGroup == 16 || I::kGroup == 32, "groups of 16 or 32 values");
     extern __shared__ __align__(16) uint8_t stage_memory[];
@@ -352,7 +352,7 @@ __global__ void __launch_bounds__(128, 3) tile_int_kernel(const __grid_constant_
     float* act_d = reinterpret_cast<float*>(act + L::kAct);
     __shared__ uint32_t Wq[kTileRows * kIntLd];
     __shared__ float Ws[kTileRows][kGroups], Wm[kTileRows][kGroups];
-    __shared__ float Asum[kTileTokens][kIntSteps16];
+    __shared__ float Asum[kTileTokens][kGroups];
     __shared__ int32_t token_row[kTileTokens];
     __shared__ int32_t out_row[kTileTokens];
 
@@ -433,11 +433,16 @@ __global__ void __launch_bounds__(128, 3) tile_int_kernel(const __grid_constant_
 #pragma unroll
                 for (int n = 0; n < kSumJobs; ++n) {
                     const int job = threadIdx.x + 128 * n;
-                    const int i = job / kIntSteps16, h = job % kIntSteps16;
-                    const uint4 a = *reinterpret_cast<const uint4*>(act_buf + i * L::kActLd +
-                                                                    sub * kIntTileK + 16 * h);
-                    Asum[i][h] = small_int_to_float(
-                        sum8(make_uint2(a.x, a.y)) + sum8(make_uint2(a.z, a.w)));
+                    const int i = job / kGroups, grp = job % kGroups;
+                    const uint4* codes = reinterpret_cast<const uint4*>(
+                        act_buf + i * L::kActLd + sub * kIntTileK + I::kGroup * grp);
+                    int sum = 0;
+#pragma unroll
+                    for (int q = 0; q < I::kGroup / 16; ++q) {
+                        const uint4 a = codes[q];
+                        sum = sum8(make_uint2(a.z, a.w), sum8(make_uint2(a.x, a.y), sum));
+                    }
+                    Asum[i][grp] = small_int_to_float(sum);
                 }
             }
             __syncthreads();
@@ -470,26 +475,36 @@ __global__ void __launch_bounds__(128, 3) tile_int_kernel(const __grid_constant_
                 }
                 if (I::kGroup == 32 && h % 2 == 0) continue;
                 // The group's integer sums, scaled: d_token · (scale_row · sum + min_row ·
-                // the token's code sum).
+                // the token's code sum). A lane's four rows' scales and mins are loaded once for
+                // its column blocks, each column block's two tokens' scales and sums once.
                 const int grp = I::kGroup == 16 ? h : h / 2;
                 const int d_col = sub * (kIntTileK / 32) + h / 2;
+                float ws[2][2], wm[2][2];
+#pragma unroll
+                for (int i = 0; i < 2; ++i)
+#pragma unroll
+                    for (int half = 0; half < 2; ++half) {
+                        const int r = 32 * wr + 16 * i + g + 8 * half;
+                        ws[i][half] = Ws[r][grp];
+                        if constexpr (I::kHasMin) wm[i][half] = Wm[r][grp];
+                    }
 #pragma unroll
                 for (int j = 0; j < 4; ++j) {
                     if (column_block_empty(j)) continue;
+                    float da[2], sa[2];
+#pragma unroll
+                    for (int u = 0; u < 2; ++u) {
+                        const int tk = 32 * wc + 8 * j + 2 * t + u;
+                        da[u] = d_buf[tk * L::kActScales + d_col];
+                        if constexpr (I::kHasMin) sa[u] = Asum[tk][grp];
+                    }
 #pragma unroll
                     for (int i = 0; i < 2; ++i)
 #pragma unroll
                         for (int e = 0; e < 4; ++e) {
-                            const int r = 32 * wr + 16 * i + g + 8 * (e >> 1);
-                            const int tk = 32 * wc + 8 * j + 2 * t + (e & 1);
-                            float v = Ws[r][grp] *
-                                      small_int_to_float(sums[i][j][e]);
-                            if constexpr (I::kHasMin) {
-                                const float sa =
-                                    I::kGroup == 16 ? Asum[tk][h] : Asum[tk][h - 1] + Asum[tk][h];
-                                v = fmaf(Wm[r][grp], sa, v);
-                            }
-                            acc[i][j][e] = fmaf(d_buf[tk * L::kActScales + d_col], v, acc[i][j][e]);
+                            float v = ws[i][e >> 1] * small_int_to_float(sums[i][j][e]);
+                            if constexpr (I::kHasMin) v = fmaf(wm[i][e >> 1], sa[e & 1], v);
+                            acc[i][j][e] = fmaf(da[e & 1], v, acc[i][j][e]);
                         }
                 }
             }
