@@ -12,6 +12,7 @@
 #include <climits>
 #include <cstdint>
 
+#include "cuda/async_copy.cuh"
 #include "cuda/attention_kernels.cuh"
 #include "cuda/check.h"
 #include "cuda/mma_f16.cuh"
@@ -24,46 +25,53 @@ constexpr int kMmaQueries = 16 * kMmaWarps;  // a block's queries: 16 rows of an
 
 // Keys a staged tile holds: 64, or 32 for heads of 256 (so that the block's shared memory stays
 // within what every GPU since Ampere gives it); rows padded by 8 halves, so that the eight rows an
-// mma fragment or ldmatrix reads at once fall in distinct banks.
+// mma fragment or ldmatrix reads at once fall in distinct banks. Heads of up to 128 stage two
+// tiles, the copies of the next flying while the block computes on this one; heads of 256 one
+// (two would pass the shared memory of sm_86 and sm_89).
 template <int kDim>
 constexpr int mma_tile_keys() {
     return kDim <= 128 ? 64 : 32;
+}
+template <int kDim>
+constexpr int mma_stages() {
+    return kDim <= 128 ? 2 : 1;
 }
 constexpr int mma_row(int dim) {
     return dim + 8;
 }
 template <int kDim>
 constexpr size_t mma_shared_bytes() {
-    return sizeof(__half) * (kMmaQueries + 2 * mma_tile_keys<kDim>()) * mma_row(kDim);
+    return sizeof(__half) * (kMmaQueries + 2 * mma_stages<kDim>() * mma_tile_keys<kDim>()) *
+           mma_row(kDim);
 }
 
-__device__ __forceinline__ uint32_t shared_word(const __half* p) {
-    return *reinterpret_cast<const uint32_t*>(p);
+// Four 8 × 8 matrices of halves from shared memory, lanes 8 i .. 8 i + 7 naming the rows of
+// matrix i; each lane receives row lane / 4, columns 2 (lane % 4) and + 1 of each (with .trans,
+// of the transposed matrices).
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&m)[4], const __half* row) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(m[0]), "=r"(m[1]), "=r"(m[2]), "=r"(m[3])
+                 : "r"(shared_address(row)));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&m)[4], const __half* row) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(m[0]), "=r"(m[1]), "=r"(m[2]), "=r"(m[3])
+                 : "r"(shared_address(row)));
 }
 
-// The b fragment of 16 rows (keys) × 8 columns (value dims) of a row-major tile: lanes 0-15 name
-// the rows, .trans hands each lane its two keys of one column.
-__device__ __forceinline__ void ldmatrix_b_trans(uint32_t& b0, uint32_t& b1, const __half* row) {
-    const unsigned at = static_cast<unsigned>(__cvta_generic_to_shared(row));
-    asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n"
-                 : "=r"(b0), "=r"(b1)
-                 : "r"(at));
-}
-
-// Positions j0 .. j0 + n - 1 of one kv head (row j at `first` + slot(j) · row_stride halves) into
-// a tile of kKeys rows; rows past n are zeros (their weights are zero, and 0 · 0 stays 0).
+// Issues the copies of positions j0 .. j0 + n - 1 of one kv head (row j at `first` + slot(j) ·
+// row_stride halves) into a tile of kKeys rows; rows past n are zeros (their weights are zero,
+// and 0 · 0 stays 0).
 template <int kDim, int kKeys>
-__device__ __forceinline__ void stage_rows(const __half* base, int64_t first, int64_t row_stride,
+__device__ __forceinline__ void issue_rows(const __half* base, int64_t first, int64_t row_stride,
                                            int j0, int n, int positions, __half* tile) {
     constexpr int kPerRow = kDim / 8;
     for (int job = threadIdx.x; job < kKeys * kPerRow; job += kThreads) {
         const int r = job / kPerRow, c = 8 * (job % kPerRow);
-        uint4 v = make_uint4(0, 0, 0, 0);
-        if (r < n) {
-            v = *reinterpret_cast<const uint4*>(base + first +
-                                                ring_slot(j0 + r, positions) * row_stride + c);
-        }
-        *reinterpret_cast<uint4*>(tile + r * mma_row(kDim) + c) = v;
+        const bool real = r < n;
+        const __half* src =
+            real ? base + first + ring_slot(j0 + r, positions) * row_stride + c : base;
+        copy_async<16>(tile + r * mma_row(kDim) + c, src, !real);
     }
 }
 
@@ -71,11 +79,12 @@ template <int kDim>
 __global__ void __launch_bounds__(kThreads)
     attention_mma_kernel(const __grid_constant__ TiledArgs a) {
     constexpr int kKeys = mma_tile_keys<kDim>(), kLd = mma_row(kDim);
+    constexpr int kStages = mma_stages<kDim>();
     constexpr int kKeyTiles = kKeys / 8, kDimTiles = kDim / 8;
     extern __shared__ uint4 shared_words[];
     __half* Qs = reinterpret_cast<__half*>(shared_words);  // [kMmaQueries][kLd]
-    __half* Ks = Qs + kMmaQueries * kLd;                    // [kKeys][kLd]
-    __half* Vs = Ks + kKeys * kLd;                          // [kKeys][kLd]
+    __half* Ks = Qs + kMmaQueries * kLd;                    // [kStages][kKeys][kLd]
+    __half* Vs = Ks + kStages * kKeys * kLd;                // [kStages][kKeys][kLd]
     __shared__ int q_pos[kMmaQueries], q_seq[kMmaQueries], q_first[kMmaQueries];
     __shared__ int next_seq, seq_begin, seq_end;
     const int h = blockIdx.y, t0 = blockIdx.x * kMmaQueries, kvh = h / a.group;
@@ -101,6 +110,13 @@ __global__ void __launch_bounds__(kThreads)
     // row's scores of keys 2 · pair, + 1 in each tile of 8, and its outputs of dims 2 · pair, + 1
     // in each tile of 8.
     const int rows[2] = {warp * 16 + quad, warp * 16 + quad + 8};
+    // The rows and columns this lane names to ldmatrix: Q's a fragments (rows 0-7 and 8-15 of
+    // the warp's 16, columns 0-7 and 8-15), two key tiles' b fragments (keys of the tile and the
+    // next, dims 0-7 and 8-15), two dim tiles' transposed V fragments (keys 0-7 and 8-15, dims of
+    // the tile and the next).
+    const int q_lane_row = warp * 16 + (lane & 7) + ((lane >> 3) & 1) * 8, q_lane_col = (lane >> 4) * 8;
+    const int k_lane_row = (lane >> 4) * 8 + (lane & 7), k_lane_col = ((lane >> 3) & 1) * 8;
+    const int v_lane_row = (lane & 7) + ((lane >> 3) & 1) * 8, v_lane_col = (lane >> 4) * 8;
     float o[kDimTiles][4];
 #pragma unroll
     for (int dt = 0; dt < kDimTiles; ++dt) o[dt][0] = o[dt][1] = o[dt][2] = o[dt][3] = 0.0f;
@@ -129,92 +145,125 @@ __global__ void __launch_bounds__(kThreads)
             first[r] = q_first[rows[r]];
         }
         const int64_t seq_base = static_cast<int64_t>(seq) * a.positions;
-        for (int j0 = first_key; j0 < n_keys; j0 += kKeys) {
-            const int n = min(kKeys, n_keys - j0);
-            __syncthreads();  // the last tile is read
-            stage_rows<kDim, kKeys>(K, seq_base * k_row + static_cast<int64_t>(kvh) * a.dk, k_row,
-                                    j0, n, a.positions, Ks);
-            stage_rows<kDim, kKeys>(V, seq_base * a.v_pos_stride +
-                                           static_cast<int64_t>(kvh) * a.v_head_stride,
-                                    a.v_pos_stride, j0, n, a.positions, Vs);
+        const int64_t k_first = seq_base * k_row + static_cast<int64_t>(kvh) * a.dk;
+        const int64_t v_first =
+            seq_base * a.v_pos_stride + static_cast<int64_t>(kvh) * a.v_head_stride;
+        const int n_tiles = (n_keys - first_key + kKeys - 1) / kKeys;
+        const auto issue = [&](int i) {
+            const int j0 = first_key + i * kKeys, n = min(kKeys, n_keys - j0);
+            const int buf = i % kStages;
+            issue_rows<kDim, kKeys>(K, k_first, k_row, j0, n, a.positions, Ks + buf * kKeys * kLd);
+            issue_rows<kDim, kKeys>(V, v_first, a.v_pos_stride, j0, n, a.positions,
+                                    Vs + buf * kKeys * kLd);
+            commit_copies();
+        };
+        for (int i = 0; i < n_tiles; ++i) {
+            // Two stages: tile i + 1's copies fly while tile i is computed (its buffer was last
+            // read by tile i - 1, before the barrier that closed it).
+            if constexpr (kStages == 2) {
+                if (i == 0) issue(0);
+                if (i + 1 < n_tiles) {
+                    issue(i + 1);
+                    wait_copies<1>();
+                } else {
+                    wait_copies<0>();
+                }
+            } else {
+                issue(i);
+                wait_copies<0>();
+            }
             __syncthreads();
+            const int j0 = first_key + i * kKeys, n = min(kKeys, n_keys - j0);
+            const __half* Kt = Ks + (i % kStages) * kKeys * kLd;
+            const __half* Vt = Vs + (i % kStages) * kKeys * kLd;
             // A warp none of whose rows sees a key of this tile skips it (causal tiles past its
-            // queries, windows before them).
-            bool sees = false;
+            // queries, windows before them); one all of whose rows see all its keys needs no
+            // masks.
+            bool sees = false, sees_all = n == kKeys;
 #pragma unroll
-            for (int r = 0; r < 2; ++r) sees = sees || (mine[r] && first[r] < j0 + n && pos[r] >= j0);
-            if (!__any_sync(0xffffffffu, sees)) continue;
-
-            float s[kKeyTiles][4];
+            for (int r = 0; r < 2; ++r) {
+                sees = sees || (mine[r] && first[r] < j0 + n && pos[r] >= j0);
+                sees_all = sees_all && mine[r] && first[r] <= j0 && pos[r] >= j0 + kKeys - 1;
+            }
+            if (__any_sync(0xffffffffu, sees)) {
+                const bool full = __all_sync(0xffffffffu, sees_all);
+                float s[kKeyTiles][4];
 #pragma unroll
-            for (int kt = 0; kt < kKeyTiles; ++kt) s[kt][0] = s[kt][1] = s[kt][2] = s[kt][3] = 0.0f;
+                for (int kt = 0; kt < kKeyTiles; ++kt)
+                    s[kt][0] = s[kt][1] = s[kt][2] = s[kt][3] = 0.0f;
 #pragma unroll 4
-            for (int d0 = 0; d0 < kDim; d0 += 16) {
-                const __half* qa = Qs + rows[0] * kLd + d0 + 2 * pair;
-                const uint32_t qf[4] = {shared_word(qa), shared_word(qa + 8 * kLd),
-                                        shared_word(qa + 8), shared_word(qa + 8 * kLd + 8)};
+                for (int d0 = 0; d0 < kDim; d0 += 16) {
+                    uint32_t qf[4];
+                    ldmatrix_x4(qf, Qs + q_lane_row * kLd + d0 + q_lane_col);
+#pragma unroll
+                    for (int kt = 0; kt < kKeyTiles; kt += 2) {
+                        uint32_t kf[4];
+                        ldmatrix_x4(kf, Kt + (kt * 8 + k_lane_row) * kLd + d0 + k_lane_col);
+                        mma_f16(s[kt], qf, kf[0], kf[1]);
+                        mma_f16(s[kt + 1], qf, kf[2], kf[3]);
+                    }
+                }
+                // Masks (unless the warp sees the whole tile), then the online softmax of each
+                // row over its quad.
+                float tile_max[2] = {-INFINITY, -INFINITY};
 #pragma unroll
                 for (int kt = 0; kt < kKeyTiles; ++kt) {
-                    const __half* kb = Ks + (kt * 8 + quad) * kLd + d0 + 2 * pair;
-                    mma_f16(s[kt], qf, shared_word(kb), shared_word(kb + 8));
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) {
+                        const int r = e / 2, c = kt * 8 + 2 * pair + e % 2, j = j0 + c;
+                        const bool seen =
+                            full || (mine[r] && c < n && j >= first[r] && j <= pos[r]);
+                        s[kt][e] = seen ? s[kt][e] * scale : -INFINITY;
+                        tile_max[r] = fmaxf(tile_max[r], s[kt][e]);
+                    }
                 }
-            }
-            // Masks, then the online softmax of each row over its quad.
-            float tile_max[2] = {-INFINITY, -INFINITY};
+                float rescale[2], sum[2] = {0.0f, 0.0f};
 #pragma unroll
-            for (int kt = 0; kt < kKeyTiles; ++kt) {
-#pragma unroll
-                for (int e = 0; e < 4; ++e) {
-                    const int r = e / 2, c = kt * 8 + 2 * pair + e % 2, j = j0 + c;
-                    const bool seen = mine[r] && c < n && j >= first[r] && j <= pos[r];
-                    s[kt][e] = seen ? s[kt][e] * scale : -INFINITY;
-                    tile_max[r] = fmaxf(tile_max[r], s[kt][e]);
+                for (int r = 0; r < 2; ++r) {
+                    tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 1));
+                    tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 2));
+                    const float m_new = fmaxf(m[r], tile_max[r]);
+                    rescale[r] = m_new == -INFINITY ? 1.0f : exp2f(m[r] - m_new);
+                    m[r] = m_new;
                 }
-            }
-            float rescale[2], sum[2] = {0.0f, 0.0f};
 #pragma unroll
-            for (int r = 0; r < 2; ++r) {
-                tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 1));
-                tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 2));
-                const float m_new = fmaxf(m[r], tile_max[r]);
-                rescale[r] = m_new == -INFINITY ? 1.0f : exp2f(m[r] - m_new);
-                m[r] = m_new;
-            }
+                for (int kt = 0; kt < kKeyTiles; ++kt) {
 #pragma unroll
-            for (int kt = 0; kt < kKeyTiles; ++kt) {
-#pragma unroll
-                for (int e = 0; e < 4; ++e) {
-                    const int r = e / 2;
-                    s[kt][e] = s[kt][e] == -INFINITY ? 0.0f : exp2f(s[kt][e] - m[r]);
-                    sum[r] += s[kt][e];
+                    for (int e = 0; e < 4; ++e) {
+                        const int r = e / 2;
+                        s[kt][e] = s[kt][e] == -INFINITY ? 0.0f : exp2f(s[kt][e] - m[r]);
+                        sum[r] += s[kt][e];
+                    }
                 }
-            }
 #pragma unroll
-            for (int r = 0; r < 2; ++r) {
-                sum[r] += __shfl_xor_sync(0xffffffffu, sum[r], 1);
-                sum[r] += __shfl_xor_sync(0xffffffffu, sum[r], 2);
-                l[r] = l[r] * rescale[r] + sum[r];
-            }
-#pragma unroll
-            for (int dt = 0; dt < kDimTiles; ++dt) {
-                o[dt][0] *= rescale[0], o[dt][1] *= rescale[0];
-                o[dt][2] *= rescale[1], o[dt][3] *= rescale[1];
-            }
-            // O += P · V, 16 keys an mma: P's a fragment is two key tiles' score fragments.
-#pragma unroll
-            for (int kk = 0; kk < kKeys / 16; ++kk) {
-                const uint32_t pf[4] = {half2_bits(s[2 * kk][0], s[2 * kk][1]),
-                                        half2_bits(s[2 * kk][2], s[2 * kk][3]),
-                                        half2_bits(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                                        half2_bits(s[2 * kk + 1][2], s[2 * kk + 1][3])};
-                const __half* vrow = Vs + (kk * 16 + lane % 16) * kLd;
+                for (int r = 0; r < 2; ++r) {
+                    sum[r] += __shfl_xor_sync(0xffffffffu, sum[r], 1);
+                    sum[r] += __shfl_xor_sync(0xffffffffu, sum[r], 2);
+                    l[r] = l[r] * rescale[r] + sum[r];
+                }
 #pragma unroll
                 for (int dt = 0; dt < kDimTiles; ++dt) {
-                    uint32_t b0, b1;
-                    ldmatrix_b_trans(b0, b1, vrow + dt * 8);
-                    mma_f16(o[dt], pf, b0, b1);
+                    o[dt][0] *= rescale[0], o[dt][1] *= rescale[0];
+                    o[dt][2] *= rescale[1], o[dt][3] *= rescale[1];
+                }
+                // O += P · V, 16 keys an mma: P's a fragment is two key tiles' score fragments.
+#pragma unroll
+                for (int kk = 0; kk < kKeys / 16; ++kk) {
+                    const uint32_t pf[4] = {half2_bits(s[2 * kk][0], s[2 * kk][1]),
+                                            half2_bits(s[2 * kk][2], s[2 * kk][3]),
+                                            half2_bits(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                                            half2_bits(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+                    const __half* vrow = Vt + (kk * 16 + v_lane_row) * kLd + v_lane_col;
+#pragma unroll
+                    for (int dt = 0; dt < kDimTiles; dt += 2) {
+                        uint32_t vf[4];
+                        ldmatrix_x4_trans(vf, vrow + dt * 8);
+                        mma_f16(o[dt], pf, vf[0], vf[1]);
+                        mma_f16(o[dt + 1], pf, vf[2], vf[3]);
+                    }
                 }
             }
+            __syncthreads();  // the tile's buffer is read
         }
     }
 #pragma unroll
