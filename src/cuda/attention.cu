@@ -205,7 +205,8 @@ void store_kv(const KvLayer& kv, DeviceRows k, DeviceRows v, const TokenPlace* p
 
 // Whether combine_chunks() can round its output through r: every pass of its threads then covers
 // whole warps (the heads of a head block make a multiple of 256 values) whose q8 blocks begin at
-// a lane group's first run (each head block starts at a multiple of 256 values).
+// a lane group's first run (each head block starts at a multiple of 256 values). Otherwise (a
+// block per head of 128, an odd group) the product rounds its input in a launch of its own.
 bool combine_rounds(const AttentionArgs& a, gpu::ActivationRounding r) {
     if (r == gpu::ActivationRounding::kNone) return false;
     if (gpu::rounding_block(r) == 1) return true;

@@ -308,8 +308,13 @@ void launch_mma(const TiledArgs& a, cudaStream_t stream) {
 
 bool attention_mma_takes(const KvLayer& kv, int64_t q_stride, int64_t out_stride) {
     const bool dim = kv.dk == kv.dv && (kv.dk == 64 || kv.dk == 128 || kv.dk == 256);
-    return kv.f16 && !kv.values_in_keys && dim && q_stride % 2 == 0 && out_stride % 2 == 0 &&
-           mma_shared_bytes<256>() <= max_block_shared_bytes();
+    if (!kv.f16 || kv.values_in_keys || !dim || q_stride % 2 != 0 || out_stride % 2 != 0)
+        return false;
+    // The block's stages, and its static arrays (the queries' places: under 1 KiB).
+    const size_t stages = kv.dk == 64    ? mma_shared_bytes<64>()
+                          : kv.dk == 128 ? mma_shared_bytes<128>()
+                                         : mma_shared_bytes<256>();
+    return stages + 1024 <= max_block_shared_bytes();
 }
 
 void attention_mma(const TiledArgs& a, cudaStream_t stream) {

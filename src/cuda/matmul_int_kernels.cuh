@@ -344,6 +344,7 @@ __global__ void __launch_bounds__(128, 3) tile_int_kernel(const __grid_constant_
     constexpr int kCLd = kTileTokens + kTilePad;
     constexpr int kWeightJobs = kTileRows * (kIntTileK / 8) / 128;  // chunks per thread
     constexpr int kSumJobs = kTileTokens * kGroups / 128;           // group code sums per thread
+    static_assert(kTileTokens * kGroups % 128 == 0, "the threads share the group sums evenly");
     constexpr int kActWords = L::kActLd / 4;
     static_assert(I::kGroup == 16 || I::kGroup == 32, "groups of 16 or 32 values");
     extern __shared__ __align__(16) uint8_t stage_memory[];

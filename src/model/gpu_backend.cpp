@@ -762,6 +762,7 @@ cuda::RecurrentState GpuBackend::recurrent_state(int layer, bool conv) const {
 void GpuBackend::run(uint64_t key, const std::function<void()>& pass) {
     const int n = static_cast<int>(key >> 32);
     rounded_from_ = nullptr;  // what a pass rounds, it rounds itself (a replay records nothing)
+    pending_sum_ = {};        // nor does a pass that failed leave a sum for the next
     // hybrid's copies into slots for later steps run beside the pass; it ends when they do.
     const auto whole_pass = [&] {
         pass();
@@ -1104,7 +1105,12 @@ void GpuBackend::choose_max_fetch(int asked) {
 
 void GpuBackend::moe_into_residual(int layer, Act logits, Act in, Act out) {
     defer_sum_ = true;
-    moe(layer, logits, in, out);
+    try {
+        moe(layer, logits, in, out);
+    } catch (...) {
+        defer_sum_ = false;
+        throw;
+    }
     defer_sum_ = false;
 }
 

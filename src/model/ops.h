@@ -173,7 +173,7 @@ class Ops {
     virtual void moe(int layer, Act logits, Act in, Act out) = 0;
     // moe() whose out is read next only by residual_norm(), as its residual: a backend may leave
     // the experts' weighted sum to that norm, which then takes it in the same pass (on the GPU a
-    // launch less a decode layer); out holds the sum only if nothing took it so.
+    // launch less a decode layer), and out unwritten.
     virtual void moe_into_residual(int layer, Act logits, Act in, Act out) {
         moe(layer, logits, in, out);
     }

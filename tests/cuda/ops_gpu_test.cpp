@@ -163,7 +163,9 @@ TEST_P(GpuAttention, MatchesTheCpu) {
             {dout.get(), nq, q_cols, q_cols}, stream.get(),
             {dot, {rounded.get(), nq, q_cols, q_cols}, has_codes ? &q8 : nullptr});
         const std::string what = fmt::format("rounding through {}", format_of(dot).name);
-        if (dot == GgmlType::kF16) EXPECT_TRUE(rounds) << what;
+        if (dot == GgmlType::kF16) {
+            EXPECT_TRUE(rounds) << what;
+        }
         if (!rounds) continue;
         cuda::round_activations({dout.get(), nq, q_cols, q_cols}, dot,
                                 {ref_rounded.get(), nq, q_cols, q_cols}, stream.get(),
