@@ -39,14 +39,16 @@ GenerationResult combined(const std::vector<GenerationResult>& results) {
 class EventStream {
   public:
     // `logprobs`: the tokenizer that shows the tokens of the log probabilities asked for, or
-    // null.
+    // null; `echo`: text each choice opens with (a text completion's echoed prompt), or empty.
     EventStream(CompletionKind kind, ResponseHead head, bool include_usage,
-                const Tokenizer* logprobs, const std::vector<std::shared_ptr<Job>>& jobs,
-                const std::atomic<bool>& stopping, std::shared_ptr<void> in_flight)
+                const Tokenizer* logprobs, std::string echo,
+                const std::vector<std::shared_ptr<Job>>& jobs, const std::atomic<bool>& stopping,
+                std::shared_ptr<void> in_flight)
         : kind_(kind),
           head_(std::move(head)),
           include_usage_(include_usage),
           logprobs_(logprobs),
+          echo_(std::move(echo)),
           stopping_(stopping),
           in_flight_(std::move(in_flight)) {
         for (const auto& job : jobs) choices_.push_back({job});
@@ -102,6 +104,7 @@ class EventStream {
                 !write(sink, chunk(index, json{{"role", "assistant"}, {"content", ""}}))) {
                 return false;
             }
+            if (!echo_.empty() && !write(sink, text_chunk_for(index, echo_, nullptr))) return false;
         }
         Job::Update u = c.job->wait(timeout);
         if (stopping_.load()) cancel();
@@ -195,6 +198,7 @@ class EventStream {
     ResponseHead head_;
     bool include_usage_;
     const Tokenizer* logprobs_;
+    std::string echo_;
     std::vector<Choice> choices_;
     const std::atomic<bool>& stopping_;
     std::shared_ptr<void> in_flight_;  // released with the stream
@@ -264,8 +268,8 @@ void serve_completion(CompletionKind kind, const ServedModel& m, const std::stri
 
     if (r.stream) {
         auto stream = std::make_shared<EventStream>(
-            kind, std::move(head), r.include_usage, r.logprobs >= 0 ? m.tokenizer : nullptr, jobs,
-            stopping, std::move(in_flight));
+            kind, std::move(head), r.include_usage, r.logprobs >= 0 ? m.tokenizer : nullptr,
+            spec.echo, jobs, stopping, std::move(in_flight));
         res.set_header("Cache-Control", "no-cache");
         res.set_chunked_content_provider(
             "text/event-stream",
@@ -283,7 +287,7 @@ void serve_completion(CompletionKind kind, const ServedModel& m, const std::stri
         const GatheredChoice& g = choices[i];
         json one = kind == CompletionKind::kChat
                        ? chat_completion(head, g.content, g.reasoning, g.calls, g.result)
-                       : text_completion(head, g.content, g.result);
+                       : text_completion(head, spec.echo + g.content, g.result);
         if (r.logprobs >= 0) {
             size_t offset = 0;
             one["choices"][0]["logprobs"] = kind == CompletionKind::kChat

@@ -458,8 +458,14 @@ CompletionRequest parse_completion_request(const std::string& text) {
     } else {
         bad_request("'prompt' must be a string or an array of token ids", "prompt");
     }
-    if (auto echo = get_bool(body, "echo"); echo && *echo)
-        bad_request("'echo' is not supported", "echo");
+    if (auto echo = get_bool(body, "echo"); echo && *echo) {
+        if (r.logprobs >= 0) {
+            bad_request("'echo' with 'logprobs' is not supported (the prompt tokens' log "
+                        "probabilities are not computed)",
+                        "echo");
+        }
+        r.echo = true;
+    }
     if (auto suffix = get_string(body, "suffix"); suffix && !suffix->empty()) {
         bad_request("'suffix' is not supported", "suffix");
     }

@@ -48,6 +48,7 @@ struct CompletionRequest {
     std::string prompt_text;
     std::vector<int32_t> prompt_tokens;
     bool prompt_is_tokens = false;
+    bool echo = false;  // completions: the prompt's text comes back before the completion's
 
     SamplingParams sampling;
     // < 0: none; else each token's log probability with this many alternatives (chat:

@@ -110,6 +110,8 @@ JobSpec text_job(const ServedModel& m, const CompletionRequest& r) {
             ? r.prompt_tokens
             : m.tokenizer->encode(r.prompt_text, /*add_special=*/true, /*parse_special=*/true);
     if (!r.grammar.empty()) spec.params.constraint = constraint_for(m, r.grammar, r.grammar_param);
+    // The prompt as given: its text, or its tokens' (special ones spelled out).
+    if (r.echo) spec.echo = r.prompt_is_tokens ? m.tokenizer->decode(r.prompt_tokens) : r.prompt_text;
     return spec;
 }
 

@@ -26,6 +26,7 @@ struct JobSpec {
     const ToolCallFormat* tool_format = nullptr;  // null: the reply is all content
     bool parse_calls = true;  // false: only the format's structure is read (harmony's channels)
     const char* prompt_param = "messages";  // the field a prompt error names
+    std::string echo;  // text completions with `echo`: the prompt's text, before the reply's
 };
 
 // The prompt of a chat (rendered with tools as tool_choice says) or of a text completion, and

@@ -260,6 +260,54 @@ TEST_F(Served, ChoicesAreGenerationsOfSuccessiveSeeds) {
     EXPECT_EQ(s.body.find("data: [DONE]"), s.body.rfind("data: [DONE]"));
 }
 
+// echo: a text completion's prompt comes back before its completion, whole and streamed, as text
+// or as the text of token ids.
+TEST_F(Served, EchoPutsThePromptBeforeTheCompletion) {
+    const json plain = {{"prompt", "Once upon"}, {"max_tokens", 3}, {"temperature", 0}};
+    HttpResponse p = post("/v1/completions", plain.dump());
+    ASSERT_EQ(p.status, 200) << p.body;
+    const std::string completion = json::parse(p.body)["choices"][0]["text"];
+
+    json body = plain;
+    body["echo"] = true;
+    HttpResponse e = post("/v1/completions", body.dump());
+    ASSERT_EQ(e.status, 200) << e.body;
+    const json echoed = json::parse(e.body);
+    EXPECT_EQ(echoed["choices"][0]["text"], "Once upon" + completion) << e.body;
+    EXPECT_EQ(echoed["usage"], json::parse(p.body)["usage"]);  // the prompt counts as before
+
+    body["stream"] = true;
+    HttpResponse s = post("/v1/completions", body.dump());
+    ASSERT_EQ(s.status, 200);
+    std::string streamed;
+    int chunks = 0;
+    for (size_t at = s.body.find("data: {"); at != std::string::npos;
+         at = s.body.find("data: {", at + 1)) {
+        const json chunk = json::parse(s.body.substr(at + 6, s.body.find("\n\n", at) - at - 6));
+        if (chunks++ == 0) EXPECT_EQ(chunk["choices"][0]["text"], "Once upon") << s.body;
+        streamed += chunk["choices"][0]["text"].get<std::string>();
+    }
+    EXPECT_EQ(streamed, "Once upon" + completion) << s.body;
+
+    // Token ids: their text, as /detokenize spells it.
+    HttpResponse t = post("/tokenize", R"({"content":"Once upon"})");
+    ASSERT_EQ(t.status, 200) << t.body;
+    const json tokens = json::parse(t.body)["tokens"];
+    HttpResponse d = post("/detokenize", json{{"tokens", tokens}}.dump());
+    ASSERT_EQ(d.status, 200) << d.body;
+    json ids = {{"prompt", tokens},
+                {"max_tokens", 2},
+                {"temperature", 0},
+                {"ignore_eos", true},
+                {"echo", true}};
+    HttpResponse i = post("/v1/completions", ids.dump());
+    ASSERT_EQ(i.status, 200) << i.body;
+    const std::string text = json::parse(i.body)["choices"][0]["text"];
+    const std::string prompt_text = json::parse(d.body)["content"];
+    EXPECT_EQ(text.substr(0, prompt_text.size()), prompt_text) << i.body;
+    EXPECT_EQ(json::parse(i.body)["usage"]["completion_tokens"], 2) << i.body;
+}
+
 // logit_bias: a +100 bias makes a token every greedy choice; an id past the vocabulary is a 400.
 TEST_F(Served, LogitBiasSteersTheTokens) {
     HttpResponse t = post("/tokenize", R"({"content":"x"})");
@@ -336,7 +384,7 @@ TEST_F(Served, BadRequestsAre400) {
         {"several prompts", R"({"prompt": ["a", "b"]})"},
         {"token id outside the vocabulary", R"({"prompt": [1, 2, 100000]})"},
         {"negative token id", R"({"prompt": [1, -2]})"},
-        {"echo", R"({"prompt": "a", "echo": true})"},
+        {"echo with logprobs", R"({"prompt": "a", "echo": true, "logprobs": 1})"},
         {"prompt plus max_tokens beyond the context", R"({"prompt": "a", "max_tokens": 300})"},
     };
     for (const auto& [what, body] : completion_cases)
