@@ -44,6 +44,8 @@ constexpr size_t mma_shared_bytes() {
     return sizeof(__half) * (kMmaQueries + 2 * mma_stages<kDim>() * mma_tile_keys<kDim>()) *
            mma_row(kDim);
 }
+// The kernel's static arrays: its queries' places, and the sequence it takes.
+constexpr size_t kMmaStaticBytes = sizeof(int) * (3 * kMmaQueries + 3);
 
 // Four 8 × 8 matrices of halves from shared memory, lanes 8 i .. 8 i + 7 naming the rows of
 // matrix i; each lane receives row lane / 4, columns 2 (lane % 4) and + 1 of each (with .trans,
@@ -310,11 +312,10 @@ bool attention_mma_takes(const KvLayer& kv, int64_t q_stride, int64_t out_stride
     const bool dim = kv.dk == kv.dv && (kv.dk == 64 || kv.dk == 128 || kv.dk == 256);
     if (!kv.f16 || kv.values_in_keys || !dim || q_stride % 2 != 0 || out_stride % 2 != 0)
         return false;
-    // The block's stages, and its static arrays (the queries' places: under 1 KiB).
     const size_t stages = kv.dk == 64    ? mma_shared_bytes<64>()
                           : kv.dk == 128 ? mma_shared_bytes<128>()
                                          : mma_shared_bytes<256>();
-    return stages + 1024 <= max_block_shared_bytes();
+    return stages + kMmaStaticBytes <= max_block_shared_bytes();
 }
 
 void attention_mma(const TiledArgs& a, cudaStream_t stream) {

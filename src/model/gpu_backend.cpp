@@ -762,7 +762,9 @@ cuda::RecurrentState GpuBackend::recurrent_state(int layer, bool conv) const {
 void GpuBackend::run(uint64_t key, const std::function<void()>& pass) {
     const int n = static_cast<int>(key >> 32);
     rounded_from_ = nullptr;  // what a pass rounds, it rounds itself (a replay records nothing)
-    pending_sum_ = {};        // nor does a pass that failed leave a sum for the next
+    // Nor does a pass that failed leave a sum for the next, or the deferral on.
+    pending_sum_ = {};
+    defer_sum_ = false;
     // hybrid's copies into slots for later steps run beside the pass; it ends when they do.
     const auto whole_pass = [&] {
         pass();
@@ -1105,12 +1107,7 @@ void GpuBackend::choose_max_fetch(int asked) {
 
 void GpuBackend::moe_into_residual(int layer, Act logits, Act in, Act out) {
     defer_sum_ = true;
-    try {
-        moe(layer, logits, in, out);
-    } catch (...) {
-        defer_sum_ = false;
-        throw;
-    }
+    moe(layer, logits, in, out);
     defer_sum_ = false;
 }
 
