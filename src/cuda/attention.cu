@@ -222,9 +222,14 @@ bool attention(const KvLayer& kv, DeviceRows q, const TokenPlace* places,
     a.n_head = p.n_head;
     a.n_chunks = n_chunks;
     a.chunk = chunk;
+    // f16 caches of heads of 64 and 128 take the tensor-core kernel, a block for a kv head's
+    // group of query heads, whose chunks hold a pass of its warps at least; the others a block a
+    // query head.
+    const bool mma = decode_mma_takes(kv, a.group);
+    a.min_chunk = mma ? kMinDecodeChunk : 1;
     // The most positions a query sees: its window, or the whole cache.
     const int seen = p.window > 0 ? std::min(p.window, kv.positions) : kv.positions;
-    a.max_chunk = chunk > 0 ? chunk : (seen + n_chunks - 1) / n_chunks;
+    a.max_chunk = chunk > 0 ? chunk : std::max(a.min_chunk, (seen + n_chunks - 1) / n_chunks);
     a.q = q.data;
     a.q_stride = q.stride;
     a.places = places;
@@ -233,9 +238,6 @@ bool attention(const KvLayer& kv, DeviceRows q, const TokenPlace* places,
     a.done = scratch.done;
     a.out = out.data;
     a.out_stride = out.stride;
-    // f16 caches of heads of 64 and 128 take the tensor-core kernel, a block for a kv head's
-    // group of query heads; the others a block a query head.
-    const bool mma = decode_mma_takes(kv, a.group);
     a.block_heads = mma ? a.group : 1;
     const gpu::ActivationRounding r = gpu::rounding_for(rounding.dot_type);
     const bool rounds = combine_rounds(a, r);

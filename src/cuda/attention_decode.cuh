@@ -58,10 +58,18 @@ __device__ __forceinline__ uint32_t word(const uint4& v, int i) {
     return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
 }
 
+// Positions a decode chunk holds at least: one 16-key pass of the block's warps. A context of
+// up to this many positions is one chunk, whose block writes the output itself.
+constexpr int kMinDecodeChunk = 16 * kWarps;
+
+// The chunk's partial result into the scratch, or with `lone` (the query's only chunk) the
+// heads' output itself, as combine_chunks would make it of the one chunk (its weight 1, its sum
+// the total: the same bits), rounded for the next product where a.rounding asks.
 template <int kDim>
 __device__ __forceinline__ void decode_mma_chunk(const AttentionArgs& a, TokenPlace place,
-                                                 HeadRange heads, int t, ChunkSpan span,
-                                                 int64_t slot0, float* shared) {
+                                                 HeadRange heads, int tq, ChunkSpan span,
+                                                 int64_t slot0, float* shared, bool lone) {
+    const int t = a.token0 + tq;
     constexpr int kSteps = kDim / 16;    // k-steps of a score
     constexpr int kGroups = kDim / 32;   // a lane's 16-byte pieces of a key row
     constexpr int kPieces = kDim / 64;   // and of a value row
@@ -206,6 +214,29 @@ __device__ __forceinline__ void decode_mma_chunk(const AttentionArgs& a, TokenPl
         }
     }
     __syncthreads();
+    if (lone) {
+        // A thread a run of 8 values of a head, as combine_chunks' threads.
+        constexpr int kRuns = kDim / 8;
+        for (int job = threadIdx.x; job < n * kRuns; job += kThreads) {
+            const int h = job / kRuns, d = 8 * (job % kRuns);
+            float top = -INFINITY;
+            for (int w = 0; w < kWarps; ++w) top = fmaxf(top, stats[2 * (w * n + h)]);
+            float v[8] = {}, total = 0.0f;
+            for (int w = 0; w < kWarps; ++w) {
+                const float weight = expf(stats[2 * (w * n + h)] - top);
+                const float* src = part + (w * n + h) * kDim + d;
+#pragma unroll
+                for (int k = 0; k < 8; ++k) v[k] += weight * src[k];
+                total += weight * stats[2 * (w * n + h) + 1];
+            }
+#pragma unroll
+            for (int k = 0; k < 8; ++k) v[k] = v[k] / total;
+            const int64_t col = static_cast<int64_t>(heads.first + h) * kDim + d;
+            store_run<8>(a.out + t * a.out_stride + col, v);
+            if (a.rounding != gpu::ActivationRounding::kNone) round_combined(a, tq, col, v);
+        }
+        return;
+    }
     for (int job = threadIdx.x; job < n * kDim; job += kThreads) {
         const int h = job / kDim, d = job % kDim;
         float top = -INFINITY;
@@ -236,12 +267,20 @@ __global__ void __launch_bounds__(kThreads)
     wait_for_previous_kernel();
     const int c = blockIdx.x, tq = blockIdx.z;
     const HeadRange heads = block_head_range(a, blockIdx.y);
-    const int t = a.token0 + tq;
-    const TokenPlace place = a.places[t];
+    const TokenPlace place = a.places[a.token0 + tq];
     const int64_t slot0 = (static_cast<int64_t>(tq) * a.n_head + heads.first) * a.n_chunks + c;
     const ChunkSpan span = chunk_span(a, place, c);
+    // A context within the first chunk (at most a.min_chunk positions): its block writes the
+    // output, the others have nothing to do; no scratch, no counter. (With sinks, or a combine
+    // kernel to follow, the combine takes it.)
+    const bool lone =
+        a.done != nullptr && a.sinks == nullptr && chunk_span(a, place, 1).j0 > place.pos;
+    if (lone) {
+        if (c == 0) decode_mma_chunk<kDim>(a, place, heads, tq, span, slot0, shared, true);
+        return;
+    }
     if (span.j0 < span.j1) {
-        decode_mma_chunk<kDim>(a, place, heads, t, span, slot0, shared);
+        decode_mma_chunk<kDim>(a, place, heads, tq, span, slot0, shared, false);
     } else if (threadIdx.x < heads.count) {
         const int64_t slot = slot0 + static_cast<int64_t>(threadIdx.x) * a.n_chunks;
         a.stats[2 * slot] = -FLT_MAX;

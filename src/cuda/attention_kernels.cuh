@@ -62,6 +62,7 @@ struct AttentionArgs : LayerArgs {
     int n_head;
     int n_chunks;
     int chunk;      // positions per chunk (0: (pos + 1) / n_chunks, rounded up, per query)
+    int min_chunk;  // with chunk 0, positions a chunk holds at least (short contexts fill fewer)
     int max_chunk;  // the most a chunk may hold
     int token0;     // first query of this slice
     const float* q;
@@ -255,14 +256,16 @@ __device__ __forceinline__ bool last_chunk_block(const AttentionArgs& a, HeadRan
 }
 
 // The positions [j0, j1) of chunk c of a query at `place` (empty where the chunk lies past it):
-// with a.chunk 0, the query's positions split evenly over the n_chunks blocks.
+// with a.chunk 0, the query's positions split evenly over the n_chunks blocks, at least
+// a.min_chunk a chunk.
 struct ChunkSpan {
     int j0, j1;
 };
 
 __device__ __forceinline__ ChunkSpan chunk_span(const AttentionArgs& a, TokenPlace place, int c) {
     const int first = first_seen(place.pos, a.window);
-    const int chunk = a.chunk > 0 ? a.chunk : (place.pos - first + a.n_chunks) / a.n_chunks;
+    const int chunk =
+        a.chunk > 0 ? a.chunk : max(a.min_chunk, (place.pos - first + a.n_chunks) / a.n_chunks);
     const int j0 = first + c * chunk;
     return {j0, min(j0 + chunk, place.pos + 1)};
 }
