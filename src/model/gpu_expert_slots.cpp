@@ -79,8 +79,8 @@ GpuExpertSlots::GpuExpertSlots(const std::vector<MoeLayer>& layers, int n_slots)
     }
     // The table: slot_of, owner, last_used, clock, fills, counts, in one allocation.
     const size_t n_owned = static_cast<size_t>(layers.size()) * n_expert;
-    const size_t words = n_owned + 2 * static_cast<size_t>(n_slots) + 1 +
-                         layers.size() * kFillListWords;
+    const size_t words =
+        n_owned + 2 * static_cast<size_t>(n_slots) + 1 + layers.size() * kFillListWords;
     state_ = cuda::DeviceBuffer(cuda::align_up(sizeof(int32_t) * words) + 2 * sizeof(uint64_t),
                                 "the expert slot table");
     int32_t* w = state_.as<int32_t>();
@@ -91,16 +91,16 @@ GpuExpertSlots::GpuExpertSlots(const std::vector<MoeLayer>& layers, int n_slots)
     table_.fill_slot = reinterpret_cast<int32_t*>(table_.clock + 1);
     table_.fill_expert = table_.fill_slot + cuda::kMaxSlotRoutes;
     table_.n_fills = table_.fill_expert + cuda::kMaxSlotRoutes;
-    table_.counts = reinterpret_cast<uint64_t*>(state_.as<uint8_t>() +
-                                                cuda::align_up(sizeof(int32_t) * words));
+    table_.counts =
+        reinterpret_cast<uint64_t*>(state_.as<uint8_t>() + cuda::align_up(sizeof(int32_t) * words));
     table_.n_slots = n_slots;
     table_.n_expert = n_expert;
     // -1 everywhere in slot_of and owner; zeros after them.
     cuda::check(cudaMemset(table_.slot_of, 0xff, sizeof(int32_t) * (n_owned + n_slots)),
                 "clearing the expert slot table");
-    cuda::check(cudaMemset(table_.last_used, 0,
-                           state_.bytes() - sizeof(int32_t) * (n_owned + n_slots)),
-                "clearing the expert slot table");
+    cuda::check(
+        cudaMemset(table_.last_used, 0, state_.bytes() - sizeof(int32_t) * (n_owned + n_slots)),
+        "clearing the expert slot table");
 
     slots_.slot_bytes = slot_bytes(layers);
     // After the slots: each part's scales, then its biases (slots_.bias_stride floats a slot).
@@ -170,8 +170,7 @@ MoeLayer GpuExpertSlots::split(int layer, const Route* routes, int n_routes, int
     check_call(layer, n_routes);
     max_fetch = std::min(max_fetch, n_routes);
     const cuda::SlotTable t = layer_table(layer);
-    cuda::split_slot_routes(routes, n_routes, layer, t, max_fetch, slot_routes, cpu_routes,
-                            stream);
+    cuda::split_slot_routes(routes, n_routes, layer, t, max_fetch, slot_routes, cpu_routes, stream);
     if (max_fetch > 0) {
         fill_fork_.record(stream);
         fill_fork_.wait_on(fill_stream_.get());
@@ -221,6 +220,26 @@ double GpuExpertSlots::copy_seconds_per_expert(int n_copies, cudaStream_t stream
         if (copy > 0) seconds.push_back(1e-3 * ms);
     }
     return median(std::move(seconds)) / n;
+}
+
+std::vector<int32_t> GpuExpertSlots::slot_map(cudaStream_t stream) const {
+    std::vector<int32_t> map(layers_.size() * static_cast<size_t>(table_.n_expert));
+    cuda::check(cudaMemcpyAsync(map.data(), table_.slot_of, sizeof(int32_t) * map.size(),
+                                cudaMemcpyDeviceToHost, stream),
+                "reading the expert slot table");
+    cuda::check(cudaStreamSynchronize(stream), "reading the expert slot table");
+    return map;
+}
+
+cuda::SlotLayer GpuExpertSlots::slotted_source(int layer, const int64_t offset[3]) const {
+    cuda::SlotLayer s;
+    for (int p = 0; p < 3; ++p) {
+        s.source[p] = slots_.base + sources_[layer].offset[p];
+        s.stride[p] = slots_.slot_bytes;
+        s.bytes[p] = sources_[layer].bytes[p];
+        s.offset[p] = offset[p];
+    }
+    return s;
 }
 
 std::pair<uint64_t, uint64_t> GpuExpertSlots::counts() const {

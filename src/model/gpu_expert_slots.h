@@ -1,7 +1,8 @@
-// The `offload` and `hybrid` strategies' expert slots: a cache of VRAM slots, each holding one expert (gate, up
-// and down) of any host layer, filled from host memory when a decode step routes to an expert
-// that has none and computed by the same kernels as resident experts (cuda/expert_slots.h keeps
-// the table and does the copies on the device, inside the step's CUDA graph).
+// The `offload` and `hybrid` strategies' expert slots: a cache of VRAM slots, each holding one
+// expert (gate, up and down) of any host layer, filled from host memory when a decode step routes
+// to an expert that has none and computed by the same kernels as resident experts
+// (cuda/expert_slots.h keeps the table and does the copies on the device, inside the step's CUDA
+// graph).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -55,7 +56,17 @@ class GpuExpertSlots {
     // expert owns yet.
     double copy_seconds_per_expert(int n_copies, cudaStream_t stream);
 
+    // Which slot holds each expert (layer · n_expert() + e; -1: none) once the work queued on
+    // `stream` is done (waits for it). The table changes only within decode steps, so a prefill
+    // pass may take it as fixed.
+    std::vector<int32_t> slot_map(cudaStream_t stream) const;
+    // Where cuda::fill_slots reads `layer`'s experts out of the slots (a fill's expert index is
+    // then a slot), writing part p at offset[p] of its destination: the prefill stream copies the
+    // experts that sit in slots from there rather than from host memory.
+    cuda::SlotLayer slotted_source(int layer, const int64_t offset[3]) const;
+
     int n_slots() const { return table_.n_slots; }
+    int n_expert() const { return table_.n_expert; }
     // Hits and misses so far (distinct experts per call); waits for the device.
     std::pair<uint64_t, uint64_t> counts() const;
 

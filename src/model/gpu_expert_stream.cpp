@@ -63,9 +63,9 @@ GpuExpertStream::GpuExpertStream(std::vector<MoeLayer> layers)
     Stopwatch watch;
     std::string why;
     if (registration_.register_all(&why)) {
-        host_memory_ = fmt::format("{:.2f} GiB of host experts pinned in {:.2f} s",
-                                   static_cast<double>(registration_.bytes()) / (1u << 30),
-                                   watch.seconds());
+        host_memory_ =
+            fmt::format("{:.2f} GiB of host experts pinned in {:.2f} s",
+                        static_cast<double>(registration_.bytes()) / (1u << 30), watch.seconds());
     } else {
         host_memory_ = "host experts copy from pageable memory (" + why + ")";
     }
@@ -76,8 +76,8 @@ GpuExpertStream::GpuExpertStream(std::vector<MoeLayer> layers)
     for (const int il : host_layers_) {
         const MoeLayer& m = layers_[il];
         if (m.n_expert > cuda::kMaxListedExperts) {
-            fail("the prefill expert stream: layer {} has {} experts (at most {})", il,
-                 m.n_expert, cuda::kMaxListedExperts);
+            fail("the prefill expert stream: layer {} has {} experts (at most {})", il, m.n_expert,
+                 cuda::kMaxListedExperts);
         }
         const std::array<size_t, 4> at = part_offsets(m);
         const int64_t offset[3] = {static_cast<int64_t>(at[0]), static_cast<int64_t>(at[1]),
@@ -107,9 +107,69 @@ bool GpuExpertStream::copies_routed_only(int layer, int n_routes) const {
     const int counted = reinterpret_cast<const volatile int32_t*>(routed_counts_.get())[layer];
     if (counted < 0 || routes_counted_[layer] <= 0) return false;
     // A batch with more routes reaches more experts: scale the count up, never down.
-    const double expected = counted * std::max(1.0, static_cast<double>(n_routes) /
-                                                        routes_counted_[layer]);
+    const double expected =
+        counted * std::max(1.0, static_cast<double>(n_routes) / routes_counted_[layer]);
     return expected < 0.5 * layers_[layer].n_expert;
+}
+
+cuda::SlotMemory GpuExpertStream::as_slots(Buffer& b, int layer) const {
+    cuda::SlotMemory into;
+    into.base = b.memory.as<uint8_t>();
+    for (int i = 0; i < 3; ++i) into.part_stride[i] = parts(layers_[layer])[i]->expert_stride;
+    return into;
+}
+
+void GpuExpertStream::take_from_slots(const GpuExpertSlots* slots, std::vector<int32_t> slot_map) {
+    // The staged lists may still be on their way to the device.
+    cuda::check(cudaStreamSynchronize(copy_stream_.get()), "streaming experts to the GPU");
+    slots_ = slots;
+    slot_map_ = std::move(slot_map);
+    n_slotted_.assign(layers_.size(), 0);
+    if (slots_ == nullptr) return;
+    const int n_expert = slots_->n_expert();
+    if (slot_map_.size() != layers_.size() * static_cast<size_t>(n_expert))
+        fail("the prefill expert stream: a slot map of {} experts", slot_map_.size());
+    const size_t words = layers_.size() * (2 * static_cast<size_t>(n_expert) + 1);
+    if (slot_lists_.bytes() < sizeof(int32_t) * words) {
+        slot_lists_host_ = cuda::PinnedBuffer(sizeof(int32_t) * words, "the slotted expert lists");
+        slot_lists_ = cuda::DeviceBuffer(sizeof(int32_t) * words, "the slotted expert lists");
+    }
+    for (const int il : host_layers_) {
+        int32_t* list =
+            slot_lists_host_.as<int32_t>() + il * (2 * static_cast<size_t>(n_expert) + 1);
+        int n = 0;
+        for (int e = 0; e < layers_[il].n_expert; ++e) {
+            const int32_t slot = slot_map_[static_cast<size_t>(il) * n_expert + e];
+            if (slot < 0) continue;
+            list[n] = e;                // the destination: where the whole copy puts expert e
+            list[n_expert + n] = slot;  // the source
+            ++n;
+        }
+        list[2 * n_expert] = n;
+        n_slotted_[il] = n;
+    }
+}
+
+bool GpuExpertStream::in_slot(int layer, int e) const {
+    return slots_ != nullptr && slot_map_[static_cast<size_t>(layer) * slots_->n_expert() + e] >= 0;
+}
+
+void GpuExpertStream::copy_from_slots(int layer, Buffer& b) {
+    const int n_expert = slots_->n_expert();
+    const size_t at = static_cast<size_t>(layer) * (2 * static_cast<size_t>(n_expert) + 1);
+    const cudaStream_t copy = copy_stream_.get();
+    cuda::check(cudaMemcpyAsync(slot_lists_.as<int32_t>() + at, slot_lists_host_.as<int32_t>() + at,
+                                sizeof(int32_t) * (2 * n_expert + 1), cudaMemcpyHostToDevice, copy),
+                "streaming experts to the GPU");
+    cuda::SlotTable list;
+    list.fill_slot = slot_lists_.as<int32_t>() + at;
+    list.fill_expert = list.fill_slot + n_expert;
+    list.n_fills = list.fill_expert + n_expert;
+    const std::array<size_t, 4> parts_at = part_offsets(layers_[layer]);
+    const int64_t offset[3] = {static_cast<int64_t>(parts_at[0]), static_cast<int64_t>(parts_at[1]),
+                               static_cast<int64_t>(parts_at[2])};
+    cuda::fill_slots(slots_->slotted_source(layer, offset), list, as_slots(b, layer),
+                     n_slotted_[layer], copy);
 }
 
 void GpuExpertStream::start_copy(int layer, Buffer& b) {
@@ -117,12 +177,25 @@ void GpuExpertStream::start_copy(int layer, Buffer& b) {
     b.released.wait_on(copy);  // the compute that last read this buffer is done
     const MoeLayer& m = layers_[layer];
     const std::array<size_t, 4> at = part_offsets(m);
+    // From host memory, each run of experts that no slot holds (all of them, without slots).
     for (int i = 0; i < 3; ++i) {
         const ExpertMatrix& e = *parts(m)[i];
-        cuda::check(cudaMemcpyAsync(b.memory.as<uint8_t>() + at[i], e.matrix.data,
-                                    tensor_bytes(e, m.n_expert), cudaMemcpyHostToDevice, copy),
-                    "streaming experts to the GPU");
+        if (e.matrix.empty()) continue;
+        for (int e0 = 0; e0 < m.n_expert;) {
+            if (in_slot(layer, e0)) {
+                ++e0;
+                continue;
+            }
+            int e1 = e0 + 1;
+            while (e1 < m.n_expert && !in_slot(layer, e1)) ++e1;
+            const size_t from = static_cast<size_t>(e0) * e.expert_stride;
+            cuda::check(cudaMemcpyAsync(b.memory.as<uint8_t>() + at[i] + from, e.matrix.data + from,
+                                        tensor_bytes(e, e1 - e0), cudaMemcpyHostToDevice, copy),
+                        "streaming experts to the GPU");
+            e0 = e1;
+        }
     }
+    if (slots_ != nullptr && n_slotted_[layer] > 0) copy_from_slots(layer, b);
     b.copied.record(copy);
     b.layer = layer;
 }
@@ -157,11 +230,7 @@ MoeLayer GpuExpertStream::acquire(int layer, const Route* routes, int n_routes,
             // Into the buffer in the whole copy's layout (expert e where the whole copy puts
             // it): the routes need no renaming. The compute that last read the buffer is on this
             // stream, before this copy.
-            cuda::SlotMemory into;
-            into.base = b.memory.as<uint8_t>();
-            const ExpertMatrix* dp[] = {&d.gate, &d.up, &d.down};
-            for (int i = 0; i < 3; ++i) into.part_stride[i] = dp[i]->expert_stride;
-            cuda::fill_slots(sources_[layer], list, into, d.n_expert, compute);
+            cuda::fill_slots(sources_[layer], list, as_slots(b, layer), d.n_expert, compute);
             b.layer = -1;  // not the whole layer: no later batch may take it as copied
         }
     }

@@ -10,6 +10,10 @@
 // batch routed to under half its experts copies only the routed ones, by a kernel reading the
 // registered host memory, after its router (that copy cannot start a layer early, so it pays only
 // when it moves much less).
+//
+// Under the offload and hybrid strategies some experts already sit in VRAM slots: a whole-layer
+// copy takes those from the slots (device to device) and only the others from host memory, so a
+// prefill moves over PCIe what the slots lack.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -25,6 +29,8 @@
 #include "model/model_weights.h"
 
 namespace tandem {
+
+class GpuExpertSlots;
 
 class GpuExpertStream {
   public:
@@ -42,6 +48,11 @@ class GpuExpertStream {
     // into the other buffer. Call release() once the work reading them is queued.
     MoeLayer acquire(int layer, const Route* routes, int n_routes, cudaStream_t compute);
     void release(int layer, cudaStream_t compute);
+
+    // The experts that `slots` holds (its slot_map()), which the whole-layer copies from now on
+    // take from there; call again whenever the slots may have changed (before each prefill
+    // pass), with nullptr when there are none.
+    void take_from_slots(const GpuExpertSlots* slots, std::vector<int32_t> slot_map);
 
     // What registering the host ranges gave: pinned GiB, or why the copies run pageable.
     const std::string& host_memory() const { return host_memory_; }
@@ -61,9 +72,16 @@ class GpuExpertStream {
     bool copies_routed_only(int layer, int n_routes) const;
     // The list of routed experts of host layer `layer` (cuda::list_routed_experts).
     cuda::SlotTable routed_list(int layer) const;
+    // A buffer as the destination of cuda::fill_slots: expert e of `layer` where the whole
+    // copy puts it.
+    cuda::SlotMemory as_slots(Buffer& b, int layer) const;
+    // Whether expert e of `layer` sits in a slot that take_from_slots named.
+    bool in_slot(int layer, int e) const;
+    // Queues on the copy stream the copies of `layer`'s experts that sit in slots into b.
+    void copy_from_slots(int layer, Buffer& b);
 
     std::vector<MoeLayer> layers_;
-    std::vector<int> ordinal_;     // layer -> its rank among the host layers, -1: resident
+    std::vector<int> ordinal_;      // layer -> its rank among the host layers, -1: resident
     std::vector<int> host_layers_;  // in order
     cuda::Stream copy_stream_;
     Buffer buffers_[2];
@@ -78,6 +96,14 @@ class GpuExpertStream {
     std::vector<size_t> list_at_;  // per layer, ints into lists_
     cuda::PinnedBuffer routed_counts_;
     std::vector<int> routes_counted_;
+    // take_from_slots: the slots, which slot holds each expert, and per layer the list of its
+    // experts in slots (as fill_slots takes them: destination expert, source slot), staged in
+    // pinned memory and copied to the device before each use; slot_lists_at_ in ints.
+    const GpuExpertSlots* slots_ = nullptr;
+    std::vector<int32_t> slot_map_;
+    std::vector<int> n_slotted_;
+    cuda::PinnedBuffer slot_lists_host_;
+    cuda::DeviceBuffer slot_lists_;
 };
 
 }  // namespace tandem

@@ -1,10 +1,12 @@
 // The prefill expert stream (model/gpu_expert_stream.h): host layers' experts copied whole into
-// VRAM, and only the routed ones for a layer whose last batch routed to few of its experts.
+// VRAM, only the routed ones for a layer whose last batch routed to few of its experts, and those
+// that sit in expert slots from there.
 #include "model/gpu_expert_stream.h"
 
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -13,6 +15,7 @@
 #include "cuda/check.h"
 #include "cuda/stream.h"
 #include "gpu_test_util.h"
+#include "model/gpu_expert_slots.h"
 #include "model/model.h"
 #include "model/synthetic_model.h"
 #include "support/model_files.h"
@@ -27,20 +30,27 @@ const ExpertMatrix& part(const MoeLayer& m, int p) {
     return p == 0 ? m.gate : p == 1 ? m.up : m.down;
 }
 
+// Part p (gate, up, down) of expert e in the device view `got`.
+std::vector<uint8_t> device_part(const MoeLayer& got, int e, int p) {
+    const ExpertMatrix& d = part(got, p);
+    std::vector<uint8_t> have(static_cast<size_t>(d.matrix.rows) * d.matrix.row_bytes);
+    cuda::check(cudaMemcpy(have.data(), d.matrix.data + e * d.expert_stride, have.size(),
+                           cudaMemcpyDeviceToHost),
+                "test download");
+    return have;
+}
+
+// Whether part p of expert e in the device view `got` holds the bytes of `host`'s.
+bool holds_part(const MoeLayer& got, const MoeLayer& host, int e, int p) {
+    const ExpertMatrix& h = part(host, p);
+    return std::memcmp(device_part(got, e, p).data(), h.matrix.data + e * h.expert_stride,
+                       static_cast<size_t>(h.matrix.rows) * h.matrix.row_bytes) == 0;
+}
+
 // Whether expert e's gate, up and down in the device view `got` hold the bytes of `host`'s.
 bool holds_expert(const MoeLayer& got, const MoeLayer& host, int e) {
-    for (int p = 0; p < 3; ++p) {
-        const ExpertMatrix& d = part(got, p);
-        const ExpertMatrix& h = part(host, p);
-        const size_t bytes = static_cast<size_t>(h.matrix.rows) * h.matrix.row_bytes;
-        std::vector<uint8_t> have(bytes);
-        cuda::check(cudaMemcpy(have.data(), d.matrix.data + e * d.expert_stride, bytes,
-                               cudaMemcpyDeviceToHost),
-                    "test download");
-        if (std::memcmp(have.data(), h.matrix.data + e * h.expert_stride, bytes) != 0)
-            return false;
-    }
-    return true;
+    return holds_part(got, host, e, 0) && holds_part(got, host, e, 1) &&
+           holds_part(got, host, e, 2);
 }
 
 TEST(GpuExpertStream, CopiesOnlyTheRoutedExpertsWhereFewWereRouted) {
@@ -88,6 +98,64 @@ TEST(GpuExpertStream, CopiesOnlyTheRoutedExpertsWhereFewWereRouted) {
     for (int j = 0; j < 16 * 4; ++j) many.push_back({3 + (j % 2) * 6, 0.5f});
     const MoeLayer v1 = acquire(1, DeviceArray<Route>(many));
     for (int e = 0; e < s.n_expert; ++e) EXPECT_TRUE(holds_expert(v1, host[1], e)) << e;
+}
+
+TEST(GpuExpertStream, TakesTheExpertsThatSitInSlotsFromThere) {
+    TANDEM_REQUIRE_GPU();
+    testing::TempDir dir;
+    SynthSpec s;
+    s.n_layer = 3;
+    s.n_expert = 16;
+    s.n_expert_used = 2;
+    s.exp_gate_type = s.exp_up_type = GgmlType::kQ4_K;
+    s.exp_down_type = GgmlType::kQ6_K;
+    auto model = Model::load(testing::write_model(s, dir.file("slotted.gguf")));
+    std::vector<MoeLayer> host;
+    for (int il = 0; il < s.n_layer; ++il) host.push_back(model->weights().layers[il].experts);
+    GpuExpertStream stream(host);
+    if (!stream.pinned()) GTEST_SKIP() << stream.host_memory();
+    GpuExpertSlots slots(host, 4);
+    cuda::Stream compute;
+    const cudaStream_t st = compute.get();
+    // Layer 1's experts 2, 3 and 11 into slots; then layer 1's gate of the slot that holds
+    // expert 3 overwritten, so that a copy taken from there shows.
+    const DeviceArray<Route> routes({{3, 0.5f}, {11, 0.5f}, {2, 0.5f}, {3, 0.5f}});
+    DeviceArray<Route> slot_routes(std::vector<Route>(4));
+    const MoeLayer view = slots.prepare(1, routes.get(), 4, slot_routes.get(), st);
+    std::vector<int32_t> map = slots.slot_map(st);
+    const int slot3 = map[1 * s.n_expert + 3];
+    ASSERT_GE(slot3, 0);
+    for (int e = 0; e < s.n_expert; ++e) {
+        const bool routed = e == 2 || e == 3 || e == 11;
+        EXPECT_EQ(map[1 * s.n_expert + e] >= 0, routed) << "expert " << e;
+        EXPECT_LT(map[0 * s.n_expert + e], 0) << "layer 0 expert " << e;
+    }
+    const size_t gate_bytes =
+        static_cast<size_t>(host[1].gate.matrix.rows) * host[1].gate.matrix.row_bytes;
+    cuda::check(
+        cudaMemset(const_cast<uint8_t*>(view.gate.matrix.data) + slot3 * view.gate.expert_stride,
+                   0x5a, gate_bytes),
+        "test marking");
+    stream.take_from_slots(&slots, std::move(map));
+    const DeviceArray<Route> many(std::vector<Route>(64, Route{0, 1.0f}));
+    const MoeLayer got = stream.acquire(1, many.get(), 64, st);
+    stream.release(1, st);
+    cuda::check(cudaStreamSynchronize(st), "test stream");
+    for (int e = 0; e < s.n_expert; ++e) {
+        if (e != 3) {
+            EXPECT_TRUE(holds_expert(got, host[1], e)) << "expert " << e;
+        }
+    }
+    const std::vector<uint8_t> gate = device_part(got, 3, 0);
+    EXPECT_EQ(std::count(gate.begin(), gate.end(), uint8_t{0x5a}), static_cast<long>(gate.size()))
+        << "expert 3's gate not taken from its slot";
+    EXPECT_TRUE(holds_part(got, host[1], 3, 1));
+    EXPECT_TRUE(holds_part(got, host[1], 3, 2));
+    // Layer 0 has nothing in slots: all from host memory.
+    const MoeLayer got0 = stream.acquire(0, many.get(), 64, st);
+    stream.release(0, st);
+    cuda::check(cudaStreamSynchronize(st), "test stream");
+    for (int e = 0; e < s.n_expert; ++e) EXPECT_TRUE(holds_expert(got0, host[0], e)) << e;
 }
 
 }  // namespace

@@ -172,6 +172,33 @@ void expect_strategies_prefill_as_fused(const Model& model, const std::string& n
             fused, all_logits(model, tokens, Device::kCuda, KvType::kF32, gpu, 70), V);
         EXPECT_EQ(streamed.worst_abs, 0.0) << what << ", streamed";
     }
+    // A prompt after a decode-sized batch, whose experts the slots then hold: the prompt's
+    // streamed layers take those from the slots. Offload's first batch is fused's bit for bit,
+    // so its prompt must be too; hybrid's first batch ran its misses on the CPU executor.
+    const auto after_a_batch_of_8 = [&](const GpuOptions& gpu) {
+        SessionOptions o;
+        o.n_ctx = static_cast<int>(tokens.size()) + 8;
+        o.max_batch = static_cast<int>(tokens.size());
+        o.kv_type = KvType::kF32;
+        o.device = Device::kCuda;
+        o.gpu = gpu;
+        Session session(model, gpu_test_pool(), o);
+        const std::span<const int32_t> all(tokens);
+        session.feed(all.first(cuda::kSmallBatch));
+        const std::span<const float> rest = session.feed_all(all.subspan(cuda::kSmallBatch));
+        return std::vector<float>(rest.begin(), rest.end());
+    };
+    const std::vector<float> fused_after = after_a_batch_of_8(strategy(MoeStrategy::kFused));
+    const int X = model.config().n_expert;
+    EXPECT_EQ(
+        compare_logits(fused_after, after_a_batch_of_8(strategy(MoeStrategy::kOffload, -1, X)), V)
+            .worst_abs,
+        0.0)
+        << name << " offload: a prompt after the slots filled";
+    expect_conformant_routed(
+        compare_logits(fused_after, after_a_batch_of_8(strategy(MoeStrategy::kHybrid, -1, X / 2)),
+                       V),
+        name + " hybrid: a prompt after the slots filled vs fused");
 }
 
 void expect_strategies_decode_as_fused(const Model& model, const std::string& name, int steps,

@@ -69,7 +69,9 @@ void expect_within_cpu_spread(const LogitComparison& cmp, const LogitComparison&
 // of 16 (the CPU executor: the routed criteria); offload with every expert slotted and with one
 // layer's worth of slots (every layer evicts), in one batch and in batches of 8: fused's logits bit
 // for bit; hybrid (hits in slots, misses on the CPU executor; one slot: nearly all misses) in
-// batches of 8 by the routed criteria, and in one batch (streamed) bit for bit.
+// batches of 8 by the routed criteria, and in one batch (streamed) bit for bit. Then a prompt of
+// 62 after a batch of 8, the experts of that batch in slots, whose streamed layers take them from
+// there: offload's logits are fused's bit for bit, hybrid's within the routed criteria.
 void expect_strategies_prefill_as_fused(const Model& model, const std::string& name);
 
 // Greedy decoding from a 12-token prompt under each expert strategy against fused: cpu,
