@@ -319,6 +319,11 @@ GpuBackend::GpuBackend(const Model& model, ThreadPool& pool, const CpuBackendOpt
                 hybrid_out_ = allocate(cuda::kSmallBatch, c_.n_embd);
                 choose_max_fetch(gpu_options.moe_hybrid_max_fetch);
             }
+            const Stopwatch watch;
+            const int placed = expert_slots_->preload(stream_.get());
+            log_info("expert slots: {} of them preloaded with the first experts of each host layer "
+                     "in {:.2f} s",
+                     placed, watch.seconds());
         }
     }
 

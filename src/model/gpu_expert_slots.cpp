@@ -222,6 +222,48 @@ double GpuExpertSlots::copy_seconds_per_expert(int n_copies, cudaStream_t stream
     return median(std::move(seconds)) / n;
 }
 
+int GpuExpertSlots::preload(cudaStream_t stream) {
+    const size_t n_layer = layers_.size(), NE = static_cast<size_t>(table_.n_expert);
+    // The table as the host makes it (slot_of, then owner: adjacent on the device), and per
+    // layer its list of fills as fill_slots reads them: slots, experts, their count.
+    std::vector<int32_t> table(n_layer * NE + table_.n_slots, -1);
+    int32_t* owner = table.data() + n_layer * NE;
+    const size_t list_words = 2 * NE + 1;
+    std::vector<int32_t> lists(n_layer * list_words, 0);
+    int slot = 0;
+    for (size_t e = 0; e < NE && slot < table_.n_slots; ++e) {
+        for (size_t il = 0; il < n_layer && slot < table_.n_slots; ++il) {
+            if (e >= static_cast<size_t>(layers_[il].n_expert)) continue;
+            table[il * NE + e] = slot;
+            owner[slot] = static_cast<int32_t>(il * NE + e);
+            int32_t* list = lists.data() + il * list_words;
+            int32_t& n = list[2 * NE];
+            list[n] = slot;
+            list[NE + n] = static_cast<int32_t>(e);
+            ++n;
+            ++slot;
+        }
+    }
+    cuda::check(cudaMemcpyAsync(table_.slot_of, table.data(), sizeof(int32_t) * table.size(),
+                                cudaMemcpyHostToDevice, stream),
+                "preloading the expert slots");
+    const cuda::DeviceBuffer list_memory(sizeof(int32_t) * lists.size(), "the expert slot preload");
+    cuda::check(cudaMemcpyAsync(list_memory.get(), lists.data(), sizeof(int32_t) * lists.size(),
+                                cudaMemcpyHostToDevice, stream),
+                "preloading the expert slots");
+    for (size_t il = 0; il < n_layer; ++il) {
+        const int n = lists[il * list_words + 2 * NE];
+        if (n == 0) continue;
+        cuda::SlotTable t = table_;
+        t.fill_slot = list_memory.as<int32_t>() + il * list_words;
+        t.fill_expert = t.fill_slot + NE;
+        t.n_fills = t.fill_expert + NE;
+        cuda::fill_slots(sources_[il], t, slots_, n, stream);
+    }
+    cuda::check(cudaStreamSynchronize(stream), "preloading the expert slots");
+    return slot;
+}
+
 std::vector<int32_t> GpuExpertSlots::slot_map(cudaStream_t stream) const {
     std::vector<int32_t> map(layers_.size() * static_cast<size_t>(table_.n_expert));
     cuda::check(cudaMemcpyAsync(map.data(), table_.slot_of, sizeof(int32_t) * map.size(),

@@ -56,6 +56,13 @@ class GpuExpertSlots {
     // expert owns yet.
     double copy_seconds_per_expert(int n_copies, cudaStream_t stream);
 
+    // Fills the slots before the first step: expert 0 of each host layer in turn, then expert 1,
+    // and so on until the slots run out, so that the first prompt's streamed layers and the first
+    // decode steps find part of every layer in VRAM; routing replaces them, least recently used
+    // first, as it goes. Waits for the copies; returns how many experts it placed. After
+    // copy_seconds_per_expert, which writes slots as it likes.
+    int preload(cudaStream_t stream);
+
     // Which slot holds each expert (layer · n_expert() + e; -1: none) once the work queued on
     // `stream` is done (waits for it). The table changes only within decode steps, so a prefill
     // pass may take it as fixed.

@@ -1,6 +1,6 @@
 // The prefill expert stream (model/gpu_expert_stream.h): host layers' experts copied whole into
 // VRAM, only the routed ones for a layer whose last batch routed to few of its experts, and those
-// that sit in expert slots from there.
+// that sit in expert slots from there; and the slots filled before the first step.
 #include "model/gpu_expert_stream.h"
 
 #include <cuda_runtime.h>
@@ -156,6 +156,51 @@ TEST(GpuExpertStream, TakesTheExpertsThatSitInSlotsFromThere) {
     stream.release(0, st);
     cuda::check(cudaStreamSynchronize(st), "test stream");
     for (int e = 0; e < s.n_expert; ++e) EXPECT_TRUE(holds_expert(got0, host[0], e)) << e;
+}
+
+// The slots filled before the first step: experts 0, 1, ... of each host layer in turn, each
+// slot holding its expert's bytes, which a later prepare() finds as hits.
+TEST(GpuExpertSlots, PreloadTakesTheLayersInTurn) {
+    TANDEM_REQUIRE_GPU();
+    testing::TempDir dir;
+    SynthSpec s;
+    s.n_layer = 3;
+    s.n_expert = 8;
+    s.n_expert_used = 2;
+    s.exp_gate_type = s.exp_up_type = GgmlType::kQ4_K;
+    s.exp_down_type = GgmlType::kQ8_0;
+    auto model = Model::load(testing::write_model(s, dir.file("preload.gguf")));
+    std::vector<MoeLayer> host;
+    for (int il = 0; il < s.n_layer; ++il) host.push_back(model->weights().layers[il].experts);
+    host[1] = MoeLayer{};  // a layer whose experts stay in VRAM: no slots for it
+    GpuExpertStream stream(host);  // registers the host experts
+    if (!stream.pinned()) GTEST_SKIP() << stream.host_memory();
+    GpuExpertSlots slots(host, 5);
+    cuda::Stream compute;
+    const cudaStream_t st = compute.get();
+    EXPECT_EQ(slots.preload(st), 5);
+    const std::vector<int32_t> map = slots.slot_map(st);
+    // Layers 0 and 2 in turn: (0, e0) (2, e0) (0, e1) (2, e1) (0, e2).
+    const int want[3][8] = {{0, 2, 4, -1, -1, -1, -1, -1},
+                            {-1, -1, -1, -1, -1, -1, -1, -1},
+                            {1, 3, -1, -1, -1, -1, -1, -1}};
+    for (int il = 0; il < s.n_layer; ++il) {
+        for (int e = 0; e < s.n_expert; ++e)
+            EXPECT_EQ(map[il * s.n_expert + e], want[il][e]) << "layer " << il << " expert " << e;
+    }
+    // Expert 1 of layer 2 is a hit, in slot 3, holding its bytes; expert 5 a miss.
+    const DeviceArray<Route> routes({{1, 1.0f}, {5, 1.0f}});
+    DeviceArray<Route> slot_routes(std::vector<Route>(2));
+    const MoeLayer view = slots.prepare(2, routes.get(), 2, slot_routes.get(), st);
+    const std::vector<Route> named = slot_routes.download();
+    EXPECT_EQ(named[0].expert, 3);
+    EXPECT_EQ(slots.counts(), (std::pair<uint64_t, uint64_t>{1, 1}));
+    for (int p = 0; p < 3; ++p) {
+        const ExpertMatrix& h = part(host[2], p);
+        const std::vector<uint8_t> got = device_part(view, 3, p);
+        EXPECT_EQ(std::memcmp(got.data(), h.matrix.data + 1 * h.expert_stride, got.size()), 0)
+            << "part " << p;
+    }
 }
 
 }  // namespace
