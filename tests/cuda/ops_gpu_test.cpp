@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <string>
 
 #include "cpu/attention.h"
 #include "cpu/elementwise.h"
@@ -34,6 +36,33 @@ double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
         if (!(d <= worst)) worst = std::isnan(d) ? INFINITY : d;
     }
     return worst;
+}
+
+// Rows rounded for a product: the values, and the q8 codes and scales where the type has them.
+struct RoundedRows {
+    RoundedRows(int64_t rows, int64_t cols)
+        : values(rows * cols), codes(rows * cols), scales(rows * cols / 32), cols(cols) {}
+    cuda::DeviceRows rows_view(int rows) { return {values.get(), rows, cols, cols}; }
+    cuda::Q8Rows q8() { return {codes.get(), scales.get(), cols, cols / 32}; }
+    DeviceArray<float> values;
+    DeviceArray<int8_t> codes;
+    DeviceArray<float> scales;
+    int64_t cols;
+};
+
+// Whether `got` holds what round_activations() makes of x through `dot`: values, and codes and
+// scales where the type has them, bit for bit.
+void expect_rounded_as(cuda::DeviceRows x, GgmlType dot, RoundedRows& got, cudaStream_t stream,
+                       const std::string& what) {
+    const bool has_codes = cuda::has_q8_codes(dot);
+    RoundedRows ref(x.rows, x.cols);
+    cuda::Q8Rows ref_q8 = ref.q8();
+    cuda::round_activations(x, dot, ref.rows_view(x.rows), stream, has_codes ? &ref_q8 : nullptr);
+    const std::vector<float> a = ref.values.download(), b = got.values.download();
+    ASSERT_EQ(std::memcmp(a.data(), b.data(), 4 * a.size()), 0) << what;
+    if (!has_codes) return;
+    EXPECT_EQ(ref.codes.download(), got.codes.download()) << what;
+    EXPECT_EQ(ref.scales.download(), got.scales.download()) << what;
 }
 
 struct AttentionCase {
@@ -151,30 +180,21 @@ TEST_P(GpuAttention, MatchesTheCpu) {
         DeviceArray<float> values(capacity * c.head_dim), stats(capacity * 2);
         DeviceArray<int> done(std::vector<int>(capacity, 0));
         const cuda::AttentionScratch scratch{values.get(), stats.get(), capacity, done.get()};
-        DeviceArray<float> dq(q), dout(nq * q_cols), rounded(nq * q_cols), ref_rounded(nq * q_cols);
-        DeviceArray<int8_t> codes(nq * q_cols), ref_codes(nq * q_cols);
-        DeviceArray<float> scales(nq * q_cols / 32), ref_scales(nq * q_cols / 32);
-        const cuda::Q8Rows q8{codes.get(), scales.get(), q_cols, q_cols / 32},
-            ref_q8{ref_codes.get(), ref_scales.get(), q_cols, q_cols / 32};
+        DeviceArray<float> dq(q), dout(nq * q_cols);
+        RoundedRows rounded(nq, q_cols);
+        const cuda::Q8Rows q8 = rounded.q8();
         const bool has_codes = cuda::has_q8_codes(dot);
         DeviceArray<TokenPlace> dqp(qp);
         const bool rounds = cuda::attention(
             cache, {dq.get(), nq, q_cols, q_cols}, dqp.get(), params, 0, n_chunks, scratch,
             {dout.get(), nq, q_cols, q_cols}, stream.get(),
-            {dot, {rounded.get(), nq, q_cols, q_cols}, has_codes ? &q8 : nullptr});
+            {dot, rounded.rows_view(nq), has_codes ? &q8 : nullptr});
         const std::string what = fmt::format("rounding through {}", format_of(dot).name);
         if (dot == GgmlType::kF16) {
             EXPECT_TRUE(rounds) << what;
         }
-        if (!rounds) continue;
-        cuda::round_activations({dout.get(), nq, q_cols, q_cols}, dot,
-                                {ref_rounded.get(), nq, q_cols, q_cols}, stream.get(),
-                                has_codes ? &ref_q8 : nullptr);
-        const std::vector<float> a = ref_rounded.download(), b = rounded.download();
-        ASSERT_EQ(std::memcmp(a.data(), b.data(), 4 * a.size()), 0) << what;
-        if (!has_codes) continue;
-        EXPECT_EQ(ref_codes.download(), codes.download()) << what;
-        EXPECT_EQ(ref_scales.download(), scales.download()) << what;
+        if (rounds)
+            expect_rounded_as({dout.get(), nq, q_cols, q_cols}, dot, rounded, stream.get(), what);
     }
     {
         // The prefill kernel: tiles of queries, the first mixing both sequences.
@@ -360,32 +380,24 @@ TEST(GpuFusedNorm, ResidualNormMatchesAddNormAndRounding) {
                                  GgmlType::kBF16}) {
                 const std::string what = fmt::format("{} cols, {}, residual {}", cols,
                                                      format_of(dot).name, with_residual);
-                DeviceArray<float> dx(x), dres(res), dw(w), out(x.size()), rounded(x.size()),
-                    ref(x.size());
-                DeviceArray<int8_t> q(x.size()), q_ref(x.size());
-                DeviceArray<float> d(x.size() / 32), d_ref(x.size() / 32);
-                const cuda::Q8Rows codes{q.get(), d.get(), cols, cols / 32},
-                    codes_ref{q_ref.get(), d_ref.get(), cols, cols / 32};
+                DeviceArray<float> dx(x), dres(res), dw(w), out(x.size());
+                RoundedRows rounded(rows, cols);
+                const cuda::Q8Rows codes = rounded.q8();
                 cuda::Stream stream;
                 const bool has_codes = cuda::has_q8_codes(dot);
                 cuda::residual_norm({dx.get(), rows, cols, cols},
                                     with_residual ? cuda::DeviceRows{dres.get(), rows, cols, cols}
                                                   : cuda::DeviceRows{},
                                     dw.get(), 1e-6f, {out.get(), rows, cols, cols}, dot,
-                                    {rounded.get(), rows, cols, cols}, has_codes ? &codes : nullptr,
+                                    rounded.rows_view(rows), has_codes ? &codes : nullptr,
                                     stream.get());
                 const std::vector<float> new_x = dx.download();
                 ASSERT_EQ(std::memcmp(new_x.data(), sum.data(), 4 * sum.size()), 0) << what;
                 EXPECT_LE(max_abs_diff(out.download(), normed), 2e-5) << what;
-                if (dot == GgmlType::kF32) continue;
-                cuda::round_activations({out.get(), rows, cols, cols}, dot,
-                                        {ref.get(), rows, cols, cols}, stream.get(),
-                                        has_codes ? &codes_ref : nullptr);
-                const std::vector<float> a = ref.download(), b = rounded.download();
-                ASSERT_EQ(std::memcmp(a.data(), b.data(), 4 * a.size()), 0) << what;
-                if (!has_codes) continue;
-                EXPECT_EQ(q_ref.download(), q.download()) << what;
-                EXPECT_EQ(d_ref.download(), d.download()) << what;
+                if (dot != GgmlType::kF32) {
+                    expect_rounded_as({out.get(), rows, cols, cols}, dot, rounded, stream.get(),
+                                      what);
+                }
             }
         }
     }
