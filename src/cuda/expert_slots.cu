@@ -126,9 +126,11 @@ __global__ void fill_slots_kernel(SlotLayer l, SlotTable t, SlotMemory m) {
     }
 }
 
-// One block: each routed expert flagged, then listed in expert order by thread 0.
+// One block: each routed expert flagged, then listed in expert order by thread 0 (those with a
+// slot in `slotted` where slot_of is given).
 __global__ void list_routed_experts_kernel(const Route* routes, int n_routes, int n_expert,
-                                           SlotTable t) {
+                                           SlotTable t, const int32_t* slot_of,
+                                           SlotTable slotted) {
     extern __shared__ int32_t routed[];  // [n_expert]
     for (int e = threadIdx.x; e < n_expert; e += blockDim.x) routed[e] = 0;
     __syncthreads();
@@ -138,22 +140,31 @@ __global__ void list_routed_experts_kernel(const Route* routes, int n_routes, in
     }
     __syncthreads();
     if (threadIdx.x != 0) return;
-    int n = 0;
+    int n = 0, n_slotted = 0;
     for (int e = 0; e < n_expert; ++e) {
         if (!routed[e]) continue;
+        const int slot = slot_of != nullptr ? slot_of[e] : -1;
+        if (slot >= 0) {
+            slotted.fill_slot[n_slotted] = e;
+            slotted.fill_expert[n_slotted] = slot;
+            ++n_slotted;
+            continue;
+        }
         t.fill_slot[n] = e;
         t.fill_expert[n] = e;
         ++n;
     }
     *t.n_fills = n;
+    if (slot_of != nullptr) *slotted.n_fills = n_slotted;
 }
 
 }  // namespace
 
 void list_routed_experts(const Route* routes, int n_routes, int n_expert, const SlotTable& list,
-                         cudaStream_t stream) {
+                         cudaStream_t stream, const int32_t* slot_of, const SlotTable* slotted) {
     list_routed_experts_kernel<<<1, kAssignThreads, sizeof(int32_t) * n_expert, stream>>>(
-        routes, n_routes, n_expert, list);
+        routes, n_routes, n_expert, list, slotted != nullptr ? slot_of : nullptr,
+        slotted != nullptr ? *slotted : SlotTable{});
     check_launch("list_routed_experts");
 }
 

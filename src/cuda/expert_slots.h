@@ -74,10 +74,13 @@ void split_slot_routes(const Route* routes, int n_routes, int layer, const SlotT
 
 // The distinct experts that `routes` names (experts below n_expert, at most kMaxListedExperts),
 // as the list of fills that copies each into the slot of its own index (in expert order): for
-// the prefill stream, which copies only the experts a batch routes to.
+// the prefill stream, which copies only the experts a batch routes to. With slot_of (a layer's
+// row of a slot table's slot_of), those that have a slot are listed in `slotted` instead, each
+// with its slot in fill_expert: to be copied from there.
 constexpr int kMaxListedExperts = 4096;
 void list_routed_experts(const Route* routes, int n_routes, int n_expert, const SlotTable& list,
-                         cudaStream_t stream);
+                         cudaStream_t stream, const int32_t* slot_of = nullptr,
+                         const SlotTable* slotted = nullptr);
 
 // Copies the experts that the last assign_slots, split_slot_routes or list_routed_experts call
 // gave slots (at most max_fills: its n_routes, max_fetch or n_expert) from host memory into

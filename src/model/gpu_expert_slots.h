@@ -72,6 +72,11 @@ class GpuExpertSlots {
     // experts that sit in slots from there rather than from host memory.
     cuda::SlotLayer slotted_source(int layer, const int64_t offset[3]) const;
 
+    // `layer`'s row of the device table's slot_of: the slot of each of its experts, or -1.
+    const int32_t* device_slot_of(int layer) const {
+        return table_.slot_of + static_cast<size_t>(layer) * table_.n_expert;
+    }
+
     int n_slots() const { return table_.n_slots; }
     int n_expert() const { return table_.n_expert; }
     // Hits and misses so far (distinct experts per call); waits for the device.

@@ -79,12 +79,9 @@ GpuExpertStream::GpuExpertStream(std::vector<MoeLayer> layers)
             fail("the prefill expert stream: layer {} has {} experts (at most {})", il, m.n_expert,
                  cuda::kMaxListedExperts);
         }
-        const std::array<size_t, 4> at = part_offsets(m);
-        const int64_t offset[3] = {static_cast<int64_t>(at[0]), static_cast<int64_t>(at[1]),
-                                   static_cast<int64_t>(at[2])};
-        sources_[il] = mapped_expert_source(m, offset);
+        sources_[il] = mapped_expert_source(m, part_offsets_of(il).data());
         list_at_[il] = list_ints;
-        list_ints += 2 * static_cast<size_t>(m.n_expert) + 1;
+        list_ints += 2 * (2 * static_cast<size_t>(m.n_expert) + 1);  // two lists (routed_list)
     }
     lists_ = cuda::DeviceBuffer(sizeof(int32_t) * list_ints, "the prefill expert stream's lists");
     routed_counts_ = cuda::PinnedBuffer(sizeof(int32_t) * layers_.size(), "routed expert counts");
@@ -92,9 +89,10 @@ GpuExpertStream::GpuExpertStream(std::vector<MoeLayer> layers)
     routes_counted_.assign(layers_.size(), 0);
 }
 
-cuda::SlotTable GpuExpertStream::routed_list(int layer) const {
+cuda::SlotTable GpuExpertStream::routed_list(int layer, bool in_slots) const {
     cuda::SlotTable t;
-    t.fill_slot = lists_.as<int32_t>() + list_at_[layer];
+    t.fill_slot = lists_.as<int32_t>() + list_at_[layer] +
+                  (in_slots ? 2 * static_cast<size_t>(layers_[layer].n_expert) + 1 : 0);
     t.fill_expert = t.fill_slot + layers_[layer].n_expert;
     t.n_fills = t.fill_expert + layers_[layer].n_expert;
     return t;
@@ -106,10 +104,18 @@ bool GpuExpertStream::copies_routed_only(int layer, int n_routes) const {
     // the batch has ended, or the value is the one before; either is a fair guess).
     const int counted = reinterpret_cast<const volatile int32_t*>(routed_counts_.get())[layer];
     if (counted < 0 || routes_counted_[layer] <= 0) return false;
-    // A batch with more routes reaches more experts: scale the count up, never down.
+    // A batch with more routes reaches more experts: scale the count up, never down. The count
+    // is of the routed experts that no slot held, against what the whole copy would move.
     const double expected =
         counted * std::max(1.0, static_cast<double>(n_routes) / routes_counted_[layer]);
-    return expected < 0.5 * layers_[layer].n_expert;
+    const int unslotted = layers_[layer].n_expert - (slots_ != nullptr ? n_slotted_[layer] : 0);
+    return expected < 0.5 * unslotted;
+}
+
+std::array<int64_t, 3> GpuExpertStream::part_offsets_of(int layer) const {
+    const std::array<size_t, 4> at = part_offsets(layers_[layer]);
+    return {static_cast<int64_t>(at[0]), static_cast<int64_t>(at[1]),
+            static_cast<int64_t>(at[2])};
 }
 
 cuda::SlotMemory GpuExpertStream::as_slots(Buffer& b, int layer) const {
@@ -165,11 +171,8 @@ void GpuExpertStream::copy_from_slots(int layer, Buffer& b) {
     list.fill_slot = slot_lists_.as<int32_t>() + at;
     list.fill_expert = list.fill_slot + n_expert;
     list.n_fills = list.fill_expert + n_expert;
-    const std::array<size_t, 4> parts_at = part_offsets(layers_[layer]);
-    const int64_t offset[3] = {static_cast<int64_t>(parts_at[0]), static_cast<int64_t>(parts_at[1]),
-                               static_cast<int64_t>(parts_at[2])};
-    cuda::fill_slots(slots_->slotted_source(layer, offset), list, as_slots(b, layer),
-                     n_slotted_[layer], copy);
+    cuda::fill_slots(slots_->slotted_source(layer, part_offsets_of(layer).data()), list,
+                     as_slots(b, layer), n_slotted_[layer], copy);
 }
 
 void GpuExpertStream::start_copy(int layer, Buffer& b) {
@@ -218,10 +221,13 @@ MoeLayer GpuExpertStream::acquire(int layer, const Route* routes, int n_routes,
     b.copied.wait_on(compute);
     MoeLayer d = layers_[layer];
     if (!sources_.empty()) {
-        // This batch's routed experts: the list for a routed-only copy, and their count for the
-        // next batch's choice.
-        const cuda::SlotTable list = routed_list(layer);
-        cuda::list_routed_experts(routes, n_routes, d.n_expert, list, compute);
+        // This batch's routed experts (those in slots on a list of their own): the lists for a
+        // routed-only copy, and the count of the others for the next batch's choice.
+        const bool slotted = slots_ != nullptr && n_slotted_[layer] > 0;
+        const cuda::SlotTable list = routed_list(layer, false), in_slots = routed_list(layer, true);
+        cuda::list_routed_experts(routes, n_routes, d.n_expert, list, compute,
+                                  slotted ? slots_->device_slot_of(layer) : nullptr,
+                                  slotted ? &in_slots : nullptr);
         cuda::check(cudaMemcpyAsync(routed_counts_.as<int32_t>() + layer, list.n_fills,
                                     sizeof(int32_t), cudaMemcpyDeviceToHost, compute),
                     "counting the routed experts");
@@ -231,6 +237,10 @@ MoeLayer GpuExpertStream::acquire(int layer, const Route* routes, int n_routes,
             // it): the routes need no renaming. The compute that last read the buffer is on this
             // stream, before this copy.
             cuda::fill_slots(sources_[layer], list, as_slots(b, layer), d.n_expert, compute);
+            if (slotted) {
+                cuda::fill_slots(slots_->slotted_source(layer, part_offsets_of(layer).data()),
+                                 in_slots, as_slots(b, layer), d.n_expert, compute);
+            }
             b.layer = -1;  // not the whole layer: no later batch may take it as copied
         }
     }

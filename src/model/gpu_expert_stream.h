@@ -7,18 +7,20 @@
 //
 // A batch that routes to few of a layer's experts (a short prompt, a router that favours a few)
 // needs only those: each batch lists the experts it routes to per layer, and a layer whose last
-// batch routed to under half its experts copies only the routed ones, by a kernel reading the
-// registered host memory, after its router (that copy cannot start a layer early, so it pays only
-// when it moves much less).
+// batch routed to under half of what its whole copy would move copies only the routed ones, by a
+// kernel reading the registered host memory, after its router (that copy cannot start a layer
+// early, so it pays only when it moves much less).
 //
-// Under the offload and hybrid strategies some experts already sit in VRAM slots: a whole-layer
-// copy takes those from the slots (device to device) and only the others from host memory, so a
+// Under the offload and hybrid strategies some experts already sit in VRAM slots: both copies
+// take those from the slots (device to device) and only the others from host memory, so a
 // prefill moves over PCIe what the slots lack.
 #pragma once
 
 #include <cuda_runtime.h>
 
+#include <array>
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -70,8 +72,11 @@ class GpuExpertStream {
     int buffer_of(int layer) const { return ordinal_[layer] % 2; }
     // Whether `layer` copies only the experts routed to, for a batch of n_routes routes.
     bool copies_routed_only(int layer, int n_routes) const;
-    // The list of routed experts of host layer `layer` (cuda::list_routed_experts).
-    cuda::SlotTable routed_list(int layer) const;
+    // The lists of routed experts of host layer `layer` (cuda::list_routed_experts): those to
+    // copy from host memory, or with in_slots those to copy from their slots.
+    cuda::SlotTable routed_list(int layer, bool in_slots) const;
+    // Where gate, up and down start in a buffer holding `layer`'s experts.
+    std::array<int64_t, 3> part_offsets_of(int layer) const;
     // A buffer as the destination of cuda::fill_slots: expert e of `layer` where the whole
     // copy puts it.
     cuda::SlotMemory as_slots(Buffer& b, int layer) const;

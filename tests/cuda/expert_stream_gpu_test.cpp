@@ -104,7 +104,7 @@ TEST(GpuExpertStream, TakesTheExpertsThatSitInSlotsFromThere) {
     TANDEM_REQUIRE_GPU();
     testing::TempDir dir;
     SynthSpec s;
-    s.n_layer = 3;
+    s.n_layer = 4;
     s.n_expert = 16;
     s.n_expert_used = 2;
     s.exp_gate_type = s.exp_up_type = GgmlType::kQ4_K;
@@ -132,30 +132,46 @@ TEST(GpuExpertStream, TakesTheExpertsThatSitInSlotsFromThere) {
     }
     const size_t gate_bytes =
         static_cast<size_t>(host[1].gate.matrix.rows) * host[1].gate.matrix.row_bytes;
-    cuda::check(
-        cudaMemset(const_cast<uint8_t*>(view.gate.matrix.data) + slot3 * view.gate.expert_stride,
-                   0x5a, gate_bytes),
-        "test marking");
+    cuda::check(cudaMemset(const_cast<uint8_t*>(view.gate.matrix.data) +
+                               slot3 * view.gate.expert_stride,
+                           0x5a, gate_bytes),
+                "test marking");
     stream.take_from_slots(&slots, std::move(map));
+    auto acquire = [&](int layer, const DeviceArray<Route>& r) {
+        const MoeLayer v = stream.acquire(layer, r.get(), static_cast<int>(r.size()), st);
+        stream.release(layer, st);
+        cuda::check(cudaStreamSynchronize(st), "test stream");
+        return v;
+    };
+    // Expert 3 of layer 1 (in a slot) as the mark left it, every other expert from host memory.
+    auto expect_slot_3_marked = [&](const MoeLayer& got, const std::string& what) {
+        const std::vector<uint8_t> gate = device_part(got, 3, 0);
+        EXPECT_EQ(std::count(gate.begin(), gate.end(), uint8_t{0x5a}),
+                  static_cast<long>(gate.size()))
+            << what << ": expert 3's gate not taken from its slot";
+        EXPECT_TRUE(holds_part(got, host[1], 3, 1)) << what;
+        EXPECT_TRUE(holds_part(got, host[1], 3, 2)) << what;
+    };
+    // A whole copy (nothing counted yet).
     const DeviceArray<Route> many(std::vector<Route>(64, Route{0, 1.0f}));
-    const MoeLayer got = stream.acquire(1, many.get(), 64, st);
-    stream.release(1, st);
-    cuda::check(cudaStreamSynchronize(st), "test stream");
+    const MoeLayer whole = acquire(1, many);
     for (int e = 0; e < s.n_expert; ++e) {
         if (e != 3) {
-            EXPECT_TRUE(holds_expert(got, host[1], e)) << "expert " << e;
+            EXPECT_TRUE(holds_expert(whole, host[1], e)) << "expert " << e;
         }
     }
-    const std::vector<uint8_t> gate = device_part(got, 3, 0);
-    EXPECT_EQ(std::count(gate.begin(), gate.end(), uint8_t{0x5a}), static_cast<long>(gate.size()))
-        << "expert 3's gate not taken from its slot";
-    EXPECT_TRUE(holds_part(got, host[1], 3, 1));
-    EXPECT_TRUE(holds_part(got, host[1], 3, 2));
+    expect_slot_3_marked(whole, "whole copy");
     // Layer 0 has nothing in slots: all from host memory.
-    const MoeLayer got0 = stream.acquire(0, many.get(), 64, st);
-    stream.release(0, st);
-    cuda::check(cudaStreamSynchronize(st), "test stream");
+    const MoeLayer got0 = acquire(0, many);
     for (int e = 0; e < s.n_expert; ++e) EXPECT_TRUE(holds_expert(got0, host[0], e)) << e;
+    // Layer 3 takes layer 1's buffer; then layer 1's next batch, which routes to experts 3 and 5
+    // (its last batch reached one expert outside the slots), copies only those: 5 from host
+    // memory, 3 from its slot; the rest of the buffer still holds layer 3's.
+    acquire(3, many);
+    const MoeLayer few = acquire(1, DeviceArray<Route>({{3, 0.5f}, {5, 0.5f}}));
+    expect_slot_3_marked(few, "routed only");
+    EXPECT_TRUE(holds_expert(few, host[1], 5));
+    for (int e : {0, 2, 11}) EXPECT_TRUE(holds_expert(few, host[3], e)) << "expert " << e;
 }
 
 // The slots filled before the first step: experts 0, 1, ... of each host layer in turn, each
