@@ -49,15 +49,19 @@ ExpertGroups group_routes(const Route* routes, int n_routes, int n_expert, const
                           cudaStream_t stream);
 
 // The experts' outputs of a batch's routes: row t·top_k + i (stride floats apart) is route i of
-// token t.
+// token t. With `extra`, row t of it (extra_stride floats apart) is added to token t's sum after
+// its routes: hybrid's CPU executor's sum of the misses.
 struct RoutedRows {
     const float* y = nullptr;
     int64_t stride = 0;
     const Route* routes = nullptr;
     int top_k = 0;
+    const float* extra = nullptr;
+    int64_t extra_stride = 0;
 };
 
-// out[t] = Σ_i routes[t·k+i].weight · y[t·k+i], i in route order, over routes with expert >= 0.
+// out[t] = Σ_i routes[t·k+i].weight · y[t·k+i], i in route order, over routes with expert >= 0,
+// then + extra[t].
 void moe_weighted_sum(const RoutedRows& y, DeviceRows out, cudaStream_t stream);
 
 }  // namespace tandem::cuda

@@ -9,7 +9,8 @@
 
 namespace tandem::cuda {
 
-// acc = Σ_i w_i · y[t·k + i][c .. c + N - 1] over token t's routes i with expert >= 0.
+// acc = Σ_i w_i · y[t·k + i][c .. c + N - 1] over token t's routes i with expert >= 0, then
+// + extra[t][c ..] where given.
 template <int N>
 __device__ __forceinline__ void routed_sum(const RoutedRows& s, int64_t t, int64_t c,
                                            float (&acc)[N]) {
@@ -23,6 +24,12 @@ __device__ __forceinline__ void routed_sum(const RoutedRows& s, int64_t t, int64
         load_run(s.y + j * s.stride + c, y);
 #pragma unroll
         for (int n = 0; n < N; ++n) acc[n] = fmaf(r.weight, y[n], acc[n]);
+    }
+    if (s.extra != nullptr) {
+        float e[N];
+        load_run(s.extra + t * s.extra_stride + c, e);
+#pragma unroll
+        for (int n = 0; n < N; ++n) acc[n] += e[n];
     }
 }
 

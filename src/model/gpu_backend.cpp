@@ -1154,11 +1154,13 @@ void GpuBackend::moe(int layer, Act logits, Act in, Act out) {
         cpu_experts_->enqueue(layer, in.data, in.stride, cpu_routes_, n, cpu_out.data,
                               cpu_out.stride, side);
         scope.reset();
-        gpu_experts(slotted, slot_routes_, in, out, false);
+        cuda::RoutedRows outputs = gpu_expert_products(slotted, slot_routes_, in);
         hybrid_join_.record(side);
         hybrid_join_.wait_on(st);
-        scope.emplace(profile_, "moe hybrid sum", st);
-        cuda::add(rows(out), rows(cpu_out), st);
+        // The executor's sum after the hits' (the order the add after them gave).
+        outputs.extra = cpu_out.data;
+        outputs.extra_stride = cpu_out.stride;
+        moe_sum(outputs, out, defer_sum_);
     } else if (n < kStreamMinTokens) {
         scope.emplace(profile_, "moe experts on the cpu", st);
         cpu_experts_->enqueue(layer, in.data, in.stride, routes_, n, out.data, out.stride, st);
@@ -1173,6 +1175,10 @@ void GpuBackend::moe(int layer, Act logits, Act in, Act out) {
 
 void GpuBackend::gpu_experts(const MoeLayer& m, const Route* routes, Act in, Act out,
                              bool defer_sum) {
+    moe_sum(gpu_expert_products(m, routes, in), out, defer_sum);
+}
+
+cuda::RoutedRows GpuBackend::gpu_expert_products(const MoeLayer& m, const Route* routes, Act in) {
     const int n = in.rows, k = c_.n_expert_used, n_routes = n * k;
     const cudaStream_t st = stream_.get();
     std::optional<cuda::OpProfile::Scope> scope;
@@ -1211,13 +1217,16 @@ void GpuBackend::gpu_experts(const MoeLayer& m, const Route* routes, Act in, Act
     // The routes are settled by now: gate and up ran since they were written.
     cuda::matmul_routed(ctx_, m.down, routes, n_routes, 1, expert_gate_, F, expert_down_, E,
                         grouped, down_q8, true);
-    const cuda::RoutedRows outputs{expert_down_, E, routes, k};
-    if (defer_sum && cuda::residual_norm_fits(E)) {
+    return {expert_down_, E, routes, k};
+}
+
+void GpuBackend::moe_sum(const cuda::RoutedRows& outputs, Act out, bool defer_sum) {
+    if (defer_sum && cuda::residual_norm_fits(out.cols)) {
         pending_sum_ = {out.data, outputs};
         return;
     }
-    scope.emplace(profile_, "moe sum", st);
-    cuda::moe_weighted_sum(outputs, rows(out), st);
+    const cuda::OpProfile::Scope scope(profile_, "moe sum", stream_.get());
+    cuda::moe_weighted_sum(outputs, rows(out), stream_.get());
 }
 
 void GpuBackend::matmul_heads(const ExpertMatrix& w, int n_heads, Act in, int64_t in_head_stride,

@@ -116,6 +116,11 @@ class GpuBackend final : public Ops {
     // The routed experts of m over `in` (`routes` naming m's experts) into out, on the GPU;
     // with defer_sum, their weighted sum may be left to the next residual_norm (pending_sum_).
     void gpu_experts(const MoeLayer& m, const Route* routes, Act in, Act out, bool defer_sum);
+    // gpu_experts' parts: the routed products, whose outputs it returns, and their weighted sum
+    // into out (plus the rows of outputs.extra), or, with defer_sum where the width allows, the
+    // sum left to the next residual norm.
+    cuda::RoutedRows gpu_expert_products(const MoeLayer& m, const Route* routes, Act in);
+    void moe_sum(const cuda::RoutedRows& outputs, Act out, bool defer_sum);
     // Waits for the stream; throws the first error of a kernel or of the CPU experts.
     void synchronize(const char* what);
     float* device_floats(size_t n, const char* what);
