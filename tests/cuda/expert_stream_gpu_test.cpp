@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -53,18 +54,29 @@ bool holds_expert(const MoeLayer& got, const MoeLayer& host, int e) {
            holds_part(got, host, e, 2);
 }
 
+// A synthetic model's layers of n_expert experts (q4_K gate and up, `down` down), as they sit in
+// host memory.
+struct HostExperts {
+    HostExperts(int n_layer, int n_expert, GgmlType down) {
+        SynthSpec s;
+        s.n_layer = n_layer;
+        s.n_expert = n_expert;
+        s.n_expert_used = 2;
+        s.exp_gate_type = s.exp_up_type = GgmlType::kQ4_K;
+        s.exp_down_type = down;
+        model = Model::load(testing::write_model(s, dir.file("experts.gguf")));
+        for (int il = 0; il < n_layer; ++il) layers.push_back(model->weights().layers[il].experts);
+    }
+    testing::TempDir dir;
+    std::unique_ptr<Model> model;
+    std::vector<MoeLayer> layers;
+};
+
 TEST(GpuExpertStream, CopiesOnlyTheRoutedExpertsWhereFewWereRouted) {
     TANDEM_REQUIRE_GPU();
-    testing::TempDir dir;
-    SynthSpec s;
-    s.n_layer = 4;
-    s.n_expert = 16;
-    s.n_expert_used = 2;
-    s.exp_gate_type = s.exp_up_type = GgmlType::kQ4_K;
-    s.exp_down_type = GgmlType::kQ6_K;
-    auto model = Model::load(testing::write_model(s, dir.file("stream.gguf")));
-    std::vector<MoeLayer> host;
-    for (int il = 0; il < s.n_layer; ++il) host.push_back(model->weights().layers[il].experts);
+    constexpr int kLayers = 4, kExperts = 16;
+    HostExperts experts(kLayers, kExperts, GgmlType::kQ6_K);
+    std::vector<MoeLayer>& host = experts.layers;
     GpuExpertStream stream(host);
     if (!stream.pinned()) GTEST_SKIP() << stream.host_memory();
     cuda::Stream compute;
@@ -78,9 +90,9 @@ TEST(GpuExpertStream, CopiesOnlyTheRoutedExpertsWhereFewWereRouted) {
         return v;
     };
     // The first batch: whole layers (nothing counted yet).
-    for (int il = 0; il < s.n_layer; ++il) {
+    for (int il = 0; il < kLayers; ++il) {
         const MoeLayer v = acquire(il, few);
-        for (int e = 0; e < s.n_expert; ++e)
+        for (int e = 0; e < kExperts; ++e)
             EXPECT_TRUE(holds_expert(v, host[il], e)) << "layer " << il << " expert " << e;
     }
     // Layers 0 and 2 share a buffer, which holds layer 2's experts now; the next batch's layer 0
@@ -97,21 +109,14 @@ TEST(GpuExpertStream, CopiesOnlyTheRoutedExpertsWhereFewWereRouted) {
     std::vector<Route> many;
     for (int j = 0; j < 16 * 4; ++j) many.push_back({3 + (j % 2) * 6, 0.5f});
     const MoeLayer v1 = acquire(1, DeviceArray<Route>(many));
-    for (int e = 0; e < s.n_expert; ++e) EXPECT_TRUE(holds_expert(v1, host[1], e)) << e;
+    for (int e = 0; e < kExperts; ++e) EXPECT_TRUE(holds_expert(v1, host[1], e)) << e;
 }
 
 TEST(GpuExpertStream, TakesTheExpertsThatSitInSlotsFromThere) {
     TANDEM_REQUIRE_GPU();
-    testing::TempDir dir;
-    SynthSpec s;
-    s.n_layer = 4;
-    s.n_expert = 16;
-    s.n_expert_used = 2;
-    s.exp_gate_type = s.exp_up_type = GgmlType::kQ4_K;
-    s.exp_down_type = GgmlType::kQ6_K;
-    auto model = Model::load(testing::write_model(s, dir.file("slotted.gguf")));
-    std::vector<MoeLayer> host;
-    for (int il = 0; il < s.n_layer; ++il) host.push_back(model->weights().layers[il].experts);
+    constexpr int kLayers = 4, kExperts = 16;
+    HostExperts experts(kLayers, kExperts, GgmlType::kQ6_K);
+    std::vector<MoeLayer>& host = experts.layers;
     GpuExpertStream stream(host);
     if (!stream.pinned()) GTEST_SKIP() << stream.host_memory();
     GpuExpertSlots slots(host, 4);
@@ -123,12 +128,12 @@ TEST(GpuExpertStream, TakesTheExpertsThatSitInSlotsFromThere) {
     DeviceArray<Route> slot_routes(std::vector<Route>(4));
     const MoeLayer view = slots.prepare(1, routes.get(), 4, slot_routes.get(), st);
     std::vector<int32_t> map = slots.slot_map(st);
-    const int slot3 = map[1 * s.n_expert + 3];
+    const int slot3 = map[1 * kExperts + 3];
     ASSERT_GE(slot3, 0);
-    for (int e = 0; e < s.n_expert; ++e) {
+    for (int e = 0; e < kExperts; ++e) {
         const bool routed = e == 2 || e == 3 || e == 11;
-        EXPECT_EQ(map[1 * s.n_expert + e] >= 0, routed) << "expert " << e;
-        EXPECT_LT(map[0 * s.n_expert + e], 0) << "layer 0 expert " << e;
+        EXPECT_EQ(map[1 * kExperts + e] >= 0, routed) << "expert " << e;
+        EXPECT_LT(map[0 * kExperts + e], 0) << "layer 0 expert " << e;
     }
     const size_t gate_bytes =
         static_cast<size_t>(host[1].gate.matrix.rows) * host[1].gate.matrix.row_bytes;
@@ -155,7 +160,7 @@ TEST(GpuExpertStream, TakesTheExpertsThatSitInSlotsFromThere) {
     // A whole copy (nothing counted yet).
     const DeviceArray<Route> many(std::vector<Route>(64, Route{0, 1.0f}));
     const MoeLayer whole = acquire(1, many);
-    for (int e = 0; e < s.n_expert; ++e) {
+    for (int e = 0; e < kExperts; ++e) {
         if (e != 3) {
             EXPECT_TRUE(holds_expert(whole, host[1], e)) << "expert " << e;
         }
@@ -163,7 +168,7 @@ TEST(GpuExpertStream, TakesTheExpertsThatSitInSlotsFromThere) {
     expect_slot_3_marked(whole, "whole copy");
     // Layer 0 has nothing in slots: all from host memory.
     const MoeLayer got0 = acquire(0, many);
-    for (int e = 0; e < s.n_expert; ++e) EXPECT_TRUE(holds_expert(got0, host[0], e)) << e;
+    for (int e = 0; e < kExperts; ++e) EXPECT_TRUE(holds_expert(got0, host[0], e)) << e;
     // Layer 3 takes layer 1's buffer; then layer 1's next batch, which routes to experts 3 and 5
     // (its last batch reached one expert outside the slots), copies only those: 5 from host
     // memory, 3 from its slot; the rest of the buffer still holds layer 3's.
@@ -178,16 +183,9 @@ TEST(GpuExpertStream, TakesTheExpertsThatSitInSlotsFromThere) {
 // slot holding its expert's bytes, which a later prepare() finds as hits.
 TEST(GpuExpertSlots, PreloadTakesTheLayersInTurn) {
     TANDEM_REQUIRE_GPU();
-    testing::TempDir dir;
-    SynthSpec s;
-    s.n_layer = 3;
-    s.n_expert = 8;
-    s.n_expert_used = 2;
-    s.exp_gate_type = s.exp_up_type = GgmlType::kQ4_K;
-    s.exp_down_type = GgmlType::kQ8_0;
-    auto model = Model::load(testing::write_model(s, dir.file("preload.gguf")));
-    std::vector<MoeLayer> host;
-    for (int il = 0; il < s.n_layer; ++il) host.push_back(model->weights().layers[il].experts);
+    constexpr int kLayers = 3, kExperts = 8;
+    HostExperts experts(kLayers, kExperts, GgmlType::kQ8_0);
+    std::vector<MoeLayer>& host = experts.layers;
     host[1] = MoeLayer{};  // a layer whose experts stay in VRAM: no slots for it
     GpuExpertStream stream(host);  // registers the host experts
     if (!stream.pinned()) GTEST_SKIP() << stream.host_memory();
@@ -200,9 +198,9 @@ TEST(GpuExpertSlots, PreloadTakesTheLayersInTurn) {
     const int want[3][8] = {{0, 2, 4, -1, -1, -1, -1, -1},
                             {-1, -1, -1, -1, -1, -1, -1, -1},
                             {1, 3, -1, -1, -1, -1, -1, -1}};
-    for (int il = 0; il < s.n_layer; ++il) {
-        for (int e = 0; e < s.n_expert; ++e)
-            EXPECT_EQ(map[il * s.n_expert + e], want[il][e]) << "layer " << il << " expert " << e;
+    for (int il = 0; il < kLayers; ++il) {
+        for (int e = 0; e < kExperts; ++e)
+            EXPECT_EQ(map[il * kExperts + e], want[il][e]) << "layer " << il << " expert " << e;
     }
     // Expert 1 of layer 2 is a hit, in slot 3, holding its bytes; expert 5 a miss.
     const DeviceArray<Route> routes({{1, 1.0f}, {5, 1.0f}});
