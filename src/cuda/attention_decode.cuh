@@ -59,7 +59,8 @@ __device__ __forceinline__ uint32_t word(const uint4& v, int i) {
 }
 
 // Positions a decode chunk holds at least: one 16-key pass of the block's warps. A context of
-// up to this many positions is one chunk, whose block writes the output itself.
+// up to this many positions is one chunk (where the chunks are sized per query), whose block
+// writes the output itself.
 constexpr int kMinDecodeChunk = 16 * kWarps;
 
 // The chunk's partial result into the scratch, or with `lone` (the query's only chunk) the
@@ -270,9 +271,10 @@ __global__ void __launch_bounds__(kThreads)
     const TokenPlace place = a.places[a.token0 + tq];
     const int64_t slot0 = (static_cast<int64_t>(tq) * a.n_head + heads.first) * a.n_chunks + c;
     const ChunkSpan span = chunk_span(a, place, c);
-    // A context within the first chunk (at most a.min_chunk positions): its block writes the
-    // output, the others have nothing to do; no scratch, no counter. (With sinks, or a combine
-    // kernel to follow, the combine takes it.)
+    // A context within the first chunk (with a.chunk 0 and several chunks, up to a.min_chunk
+    // positions; with one chunk, any): its block writes the output, the others have nothing to
+    // do; no scratch, no counter. (With sinks, or a combine kernel to follow, the combine takes
+    // it.)
     const bool lone =
         a.done != nullptr && a.sinks == nullptr && chunk_span(a, place, 1).j0 > place.pos;
     if (lone) {

@@ -776,11 +776,17 @@ void GpuBackend::run(uint64_t key, const std::function<void()>& pass) {
         if (pending_sum_.out != nullptr) fail("a forward pass left an MoE layer's sum pending");
         if (expert_slots_) expert_slots_->join(stream_.get());
     };
-    // A prefill's whole-layer copies take the experts that sit in slots from there: which do,
-    // as the decode steps before left them.
-    if (expert_stream_ && expert_slots_ && n >= kStreamMinTokens) {
-        expert_stream_->take_from_slots(expert_slots_.get(),
-                                        expert_slots_->slot_map(stream_.get()));
+    // A prefill's streamed layers take the experts that sit in slots from there: which do, as
+    // the decode steps before left them (read again only after passes that may have changed
+    // them: the read waits for the stream).
+    if (expert_stream_ && expert_slots_) {
+        if (n < kStreamMinTokens) {
+            slot_map_stale_ = true;
+        } else if (slot_map_stale_) {
+            expert_stream_->take_from_slots(expert_slots_.get(),
+                                            expert_slots_->slot_map(stream_.get()));
+            slot_map_stale_ = false;
+        }
     }
     if (profile_.enabled()) {
         profile_.set_phase(n <= cuda::kSmallBatch ? "decode" : "prefill");

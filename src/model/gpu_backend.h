@@ -156,6 +156,7 @@ class GpuBackend final : public Ops {
     ExpertPlacement placement_;
     std::unique_ptr<GpuCpuExperts> cpu_experts_;      // the layers whose experts are on the CPU
     std::unique_ptr<GpuExpertStream> expert_stream_;  // their experts for prefill batches
+    bool slot_map_stale_ = true;  // the stream's copy of the slot table may be out of date
     std::unique_ptr<GpuExpertSlots> expert_slots_;    // offload, hybrid: their experts for decode
     // hybrid: the misses' CPU executor runs on side_stream_ while the GPU computes the hits.
     cuda::Stream side_stream_;

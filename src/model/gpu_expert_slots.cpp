@@ -159,6 +159,7 @@ cuda::SlotTable GpuExpertSlots::layer_table(int layer) const {
 MoeLayer GpuExpertSlots::prepare(int layer, const Route* routes, int n_routes, Route* slot_routes,
                                  cudaStream_t stream) {
     check_call(layer, n_routes);
+    filled_ = true;
     const cuda::SlotTable t = layer_table(layer);
     cuda::assign_slots(routes, n_routes, layer, t, slot_routes, stream);
     cuda::fill_slots(sources_[layer], t, slots_, n_routes, stream);
@@ -168,6 +169,7 @@ MoeLayer GpuExpertSlots::prepare(int layer, const Route* routes, int n_routes, R
 MoeLayer GpuExpertSlots::split(int layer, const Route* routes, int n_routes, int max_fetch,
                                Route* slot_routes, Route* cpu_routes, cudaStream_t stream) {
     check_call(layer, n_routes);
+    filled_ = true;
     max_fetch = std::min(max_fetch, n_routes);
     const cuda::SlotTable t = layer_table(layer);
     cuda::split_slot_routes(routes, n_routes, layer, t, max_fetch, slot_routes, cpu_routes, stream);
@@ -188,13 +190,15 @@ void GpuExpertSlots::join(cudaStream_t stream) {
 }
 
 double GpuExpertSlots::copy_seconds_per_expert(int n_copies, cudaStream_t stream) {
+    if (filled_) fail("the expert copy measurement: the slots hold experts already");
     int layer = 0;
     while (layer < static_cast<int>(layers_.size()) && layers_[layer].n_expert == 0) ++layer;
     if (layer == static_cast<int>(layers_.size())) return 0.0;
     const int n_expert = layers_[layer].n_expert;
     const int n = std::min({n_copies, table_.n_slots, n_expert});
     if (n < 1) return 0.0;
-    // A list of fills of its own (slots 0..n-1), so that the table stays as it is.
+    // A list of fills of its own (slots 0..n-1), so that the table stays as it is: no expert
+    // owns those slots yet, and none is left owning what the copies wrote.
     std::vector<int32_t> fills(2 * static_cast<size_t>(n) + 1);
     cuda::DeviceBuffer list(sizeof(int32_t) * fills.size(), "the expert copy measurement");
     cuda::SlotTable t = table_;
@@ -223,6 +227,7 @@ double GpuExpertSlots::copy_seconds_per_expert(int n_copies, cudaStream_t stream
 }
 
 int GpuExpertSlots::preload(cudaStream_t stream) {
+    filled_ = true;
     const size_t n_layer = layers_.size(), NE = static_cast<size_t>(table_.n_expert);
     // The table as the host makes it (slot_of, then owner: adjacent on the device), and per
     // layer its list of fills as fill_slots reads them: slots, experts, their count.

@@ -60,7 +60,8 @@ class GpuExpertSlots {
     // and so on until the slots run out, so that the first prompt's streamed layers and the first
     // decode steps find part of every layer in VRAM; routing replaces them, least recently used
     // first, as it goes. Waits for the copies; returns how many experts it placed. After
-    // copy_seconds_per_expert, which writes slots as it likes.
+    // copy_seconds_per_expert, which writes slots as it likes (and refuses to once they are
+    // filled).
     int preload(cudaStream_t stream);
 
     // Which slot holds each expert (layer · n_expert() + e; -1: none) once the work queued on
@@ -98,6 +99,7 @@ class GpuExpertSlots {
     cuda::Stream fill_stream_;  // hybrid's copies for later steps
     cuda::Event fill_fork_, fill_join_;
     bool fills_pending_ = false;
+    bool filled_ = false;  // preload(), prepare() or split() has given experts slots
 };
 
 }  // namespace tandem

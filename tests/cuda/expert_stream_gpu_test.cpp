@@ -137,10 +137,11 @@ TEST(GpuExpertStream, TakesTheExpertsThatSitInSlotsFromThere) {
     }
     const size_t gate_bytes =
         static_cast<size_t>(host[1].gate.matrix.rows) * host[1].gate.matrix.row_bytes;
-    cuda::check(cudaMemset(const_cast<uint8_t*>(view.gate.matrix.data) +
-                               slot3 * view.gate.expert_stride,
-                           0x5a, gate_bytes),
+    cuda::check(cudaMemsetAsync(const_cast<uint8_t*>(view.gate.matrix.data) +
+                                    slot3 * view.gate.expert_stride,
+                                0x5a, gate_bytes, st),
                 "test marking");
+    cuda::check(cudaStreamSynchronize(st), "test marking");
     stream.take_from_slots(&slots, std::move(map));
     auto acquire = [&](int layer, const DeviceArray<Route>& r) {
         const MoeLayer v = stream.acquire(layer, r.get(), static_cast<int>(r.size()), st);

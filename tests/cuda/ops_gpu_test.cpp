@@ -59,7 +59,7 @@ void expect_rounded_as(cuda::DeviceRows x, GgmlType dot, RoundedRows& got, cudaS
     cuda::Q8Rows ref_q8 = ref.q8();
     cuda::round_activations(x, dot, ref.rows_view(x.rows), stream, has_codes ? &ref_q8 : nullptr);
     const std::vector<float> a = ref.values.download(), b = got.values.download();
-    ASSERT_EQ(std::memcmp(a.data(), b.data(), 4 * a.size()), 0) << what;
+    EXPECT_EQ(std::memcmp(a.data(), b.data(), 4 * a.size()), 0) << what;
     if (!has_codes) return;
     EXPECT_EQ(ref.codes.download(), got.codes.download()) << what;
     EXPECT_EQ(ref.scales.download(), got.scales.download()) << what;
@@ -232,7 +232,10 @@ INSTANTIATE_TEST_SUITE_P(Shapes, GpuAttention,
                                            AttentionCase{32, 2, 64, 300, true, 0, true},
                                            AttentionCase{12, 1, 128, 700, true, 100, false},
                                            AttentionCase{40, 2, 64, 300, true},
-                                           AttentionCase{24, 2, 96, 300, true}));
+                                           AttentionCase{24, 2, 96, 300, true},
+                                           // Every query's window within one tensor-core
+                                           // chunk (its block writes the output), over a ring.
+                                           AttentionCase{8, 2, 128, 300, true, 40, false}));
 
 TEST(GpuRope, MatchesTheCpu) {
     TANDEM_REQUIRE_GPU();
