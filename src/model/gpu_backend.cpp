@@ -459,6 +459,13 @@ GpuBackend::~GpuBackend() {
                      static_cast<double>(std::max<uint64_t>(1, hits + misses)),
                  expert_slots_->n_slots());
     }
+    if (expert_stream_) {
+        const GpuExpertStream::Traffic& t = expert_stream_->traffic();
+        log_info("expert stream: {} whole-layer copies ({:.2f} GiB from host memory, {:.2f} GiB "
+                 "from expert slots), {} of the routed experts only",
+                 t.whole_copies, t.host_bytes / (1u << 30), t.slot_bytes / (1u << 30),
+                 t.routed_only_copies);
+    }
     if (batch_copied_ != nullptr) cudaEventDestroy(batch_copied_);
 }
 

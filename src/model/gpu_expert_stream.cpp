@@ -195,10 +195,16 @@ void GpuExpertStream::start_copy(int layer, Buffer& b) {
             cuda::check(cudaMemcpyAsync(b.memory.as<uint8_t>() + at[i] + from, e.matrix.data + from,
                                         tensor_bytes(e, e1 - e0), cudaMemcpyHostToDevice, copy),
                         "streaming experts to the GPU");
+            traffic_.host_bytes += static_cast<double>(tensor_bytes(e, e1 - e0));
             e0 = e1;
         }
     }
-    if (slots_ != nullptr && n_slotted_[layer] > 0) copy_from_slots(layer, b);
+    if (slots_ != nullptr && n_slotted_[layer] > 0) {
+        copy_from_slots(layer, b);
+        for (const ExpertMatrix* e : parts(m))
+            traffic_.slot_bytes += static_cast<double>(n_slotted_[layer]) * tensor_bytes(*e, 1);
+    }
+    ++traffic_.whole_copies;
     b.copied.record(copy);
     b.layer = layer;
 }
@@ -242,6 +248,7 @@ MoeLayer GpuExpertStream::acquire(int layer, const Route* routes, int n_routes,
                                  in_slots, as_slots(b, layer), d.n_expert, compute);
             }
             b.layer = -1;  // not the whole layer: no later batch may take it as copied
+            ++traffic_.routed_only_copies;
         }
     }
     // The device's view: scales and biases as uploaded, the matrices in the buffer.

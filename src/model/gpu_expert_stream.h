@@ -58,6 +58,13 @@ class GpuExpertStream {
 
     // What registering the host ranges gave: pinned GiB, or why the copies run pageable.
     const std::string& host_memory() const { return host_memory_; }
+    // What the copies moved so far: whole-layer copies with their bytes from host memory and
+    // from slots, and routed-only copies (whose bytes only the device knows).
+    struct Traffic {
+        long whole_copies = 0, routed_only_copies = 0;
+        double host_bytes = 0, slot_bytes = 0;
+    };
+    const Traffic& traffic() const { return traffic_; }
     // Whether the host experts are registered with the driver (pinned and mapped).
     bool pinned() const { return registration_.bytes() > 0; }
 
@@ -92,6 +99,7 @@ class GpuExpertStream {
     Buffer buffers_[2];
     cuda::HostRegistration registration_;
     std::string host_memory_;
+    Traffic traffic_;
     // The routed-only copies: each layer's experts as the kernel reads them (device pointers to
     // the registered host memory), the device lists of routed experts, and per layer the count
     // of its last batch's routed experts (pinned, written by the stream; -1: none yet) and that

@@ -158,9 +158,19 @@ TEST(GpuExpertStream, TakesTheExpertsThatSitInSlotsFromThere) {
         EXPECT_TRUE(holds_part(got, host[1], 3, 1)) << what;
         EXPECT_TRUE(holds_part(got, host[1], 3, 2)) << what;
     };
-    // A whole copy (nothing counted yet).
+    // A whole copy (nothing counted yet): 13 experts over PCIe, 3 out of their slots.
     const DeviceArray<Route> many(std::vector<Route>(64, Route{0, 1.0f}));
     const MoeLayer whole = acquire(1, many);
+    double expert_bytes = 0;
+    for (int p = 0; p < 3; ++p) {
+        const ExpertMatrix& h = part(host[1], p);
+        expert_bytes += static_cast<double>(h.matrix.rows) * h.matrix.row_bytes;
+    }
+    // (Layer 2's copy, into the other buffer, has begun beside it: all 16 from host memory.)
+    const GpuExpertStream::Traffic moved = stream.traffic();
+    EXPECT_EQ(moved.whole_copies, 2);
+    EXPECT_EQ(moved.slot_bytes, 3 * expert_bytes);
+    EXPECT_EQ(moved.host_bytes, (13 + 16) * expert_bytes);
     for (int e = 0; e < kExperts; ++e) {
         if (e != 3) {
             EXPECT_TRUE(holds_expert(whole, host[1], e)) << "expert " << e;
