@@ -44,6 +44,15 @@ struct SlotLayer {
     int64_t bias_rows[3] = {};       // ... floats of one expert
 };
 
+// `t` with its list of fills at `words` (2 · capacity + 1 ints: the slots, the experts, their
+// count), the layout every list of fills keeps.
+inline SlotTable with_fill_list(SlotTable t, int32_t* words, int capacity) {
+    t.fill_slot = words;
+    t.fill_expert = words + capacity;
+    t.n_fills = words + 2 * capacity;
+    return t;
+}
+
 // The slots' memory: n_slots slots of slot_bytes, and the per-slot copies of the scales and
 // biases.
 struct SlotMemory {

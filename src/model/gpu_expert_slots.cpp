@@ -88,9 +88,8 @@ GpuExpertSlots::GpuExpertSlots(const std::vector<MoeLayer>& layers, int n_slots)
     table_.owner = w + n_owned;
     table_.last_used = reinterpret_cast<uint32_t*>(table_.owner + n_slots);
     table_.clock = table_.last_used + n_slots;
-    table_.fill_slot = reinterpret_cast<int32_t*>(table_.clock + 1);
-    table_.fill_expert = table_.fill_slot + cuda::kMaxSlotRoutes;
-    table_.n_fills = table_.fill_expert + cuda::kMaxSlotRoutes;
+    table_ = cuda::with_fill_list(table_, reinterpret_cast<int32_t*>(table_.clock + 1),
+                                  cuda::kMaxSlotRoutes);
     table_.counts =
         reinterpret_cast<uint64_t*>(state_.as<uint8_t>() + cuda::align_up(sizeof(int32_t) * words));
     table_.n_slots = n_slots;
@@ -149,11 +148,9 @@ MoeLayer GpuExpertSlots::view(int layer) const {
 }
 
 cuda::SlotTable GpuExpertSlots::layer_table(int layer) const {
-    cuda::SlotTable t = table_;
-    t.fill_slot += static_cast<size_t>(layer) * kFillListWords;
-    t.fill_expert = t.fill_slot + cuda::kMaxSlotRoutes;
-    t.n_fills = t.fill_expert + cuda::kMaxSlotRoutes;
-    return t;
+    return cuda::with_fill_list(table_,
+                                table_.fill_slot + static_cast<size_t>(layer) * kFillListWords,
+                                cuda::kMaxSlotRoutes);
 }
 
 MoeLayer GpuExpertSlots::prepare(int layer, const Route* routes, int n_routes, Route* slot_routes,
@@ -201,10 +198,7 @@ double GpuExpertSlots::copy_seconds_per_expert(int n_copies, cudaStream_t stream
     // owns those slots yet, and none is left owning what the copies wrote.
     std::vector<int32_t> fills(2 * static_cast<size_t>(n) + 1);
     cuda::DeviceBuffer list(sizeof(int32_t) * fills.size(), "the expert copy measurement");
-    cuda::SlotTable t = table_;
-    t.fill_slot = list.as<int32_t>();
-    t.fill_expert = t.fill_slot + n;
-    t.n_fills = t.fill_expert + n;
+    const cuda::SlotTable t = cuda::with_fill_list(table_, list.as<int32_t>(), n);
     const cuda::Event start(true), stop(true);
     constexpr int kCopies = 5;  // after one that warms the mappings
     std::vector<double> seconds;
@@ -259,10 +253,8 @@ int GpuExpertSlots::preload(cudaStream_t stream) {
     for (size_t il = 0; il < n_layer; ++il) {
         const int n = lists[il * list_words + 2 * NE];
         if (n == 0) continue;
-        cuda::SlotTable t = table_;
-        t.fill_slot = list_memory.as<int32_t>() + il * list_words;
-        t.fill_expert = t.fill_slot + NE;
-        t.n_fills = t.fill_expert + NE;
+        const cuda::SlotTable t = cuda::with_fill_list(
+            table_, list_memory.as<int32_t>() + il * list_words, static_cast<int>(NE));
         cuda::fill_slots(sources_[il], t, slots_, n, stream);
     }
     cuda::check(cudaStreamSynchronize(stream), "preloading the expert slots");

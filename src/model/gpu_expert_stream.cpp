@@ -90,12 +90,11 @@ GpuExpertStream::GpuExpertStream(std::vector<MoeLayer> layers)
 }
 
 cuda::SlotTable GpuExpertStream::routed_list(int layer, bool in_slots) const {
-    cuda::SlotTable t;
-    t.fill_slot = lists_.as<int32_t>() + list_at_[layer] +
-                  (in_slots ? 2 * static_cast<size_t>(layers_[layer].n_expert) + 1 : 0);
-    t.fill_expert = t.fill_slot + layers_[layer].n_expert;
-    t.n_fills = t.fill_expert + layers_[layer].n_expert;
-    return t;
+    const int n = layers_[layer].n_expert;
+    return cuda::with_fill_list(
+        {},
+        lists_.as<int32_t>() + list_at_[layer] + (in_slots ? 2 * static_cast<size_t>(n) + 1 : 0),
+        n);
 }
 
 bool GpuExpertStream::copies_routed_only(int layer, int n_routes) const {
@@ -114,8 +113,7 @@ bool GpuExpertStream::copies_routed_only(int layer, int n_routes) const {
 
 std::array<int64_t, 3> GpuExpertStream::part_offsets_of(int layer) const {
     const std::array<size_t, 4> at = part_offsets(layers_[layer]);
-    return {static_cast<int64_t>(at[0]), static_cast<int64_t>(at[1]),
-            static_cast<int64_t>(at[2])};
+    return {static_cast<int64_t>(at[0]), static_cast<int64_t>(at[1]), static_cast<int64_t>(at[2])};
 }
 
 cuda::SlotMemory GpuExpertStream::as_slots(Buffer& b, int layer) const {
@@ -167,10 +165,7 @@ void GpuExpertStream::copy_from_slots(int layer, Buffer& b) {
     cuda::check(cudaMemcpyAsync(slot_lists_.as<int32_t>() + at, slot_lists_host_.as<int32_t>() + at,
                                 sizeof(int32_t) * (2 * n_expert + 1), cudaMemcpyHostToDevice, copy),
                 "streaming experts to the GPU");
-    cuda::SlotTable list;
-    list.fill_slot = slot_lists_.as<int32_t>() + at;
-    list.fill_expert = list.fill_slot + n_expert;
-    list.n_fills = list.fill_expert + n_expert;
+    const cuda::SlotTable list = cuda::with_fill_list({}, slot_lists_.as<int32_t>() + at, n_expert);
     cuda::fill_slots(slots_->slotted_source(layer, part_offsets_of(layer).data()), list,
                      as_slots(b, layer), n_slotted_[layer], copy);
 }
