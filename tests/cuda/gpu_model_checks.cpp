@@ -30,15 +30,25 @@ ThreadPool& gpu_test_pool() {
     return p;
 }
 
-std::vector<float> all_logits(const Model& model, const std::vector<int32_t>& tokens, Device device,
-                              KvType kv, const GpuOptions& gpu, int max_batch) {
+namespace {
+
+// A session for `tokens` and 8 more, in batches of max_batch (0: all of them at once).
+SessionOptions options_for(const std::vector<int32_t>& tokens, Device device, KvType kv,
+                           const GpuOptions& gpu, int max_batch) {
     SessionOptions o;
     o.n_ctx = static_cast<int>(tokens.size()) + 8;
     o.max_batch = max_batch > 0 ? max_batch : static_cast<int>(tokens.size());
     o.kv_type = kv;
     o.device = device;
     o.gpu = gpu;
-    Session session(model, gpu_test_pool(), o);
+    return o;
+}
+
+}  // namespace
+
+std::vector<float> all_logits(const Model& model, const std::vector<int32_t>& tokens, Device device,
+                              KvType kv, const GpuOptions& gpu, int max_batch) {
+    Session session(model, gpu_test_pool(), options_for(tokens, device, kv, gpu, max_batch));
     std::span<const float> logits = session.feed_all(tokens);
     return {logits.begin(), logits.end()};
 }
@@ -176,13 +186,8 @@ void expect_strategies_prefill_as_fused(const Model& model, const std::string& n
     // streamed layers take those from the slots. Offload's first batch is fused's bit for bit,
     // so its prompt must be too; hybrid's first batch ran its misses on the CPU executor.
     const auto after_a_batch_of_8 = [&](const GpuOptions& gpu) {
-        SessionOptions o;
-        o.n_ctx = static_cast<int>(tokens.size()) + 8;
-        o.max_batch = static_cast<int>(tokens.size());
-        o.kv_type = KvType::kF32;
-        o.device = Device::kCuda;
-        o.gpu = gpu;
-        Session session(model, gpu_test_pool(), o);
+        Session session(model, gpu_test_pool(),
+                        options_for(tokens, Device::kCuda, KvType::kF32, gpu, 0));
         const std::span<const int32_t> all(tokens);
         session.feed(all.first(cuda::kSmallBatch));
         const std::span<const float> rest = session.feed_all(all.subspan(cuda::kSmallBatch));
