@@ -785,9 +785,11 @@ void GpuBackend::run(uint64_t key, const std::function<void()>& pass) {
     };
     // A prefill's streamed layers take the experts that sit in slots from there: which do, as
     // the decode steps before left them (read again only after passes that may have changed
-    // them: the read waits for the stream).
+    // them: the read waits for the stream). The first decode pass after a prefill may refill
+    // slots that the copy of the first host layer ahead of the next prefill still reads.
     if (expert_stream_ && expert_slots_) {
         if (n < kStreamMinTokens) {
+            if (!slot_map_stale_) expert_stream_->order_before(stream_.get());
             slot_map_stale_ = true;
         } else if (slot_map_stale_) {
             expert_stream_->take_from_slots(expert_slots_.get(),

@@ -208,17 +208,22 @@ MoeLayer GpuExpertStream::acquire(int layer, const Route* routes, int n_routes,
                                   cudaStream_t compute) {
     if (layer < 0 || layer >= static_cast<int>(ordinal_.size()) || ordinal_[layer] < 0)
         fail("moe: layer {} has no experts in host memory", layer);
-    Buffer& b = buffers_[buffer_of(layer)];
+    // The buffer that holds the layer (copied ahead), else the one the last layer's compute did
+    // not read.
+    int in = buffers_[0].layer == layer ? 0 : buffers_[1].layer == layer ? 1 : 1 - last_acquired_;
+    last_acquired_ = in;
+    acquired_layer_ = layer;
+    Buffer& b = buffers_[in];
     const bool routed_only = b.layer != layer && copies_routed_only(layer, n_routes);
     if (b.layer != layer && !routed_only) start_copy(layer, b);
-    // The next host layer's experts into the other buffer, behind this layer's compute.
-    const int next = ordinal_[layer] + 1;
-    if (next < static_cast<int>(host_layers_.size())) {
-        const int next_layer = host_layers_[next];
-        Buffer& o = buffers_[buffer_of(next_layer)];
-        if (&o != &b && o.layer != next_layer && !copies_routed_only(next_layer, n_routes))
-            start_copy(next_layer, o);
-    }
+    // The next host layer's experts into the other buffer, behind this layer's compute; after
+    // the last host layer, the first's: a long prompt's next batch starts with it, and so does
+    // the next prompt after decode steps, which leave these buffers alone.
+    const int next_layer =
+        host_layers_[(ordinal_[layer] + 1) % static_cast<int>(host_layers_.size())];
+    Buffer& o = buffers_[1 - in];
+    if (next_layer != layer && o.layer != next_layer && !copies_routed_only(next_layer, n_routes))
+        start_copy(next_layer, o);
     b.copied.wait_on(compute);
     MoeLayer d = layers_[layer];
     if (!sources_.empty()) {
@@ -253,8 +258,15 @@ MoeLayer GpuExpertStream::acquire(int layer, const Route* routes, int n_routes,
     return d;
 }
 
+void GpuExpertStream::order_before(cudaStream_t stream) {
+    copies_queued_.record(copy_stream_.get());
+    copies_queued_.wait_on(stream);
+}
+
 void GpuExpertStream::release(int layer, cudaStream_t compute) {
-    buffers_[buffer_of(layer)].released.record(compute);
+    if (layer != acquired_layer_)
+        fail("the prefill expert stream: layer {} released, {} acquired", layer, acquired_layer_);
+    buffers_[last_acquired_].released.record(compute);
 }
 
 }  // namespace tandem

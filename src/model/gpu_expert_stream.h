@@ -2,8 +2,9 @@
 // a layer, so the layer's expert tensors are copied whole into VRAM and computed there by the
 // GPU's grouped expert kernels, as if resident. Two buffers take turns: while the GPU computes
 // one layer's experts, the copy engine fills the other with the next host layer's (on a stream
-// of its own, ordered by events), so the copies hide behind the compute when PCIe keeps up. The
-// host ranges are registered with the driver first, so they copy at the pinned rate.
+// of its own, ordered by events), so the copies hide behind the compute when PCIe keeps up; the
+// last host layer's compute hides the copy of the first's, for the next batch. The host ranges
+// are registered with the driver first, so they copy at the pinned rate.
 //
 // A batch that routes to few of a layer's experts (a short prompt, a router that favours a few)
 // needs only those: each batch lists the experts it routes to per layer, and a layer whose last
@@ -46,10 +47,16 @@ class GpuExpertStream {
 
     // The experts of host layer `layer` that `routes` (n_routes, on the device) name in VRAM for
     // work queued on `compute` after this call: starts the copy of the layer's experts unless it
-    // is under way (or of the routed ones only, as above), and the copy of the next host layer's
-    // into the other buffer. Call release() once the work reading them is queued.
+    // is under way or done (or of the routed ones only, as above), and the copy of the next host
+    // layer's (after the last, the first's) into the other buffer. Call release(layer) once the
+    // work reading them is queued, before the next acquire.
     MoeLayer acquire(int layer, const Route* routes, int n_routes, cudaStream_t compute);
     void release(int layer, cudaStream_t compute);
+
+    // Makes the work queued on `stream` after this call wait for the copies queued so far: before
+    // a pass that may refill slots those copies read (the first after the first layer's was
+    // copied ahead for the next batch).
+    void order_before(cudaStream_t stream);
 
     // The experts that `slots` holds (its slot_map()), which the whole-layer copies from now on
     // take from there; call again whenever the slots may have changed (before each prefill
@@ -76,7 +83,6 @@ class GpuExpertStream {
         int layer = -1;        // whose experts it holds or receives
     };
     void start_copy(int layer, Buffer& b);
-    int buffer_of(int layer) const { return ordinal_[layer] % 2; }
     // Whether `layer` copies only the experts routed to, for a batch of n_routes routes.
     bool copies_routed_only(int layer, int n_routes) const;
     // The lists of routed experts of host layer `layer` (cuda::list_routed_experts): those to
@@ -96,7 +102,10 @@ class GpuExpertStream {
     std::vector<int> ordinal_;      // layer -> its rank among the host layers, -1: resident
     std::vector<int> host_layers_;  // in order
     cuda::Stream copy_stream_;
+    cuda::Event copies_queued_;  // order_before()'s
     Buffer buffers_[2];
+    int last_acquired_ = 1;  // the buffer acquire() gave last (1: the first takes buffer 0)
+    int acquired_layer_ = -1;
     cuda::HostRegistration registration_;
     std::string host_memory_;
     Traffic traffic_;

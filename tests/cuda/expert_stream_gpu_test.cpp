@@ -1,6 +1,7 @@
 // The prefill expert stream (model/gpu_expert_stream.h): host layers' experts copied whole into
-// VRAM, only the routed ones for a layer whose last batch routed to few of its experts, and those
-// that sit in expert slots from there; and the slots filled before the first step.
+// VRAM (the first after the last, for the next batch), only the routed ones for a layer whose last
+// batch routed to few of its experts, and those that sit in expert slots from there; and the slots
+// filled before the first step.
 #include "model/gpu_expert_stream.h"
 
 #include <cuda_runtime.h>
@@ -13,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "base/error.h"
 #include "cuda/check.h"
 #include "cuda/stream.h"
 #include "gpu_test_util.h"
@@ -180,14 +182,52 @@ TEST(GpuExpertStream, TakesTheExpertsThatSitInSlotsFromThere) {
     // Layer 0 has nothing in slots: all from host memory.
     const MoeLayer got0 = acquire(0, many);
     for (int e = 0; e < kExperts; ++e) EXPECT_TRUE(holds_expert(got0, host[0], e)) << e;
-    // Layer 3 takes layer 1's buffer; then layer 1's next batch, which routes to experts 3 and 5
-    // (its last batch reached one expert outside the slots), copies only those: 5 from host
-    // memory, 3 from its slot; the rest of the buffer still holds layer 3's.
+    // Layer 3 takes layer 1's buffer (the other holds layer 0's); then layer 1's
+    // next batch, which routes to experts 3 and 5 (its last batch reached one expert outside the
+    // slots), copies only those, into the buffer layer 3 did not take: 5 from host memory, 3 from
+    // its slot; the rest of that buffer still holds layer 0's.
     acquire(3, many);
     const MoeLayer few = acquire(1, DeviceArray<Route>({{3, 0.5f}, {5, 0.5f}}));
     expect_slot_3_marked(few, "routed only");
     EXPECT_TRUE(holds_expert(few, host[1], 5));
-    for (int e : {0, 2, 11}) EXPECT_TRUE(holds_expert(few, host[3], e)) << "expert " << e;
+    for (int e : {0, 2, 11}) EXPECT_TRUE(holds_expert(few, host[0], e)) << "expert " << e;
+}
+
+// The last host layer's compute hides the copy of the first's, for the next batch: an odd number
+// of host layers too, whose first and last took the same buffer had the buffers gone by parity.
+TEST(GpuExpertStream, CopiesTheFirstLayerAfterTheLast) {
+    TANDEM_REQUIRE_GPU();
+    constexpr int kLayers = 3, kExperts = 8;
+    HostExperts experts(kLayers, kExperts, GgmlType::kQ8_0);
+    std::vector<MoeLayer>& host = experts.layers;
+    GpuExpertStream stream(host);
+    if (!stream.pinned()) GTEST_SKIP() << stream.host_memory();
+    cuda::Stream compute;
+    const cudaStream_t st = compute.get();
+    std::vector<Route> spread;
+    for (int j = 0; j < 64; ++j) spread.push_back({j % kExperts, 0.5f});
+    const DeviceArray<Route> routes(spread);
+    auto acquire = [&](int layer) {
+        const MoeLayer v = stream.acquire(layer, routes.get(), 64, st);
+        stream.release(layer, st);
+        cuda::check(cudaStreamSynchronize(st), "test stream");
+        return v;
+    };
+    // Layer 0, then 1 (copied beside 0), 2 (beside 1) and 0 again (beside 2).
+    for (int il = 0; il < kLayers; ++il) acquire(il);
+    EXPECT_EQ(stream.traffic().whole_copies, 4);
+    // The next batch finds layer 0 copied, and copies layer 1 beside it.
+    const MoeLayer v0 = acquire(0);
+    EXPECT_EQ(stream.traffic().whole_copies, 5);
+    for (int e = 0; e < kExperts; ++e) EXPECT_TRUE(holds_expert(v0, host[0], e)) << e;
+    const MoeLayer v1 = acquire(1);
+    EXPECT_EQ(stream.traffic().whole_copies, 6);  // layer 2 beside it
+    for (int e = 0; e < kExperts; ++e) EXPECT_TRUE(holds_expert(v1, host[1], e)) << e;
+    // Releasing another layer than the one acquired is a caller's error.
+    stream.acquire(2, routes.get(), 64, st);
+    EXPECT_THROW(stream.release(1, st), Error);
+    stream.release(2, st);
+    cuda::check(cudaStreamSynchronize(st), "test stream");
 }
 
 // The slots filled before the first step: experts 0, 1, ... of each host layer in turn, each

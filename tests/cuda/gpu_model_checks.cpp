@@ -185,25 +185,40 @@ void expect_strategies_prefill_as_fused(const Model& model, const std::string& n
     // A prompt after a decode-sized batch, whose experts the slots then hold: the prompt's
     // streamed layers take those from the slots. Offload's first batch is fused's bit for bit,
     // so its prompt must be too; hybrid's first batch ran its misses on the CPU executor.
-    const auto after_a_batch_of_8 = [&](const GpuOptions& gpu) {
+    // The tokens fed in batches of `sizes`: the last batch's logits.
+    const auto in_batches = [&](const GpuOptions& gpu, std::initializer_list<int> sizes) {
         Session session(model, gpu_test_pool(),
                         options_for(tokens, Device::kCuda, KvType::kF32, gpu, 0));
-        const std::span<const int32_t> all(tokens);
-        session.feed(all.first(cuda::kSmallBatch));
-        const std::span<const float> rest = session.feed_all(all.subspan(cuda::kSmallBatch));
-        return std::vector<float>(rest.begin(), rest.end());
+        std::span<const int32_t> rest(tokens);
+        std::span<const float> last;
+        for (const int n : sizes) {
+            last = session.feed_all(rest.first(n));
+            rest = rest.subspan(n);
+        }
+        return std::vector<float>(last.begin(), last.end());
     };
-    const std::vector<float> fused_after = after_a_batch_of_8(strategy(MoeStrategy::kFused));
-    const int X = model.config().n_expert;
-    EXPECT_EQ(
-        compare_logits(fused_after, after_a_batch_of_8(strategy(MoeStrategy::kOffload, -1, X)), V)
-            .worst_abs,
-        0.0)
+    const int X = model.config().n_expert, B = cuda::kSmallBatch;
+    const std::vector<float> fused_after = in_batches(strategy(MoeStrategy::kFused), {B, 70 - B});
+    EXPECT_EQ(compare_logits(fused_after,
+                             in_batches(strategy(MoeStrategy::kOffload, -1, X), {B, 70 - B}), V)
+                  .worst_abs,
+              0.0)
         << name << " offload: a prompt after the slots filled";
     expect_conformant_routed(
-        compare_logits(fused_after, after_a_batch_of_8(strategy(MoeStrategy::kHybrid, -1, X / 2)),
-                       V),
+        compare_logits(fused_after,
+                       in_batches(strategy(MoeStrategy::kHybrid, -1, X / 2), {B, 70 - B}), V),
         name + " hybrid: a prompt after the slots filled vs fused");
+    // Two prompts with a decode-sized batch between: the first prompt's last layer copied the
+    // first host layer's experts ahead for the second, partly out of slots that the batch between
+    // then refilled (one layer's worth of slots: every layer evicts).
+    const std::vector<float> fused_again =
+        in_batches(strategy(MoeStrategy::kFused), {32, 70 - 64, 32});
+    EXPECT_EQ(compare_logits(fused_again,
+                             in_batches(strategy(MoeStrategy::kOffload, -1, X), {32, 70 - 64, 32}),
+                             V)
+                  .worst_abs,
+              0.0)
+        << name << " offload: a prompt after a prompt and a decode-sized batch";
 }
 
 void expect_strategies_decode_as_fused(const Model& model, const std::string& name, int steps,

@@ -71,7 +71,9 @@ void expect_within_cpu_spread(const LogitComparison& cmp, const LogitComparison&
 // for bit; hybrid (hits in slots, misses on the CPU executor; one slot: nearly all misses) in
 // batches of 8 by the routed criteria, and in one batch (streamed) bit for bit. Then a prompt of
 // 62 after a batch of 8, the experts of that batch in slots, whose streamed layers take them from
-// there: offload's logits are fused's bit for bit, hybrid's within the routed criteria.
+// there: offload's logits are fused's bit for bit, hybrid's within the routed criteria. And
+// prompts of 32, 6 and 32 tokens, whose first copied the first host layer's experts ahead for the
+// last, partly out of slots that the batch between refilled: offload bit for bit.
 void expect_strategies_prefill_as_fused(const Model& model, const std::string& name);
 
 // Greedy decoding from a 12-token prompt under each expert strategy against fused: cpu,
