@@ -89,6 +89,10 @@ GpuExpertStream::GpuExpertStream(std::vector<MoeLayer> layers)
     routes_counted_.assign(layers_.size(), 0);
 }
 
+GpuExpertStream::~GpuExpertStream() {
+    cudaStreamSynchronize(copy_stream_.get());
+}
+
 cuda::SlotTable GpuExpertStream::routed_list(int layer, bool in_slots) const {
     const int n = layers_[layer].n_expert;
     return cuda::with_fill_list(

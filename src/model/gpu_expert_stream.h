@@ -44,6 +44,11 @@ class GpuExpertStream {
     // is copied) and their per-expert scales and biases on the device; n_expert 0 for the
     // others.
     explicit GpuExpertStream(std::vector<MoeLayer> layers);
+    // Waits for the copies under way (the first layer's, copied ahead for a next batch that may
+    // never come) before the buffers and the host registration go.
+    ~GpuExpertStream();
+    GpuExpertStream(const GpuExpertStream&) = delete;
+    GpuExpertStream& operator=(const GpuExpertStream&) = delete;
 
     // The experts of host layer `layer` that `routes` (n_routes, on the device) name in VRAM for
     // work queued on `compute` after this call: starts the copy of the layer's experts unless it
