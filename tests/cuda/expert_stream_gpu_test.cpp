@@ -74,23 +74,33 @@ struct HostExperts {
     std::vector<MoeLayer> layers;
 };
 
+// The stream over HostExperts' layers and a stream to compute on: where the stream's tests start.
+struct StreamedExperts {
+    StreamedExperts(int n_layer, int n_expert, GgmlType down)
+        : experts(n_layer, n_expert, down), host(experts.layers), stream(host) {}
+    // Layer `layer`'s experts as acquire() gives them for `routes`, released and copied.
+    MoeLayer acquire(int layer, const DeviceArray<Route>& routes) {
+        const MoeLayer v =
+            stream.acquire(layer, routes.get(), static_cast<int>(routes.size()), compute.get());
+        stream.release(layer, compute.get());
+        cuda::check(cudaStreamSynchronize(compute.get()), "test stream");
+        return v;
+    }
+    HostExperts experts;
+    std::vector<MoeLayer>& host;
+    GpuExpertStream stream;
+    cuda::Stream compute;
+};
+
 TEST(GpuExpertStream, CopiesOnlyTheRoutedExpertsWhereFewWereRouted) {
     TANDEM_REQUIRE_GPU();
     constexpr int kLayers = 4, kExperts = 16;
-    HostExperts experts(kLayers, kExperts, GgmlType::kQ6_K);
-    std::vector<MoeLayer>& host = experts.layers;
-    GpuExpertStream stream(host);
-    if (!stream.pinned()) GTEST_SKIP() << stream.host_memory();
-    cuda::Stream compute;
-    const cudaStream_t st = compute.get();
+    StreamedExperts s(kLayers, kExperts, GgmlType::kQ6_K);
+    if (!s.stream.pinned()) GTEST_SKIP() << s.stream.host_memory();
+    const std::vector<MoeLayer>& host = s.host;
+    const auto acquire = [&](int layer, const DeviceArray<Route>& r) { return s.acquire(layer, r); };
     // Two tokens routed to experts 3 and 9.
     const DeviceArray<Route> few({{3, 0.5f}, {9, 0.5f}, {9, 0.7f}, {3, 0.3f}});
-    auto acquire = [&](int layer, const DeviceArray<Route>& routes) {
-        const MoeLayer v = stream.acquire(layer, routes.get(), static_cast<int>(routes.size()), st);
-        stream.release(layer, st);
-        cuda::check(cudaStreamSynchronize(st), "test stream");
-        return v;
-    };
     // The first batch: whole layers (nothing counted yet).
     for (int il = 0; il < kLayers; ++il) {
         const MoeLayer v = acquire(il, few);
@@ -117,13 +127,11 @@ TEST(GpuExpertStream, CopiesOnlyTheRoutedExpertsWhereFewWereRouted) {
 TEST(GpuExpertStream, TakesTheExpertsThatSitInSlotsFromThere) {
     TANDEM_REQUIRE_GPU();
     constexpr int kLayers = 4, kExperts = 16;
-    HostExperts experts(kLayers, kExperts, GgmlType::kQ6_K);
-    std::vector<MoeLayer>& host = experts.layers;
-    GpuExpertStream stream(host);
-    if (!stream.pinned()) GTEST_SKIP() << stream.host_memory();
+    StreamedExperts s(kLayers, kExperts, GgmlType::kQ6_K);
+    if (!s.stream.pinned()) GTEST_SKIP() << s.stream.host_memory();
+    const std::vector<MoeLayer>& host = s.host;
     GpuExpertSlots slots(host, 4);
-    cuda::Stream compute;
-    const cudaStream_t st = compute.get();
+    const cudaStream_t st = s.compute.get();
     // Layer 1's experts 2, 3 and 11 into slots; then layer 1's gate of the slot that holds
     // expert 3 overwritten, so that a copy taken from there shows.
     const DeviceArray<Route> routes({{3, 0.5f}, {11, 0.5f}, {2, 0.5f}, {3, 0.5f}});
@@ -144,13 +152,8 @@ TEST(GpuExpertStream, TakesTheExpertsThatSitInSlotsFromThere) {
                                 0x5a, gate_bytes, st),
                 "test marking");
     cuda::check(cudaStreamSynchronize(st), "test marking");
-    stream.take_from_slots(&slots, std::move(map));
-    auto acquire = [&](int layer, const DeviceArray<Route>& r) {
-        const MoeLayer v = stream.acquire(layer, r.get(), static_cast<int>(r.size()), st);
-        stream.release(layer, st);
-        cuda::check(cudaStreamSynchronize(st), "test stream");
-        return v;
-    };
+    s.stream.take_from_slots(&slots, std::move(map));
+    const auto acquire = [&](int layer, const DeviceArray<Route>& r) { return s.acquire(layer, r); };
     // Expert 3 of layer 1 (in a slot) as the mark left it, every other expert from host memory.
     auto expect_slot_3_marked = [&](const MoeLayer& got, const std::string& what) {
         const std::vector<uint8_t> gate = device_part(got, 3, 0);
@@ -169,7 +172,7 @@ TEST(GpuExpertStream, TakesTheExpertsThatSitInSlotsFromThere) {
         expert_bytes += static_cast<double>(h.matrix.rows) * h.matrix.row_bytes;
     }
     // (Layer 2's copy, into the other buffer, has begun beside it: all 16 from host memory.)
-    const GpuExpertStream::Traffic moved = stream.traffic();
+    const GpuExpertStream::Traffic moved = s.stream.traffic();
     EXPECT_EQ(moved.whole_copies, 2);
     EXPECT_EQ(moved.slot_bytes, 3 * expert_bytes);
     EXPECT_EQ(moved.host_bytes, (13 + 16) * expert_bytes);
@@ -198,21 +201,15 @@ TEST(GpuExpertStream, TakesTheExpertsThatSitInSlotsFromThere) {
 TEST(GpuExpertStream, CopiesTheFirstLayerAfterTheLast) {
     TANDEM_REQUIRE_GPU();
     constexpr int kLayers = 3, kExperts = 8;
-    HostExperts experts(kLayers, kExperts, GgmlType::kQ8_0);
-    std::vector<MoeLayer>& host = experts.layers;
-    GpuExpertStream stream(host);
-    if (!stream.pinned()) GTEST_SKIP() << stream.host_memory();
-    cuda::Stream compute;
-    const cudaStream_t st = compute.get();
+    StreamedExperts s(kLayers, kExperts, GgmlType::kQ8_0);
+    if (!s.stream.pinned()) GTEST_SKIP() << s.stream.host_memory();
+    const std::vector<MoeLayer>& host = s.host;
+    GpuExpertStream& stream = s.stream;
+    const cudaStream_t st = s.compute.get();
     std::vector<Route> spread;
     for (int j = 0; j < 64; ++j) spread.push_back({j % kExperts, 0.5f});
     const DeviceArray<Route> routes(spread);
-    auto acquire = [&](int layer) {
-        const MoeLayer v = stream.acquire(layer, routes.get(), 64, st);
-        stream.release(layer, st);
-        cuda::check(cudaStreamSynchronize(st), "test stream");
-        return v;
-    };
+    const auto acquire = [&](int layer) { return s.acquire(layer, routes); };
     // Layer 0, then 1 (copied beside 0), 2 (beside 1) and 0 again (beside 2).
     for (int il = 0; il < kLayers; ++il) acquire(il);
     EXPECT_EQ(stream.traffic().whole_copies, 4);
