@@ -465,6 +465,7 @@ GpuBackend::~GpuBackend() {
                  "from expert slots), {} of the routed experts only",
                  t.whole_copies, t.host_bytes / (1u << 30), t.slot_bytes / (1u << 30),
                  t.routed_only_copies);
+        expert_stream_.reset();  // before the slots, which its copies may still read
     }
     if (batch_copied_ != nullptr) cudaEventDestroy(batch_copied_);
 }

@@ -177,8 +177,17 @@ void GpuExpertStream::copy_from_slots(int layer, Buffer& b) {
 void GpuExpertStream::start_copy(int layer, Buffer& b) {
     const cudaStream_t copy = copy_stream_.get();
     b.released.wait_on(copy);  // the compute that last read this buffer is done
+    b.layer = -1;              // until the copy is queued whole
     const MoeLayer& m = layers_[layer];
     const std::array<size_t, 4> at = part_offsets(m);
+    // First the experts that sit in slots, so that order_before() waits for those reads only.
+    if (slots_ != nullptr && n_slotted_[layer] > 0) {
+        copy_from_slots(layer, b);
+        slots_read_.record(copy);
+        slot_reads_queued_ = true;
+        for (const ExpertMatrix* e : parts(m))
+            traffic_.slot_bytes += static_cast<double>(n_slotted_[layer]) * tensor_bytes(*e, 1);
+    }
     // From host memory, each run of experts that no slot holds (all of them, without slots).
     for (int i = 0; i < 3; ++i) {
         const ExpertMatrix& e = *parts(m)[i];
@@ -198,11 +207,6 @@ void GpuExpertStream::start_copy(int layer, Buffer& b) {
             e0 = e1;
         }
     }
-    if (slots_ != nullptr && n_slotted_[layer] > 0) {
-        copy_from_slots(layer, b);
-        for (const ExpertMatrix* e : parts(m))
-            traffic_.slot_bytes += static_cast<double>(n_slotted_[layer]) * tensor_bytes(*e, 1);
-    }
     ++traffic_.whole_copies;
     b.copied.record(copy);
     b.layer = layer;
@@ -214,6 +218,8 @@ MoeLayer GpuExpertStream::acquire(int layer, const Route* routes, int n_routes,
         fail("moe: layer {} has no experts in host memory", layer);
     // The buffer that holds the layer (copied ahead), else the one the last layer's compute did
     // not read.
+    // A pass that failed between acquire and release: its kernels may still read the buffer.
+    if (acquired_layer_ >= 0) buffers_[last_acquired_].released.record(compute);
     int in = buffers_[0].layer == layer ? 0 : buffers_[1].layer == layer ? 1 : 1 - last_acquired_;
     last_acquired_ = in;
     acquired_layer_ = layer;
@@ -263,14 +269,16 @@ MoeLayer GpuExpertStream::acquire(int layer, const Route* routes, int n_routes,
 }
 
 void GpuExpertStream::order_before(cudaStream_t stream) {
-    copies_queued_.record(copy_stream_.get());
-    copies_queued_.wait_on(stream);
+    if (!slot_reads_queued_) return;
+    slots_read_.wait_on(stream);
+    slot_reads_queued_ = false;
 }
 
 void GpuExpertStream::release(int layer, cudaStream_t compute) {
     if (layer != acquired_layer_)
         fail("the prefill expert stream: layer {} released, {} acquired", layer, acquired_layer_);
     buffers_[last_acquired_].released.record(compute);
+    acquired_layer_ = -1;
 }
 
 }  // namespace tandem

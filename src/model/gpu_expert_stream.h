@@ -58,9 +58,9 @@ class GpuExpertStream {
     MoeLayer acquire(int layer, const Route* routes, int n_routes, cudaStream_t compute);
     void release(int layer, cudaStream_t compute);
 
-    // Makes the work queued on `stream` after this call wait for the copies queued so far: before
-    // a pass that may refill slots those copies read (the first after the first layer's was
-    // copied ahead for the next batch).
+    // Makes the work queued on `stream` after this call wait for the copies' reads of slots queued
+    // so far: before a pass that may refill those slots (the first after a prefill, whose last
+    // layer copied the first one's ahead for the next batch, partly out of slots).
     void order_before(cudaStream_t stream);
 
     // The experts that `slots` holds (its slot_map()), which the whole-layer copies from now on
@@ -107,10 +107,11 @@ class GpuExpertStream {
     std::vector<int> ordinal_;      // layer -> its rank among the host layers, -1: resident
     std::vector<int> host_layers_;  // in order
     cuda::Stream copy_stream_;
-    cuda::Event copies_queued_;  // order_before()'s
+    cuda::Event slots_read_;          // after the last copy's reads of slots
+    bool slot_reads_queued_ = false;  // since the last order_before()
     Buffer buffers_[2];
     int last_acquired_ = 1;  // the buffer acquire() gave last (1: the first takes buffer 0)
-    int acquired_layer_ = -1;
+    int acquired_layer_ = -1;  // acquired and not yet released, or -1
     cuda::HostRegistration registration_;
     std::string host_memory_;
     Traffic traffic_;
