@@ -156,6 +156,10 @@ void GpuExpertStream::take_from_slots(const GpuExpertSlots* slots, std::vector<i
         list[2 * n_expert] = n;
         n_slotted_[il] = n;
     }
+    // To the device once, ahead of the copies that read them on the same stream.
+    cuda::check(cudaMemcpyAsync(slot_lists_.get(), slot_lists_host_.get(), sizeof(int32_t) * words,
+                                cudaMemcpyHostToDevice, copy_stream_.get()),
+                "streaming experts to the GPU");
 }
 
 bool GpuExpertStream::in_slot(int layer, int e) const {
@@ -165,13 +169,9 @@ bool GpuExpertStream::in_slot(int layer, int e) const {
 void GpuExpertStream::copy_from_slots(int layer, Buffer& b) {
     const int n_expert = slots_->n_expert();
     const size_t at = static_cast<size_t>(layer) * (2 * static_cast<size_t>(n_expert) + 1);
-    const cudaStream_t copy = copy_stream_.get();
-    cuda::check(cudaMemcpyAsync(slot_lists_.as<int32_t>() + at, slot_lists_host_.as<int32_t>() + at,
-                                sizeof(int32_t) * (2 * n_expert + 1), cudaMemcpyHostToDevice, copy),
-                "streaming experts to the GPU");
     const cuda::SlotTable list = cuda::with_fill_list({}, slot_lists_.as<int32_t>() + at, n_expert);
     cuda::fill_slots(slots_->slotted_source(layer, part_offsets_of(layer).data()), list,
-                     as_slots(b, layer), n_slotted_[layer], copy);
+                     as_slots(b, layer), n_slotted_[layer], copy_stream_.get());
 }
 
 void GpuExpertStream::start_copy(int layer, Buffer& b) {
@@ -216,11 +216,11 @@ MoeLayer GpuExpertStream::acquire(int layer, const Route* routes, int n_routes,
                                   cudaStream_t compute) {
     if (layer < 0 || layer >= static_cast<int>(ordinal_.size()) || ordinal_[layer] < 0)
         fail("moe: layer {} has no experts in host memory", layer);
-    // The buffer that holds the layer (copied ahead), else the one the last layer's compute did
-    // not read.
     // A pass that failed between acquire and release: its kernels may still read the buffer.
     if (acquired_layer_ >= 0) buffers_[last_acquired_].released.record(compute);
-    int in = buffers_[0].layer == layer ? 0 : buffers_[1].layer == layer ? 1 : 1 - last_acquired_;
+    // The buffer that holds the layer (copied ahead), else the one the last layer's compute did
+    // not read.
+    const int in = buffers_[0].layer == layer ? 0 : buffers_[1].layer == layer ? 1 : 1 - last_acquired_;
     last_acquired_ = in;
     acquired_layer_ = layer;
     Buffer& b = buffers_[in];

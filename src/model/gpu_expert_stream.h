@@ -126,7 +126,8 @@ class GpuExpertStream {
     std::vector<int> routes_counted_;
     // take_from_slots: the slots, which slot holds each expert, and per layer the list of its
     // experts in slots (as fill_slots takes them: destination expert, source slot), staged in
-    // pinned memory and copied to the device before each use (2 · n_expert + 1 ints a layer).
+    // pinned memory and copied to the device once per take_from_slots (2 · n_expert + 1 ints a
+    // layer).
     const GpuExpertSlots* slots_ = nullptr;
     std::vector<int32_t> slot_map_;
     std::vector<int> n_slotted_;
