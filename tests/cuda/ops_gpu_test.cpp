@@ -306,56 +306,84 @@ TEST(GpuRope, NormThenRopeInOneKernelMatchesBoth) {
 
 // The queries' and keys' norms and rotations and the cache store in one kernel: every byte as
 // norm_rope() twice and store_kv() give it (f16 and f32 caches, values wider than keys, a layer
-// whose cache is a ring of 6 positions after one of 16).
+// whose cache is a ring of 6 positions after one of 16), for heads rotated in registers (neox
+// and normal pairs, 64, 128 and 256 values, partial normal rotation, imrope, YaRN) and those
+// that are not (neox rotating part of the head).
 TEST(GpuRope, NormRopeStoreMatchesNormRopeAndStoreKv) {
     TANDEM_REQUIRE_GPU();
-    RopeParams p;
-    p.type = RopeType::kNeox;
-    p.n_dims = 64;
-    p.freq_base = 1000000.0f;
-    const cuda::RopeTable table = cuda::make_rope_table(p);
-    const int n_head = 8, n_kv = 2, dk = 64, dv = 96, rows = 3, n_layer = 2, layer = 1;
-    const int64_t q_cols = int64_t{n_head} * dk, k_cols = int64_t{n_kv} * dk,
-                  v_cols = int64_t{n_kv} * dv;
-    const KvShape shape{n_layer, 2, 16, n_kv, dk, dv};
-    const std::vector<TokenPlace> places = {{0, 0}, {1, 5}, {0, 15}};
-    const std::vector<float> q = testing::random_floats(rows * q_cols, 51, 3.0f),
-                             k = testing::random_floats(rows * k_cols, 52, 3.0f),
-                             v = testing::random_floats(rows * v_cols, 53),
-                             qw = testing::random_floats(dk, 54), kw = testing::random_floats(dk, 55);
-    DeviceArray<float> factor(table.factor), ramp(table.ramp), dqw(qw), dkw(kw);
-    DeviceArray<TokenPlace> dp(places);
-    for (const bool f16 : {true, false}) {
-        const size_t positions = size_t{n_layer} * shape.n_seq * shape.n_ctx;
-        const size_t elt = f16 ? 2 : 4;
-        DeviceArray<uint8_t> ref_k(positions * k_cols * elt), ref_v(positions * v_cols * elt),
-            got_k(positions * k_cols * elt), got_v(positions * v_cols * elt);
-        cudaMemset(ref_k.get(), 0, ref_k.size());
-        cudaMemset(ref_v.get(), 0, ref_v.size());
-        cudaMemset(got_k.get(), 0, got_k.size());
-        cudaMemset(got_v.get(), 0, got_v.size());
-        DeviceArray<float> rq(q), rk(k), rv(v), gq(q), gk(k), gv(v);
-        cuda::Stream stream;
-        const cuda::DeviceKv ref_kv{ref_k.get(), ref_v.get(), shape, f16, {16, 6}},
-            got_kv{got_k.get(), got_v.get(), shape, f16, {16, 6}};
-        cuda::norm_rope({rq.get(), rows, q_cols, q_cols}, n_head, dk, dqw.get(), 1e-6f, dp.get(),
-                        table, factor.get(), ramp.get(), stream.get());
-        cuda::norm_rope({rk.get(), rows, k_cols, k_cols}, n_kv, dk, dkw.get(), 1e-6f, dp.get(),
-                        table, factor.get(), ramp.get(), stream.get());
-        cuda::store_kv(ref_kv.layer(layer), {rk.get(), rows, k_cols, k_cols},
-                       {rv.get(), rows, v_cols, v_cols}, dp.get(), stream.get());
-        cuda::norm_rope_store({gq.get(), rows, q_cols, q_cols}, n_head,
-                              {gk.get(), rows, k_cols, k_cols}, {gv.get(), rows, v_cols, v_cols},
-                              dqw.get(), dkw.get(), 1e-6f, dp.get(), table, factor.get(),
-                              ramp.get(), got_kv.layer(layer), stream.get());
-        EXPECT_EQ(rq.download(), gq.download()) << "queries, f16 " << f16;
-        EXPECT_EQ(rk.download(), gk.download()) << "keys, f16 " << f16;
-        EXPECT_EQ(ref_k.download(), got_k.download()) << "key cache, f16 " << f16;
-        EXPECT_EQ(ref_v.download(), got_v.download()) << "value cache, f16 " << f16;
-        // The store reached the layer (not only zeros compared).
-        const std::vector<uint8_t> cache = got_v.download();
-        EXPECT_NE(std::count(cache.begin(), cache.end(), uint8_t{0}),
-                  static_cast<std::ptrdiff_t>(cache.size()));
+    struct Shape {
+        RopeType type;
+        int n_dims, dk, dv;
+        bool imrope = false, yarn = false;
+    };
+    const Shape shapes[] = {{RopeType::kNeox, 64, 64, 96},     {RopeType::kNeox, 128, 128, 128},
+                            {RopeType::kNormal, 128, 128, 128}, {RopeType::kNormal, 64, 128, 128},
+                            {RopeType::kNeox, 64, 128, 128},    {RopeType::kNeox, 128, 128, 128, true},
+                            {RopeType::kNormal, 256, 256, 256, false, true}};
+    for (const Shape& sh : shapes) {
+        RopeParams p;
+        p.type = sh.type;
+        p.n_dims = sh.n_dims;
+        p.freq_base = 1000000.0f;
+        if (sh.imrope) {
+            p.imrope = true;
+            p.sections[0] = 24, p.sections[1] = 20, p.sections[2] = 20;
+        }
+        if (sh.yarn) {
+            p.ext_factor = 1.0f, p.freq_scale = 0.25f, p.n_ctx_orig = 4096;
+        }
+        const cuda::RopeTable table = cuda::make_rope_table(p);
+        const int n_head = 8, n_kv = 2, dk = sh.dk, dv = sh.dv, rows = 3, n_layer = 2, layer = 1;
+        const std::string what = fmt::format("{} n_dims {} dk {}{}{}",
+                                             sh.type == RopeType::kNeox ? "neox" : "normal",
+                                             sh.n_dims, dk, sh.imrope ? " imrope" : "",
+                                             sh.yarn ? " yarn" : "");
+        const int64_t q_cols = int64_t{n_head} * dk, k_cols = int64_t{n_kv} * dk,
+                      v_cols = int64_t{n_kv} * dv;
+        const KvShape shape{n_layer, 2, 16, n_kv, dk, dv};
+        const std::vector<TokenPlace> places = {{0, 0}, {1, 5}, {0, 15}};
+        const std::vector<float> q = testing::random_floats(rows * q_cols, 51, 3.0f),
+                                 k = testing::random_floats(rows * k_cols, 52, 3.0f),
+                                 v = testing::random_floats(rows * v_cols, 53),
+                                 qw = testing::random_floats(dk, 54),
+                                 kw = testing::random_floats(dk, 55);
+        DeviceArray<float> factor(table.factor), ramp(table.ramp), dqw(qw), dkw(kw);
+        DeviceArray<TokenPlace> dp(places);
+        for (const bool f16 : {true, false}) {
+            const size_t positions = size_t{n_layer} * shape.n_seq * shape.n_ctx;
+            const size_t elt = f16 ? 2 : 4;
+            DeviceArray<uint8_t> ref_k(positions * k_cols * elt), ref_v(positions * v_cols * elt),
+                got_k(positions * k_cols * elt), got_v(positions * v_cols * elt);
+            cudaMemset(ref_k.get(), 0, ref_k.size());
+            cudaMemset(ref_v.get(), 0, ref_v.size());
+            cudaMemset(got_k.get(), 0, got_k.size());
+            cudaMemset(got_v.get(), 0, got_v.size());
+            DeviceArray<float> rq(q), rk(k), rv(v), gq(q), gk(k), gv(v);
+            cuda::Stream stream;
+            const cuda::DeviceKv ref_kv{ref_k.get(), ref_v.get(), shape, f16, {16, 6}},
+                got_kv{got_k.get(), got_v.get(), shape, f16, {16, 6}};
+            cuda::norm_rope({rq.get(), rows, q_cols, q_cols}, n_head, dk, dqw.get(), 1e-6f,
+                            dp.get(), table, factor.get(), ramp.get(), stream.get());
+            cuda::norm_rope({rk.get(), rows, k_cols, k_cols}, n_kv, dk, dkw.get(), 1e-6f,
+                            dp.get(), table, factor.get(), ramp.get(), stream.get());
+            cuda::store_kv(ref_kv.layer(layer), {rk.get(), rows, k_cols, k_cols},
+                           {rv.get(), rows, v_cols, v_cols}, dp.get(), stream.get());
+            cuda::norm_rope_store({gq.get(), rows, q_cols, q_cols}, n_head,
+                                  {gk.get(), rows, k_cols, k_cols},
+                                  {gv.get(), rows, v_cols, v_cols}, dqw.get(), dkw.get(), 1e-6f,
+                                  dp.get(), table, factor.get(), ramp.get(), got_kv.layer(layer),
+                                  stream.get());
+            EXPECT_EQ(rq.download(), gq.download()) << what << ": queries, f16 " << f16;
+            EXPECT_EQ(rk.download(), gk.download()) << what << ": keys, f16 " << f16;
+            EXPECT_EQ(ref_k.download(), got_k.download()) << what << ": key cache, f16 " << f16;
+            EXPECT_EQ(ref_v.download(), got_v.download()) << what << ": value cache, f16 " << f16;
+            // The store reached the layer (not only zeros compared), and the heads turned.
+            const std::vector<uint8_t> cache = got_v.download();
+            EXPECT_NE(std::count(cache.begin(), cache.end(), uint8_t{0}),
+                      static_cast<std::ptrdiff_t>(cache.size()))
+                << what;
+            EXPECT_NE(gq.download(), q) << what;
+        }
     }
 }
 
