@@ -11,6 +11,7 @@
 #include "cuda/activation_rounding.h"
 #include "cuda/check.h"
 #include "cuda/early_launch.cuh"
+#include "cuda/glu_value.cuh"
 #include "cuda/q8_round.cuh"
 #include "cuda/row_norm.cuh"
 
@@ -111,13 +112,7 @@ std::atomic<bool> gelu_uploaded{false};
 
 // act(gate) · up, as glu() computes it.
 __device__ __forceinline__ float glu_value(GluKind kind, float g, float u) {
-    if (kind == GluKind::kSilu) return g / (1.0f + expf(-g)) * u;
-    if (kind == GluKind::kSwigluOai) {
-        // gpt-oss: the gate clamped above and the up clamped both ways at 7, alpha 1.702.
-        constexpr float kAlpha = 1.702f, kLimit = 7.0f;
-        const float x = fminf(g, kLimit), y = fminf(fmaxf(u, -kLimit), kLimit);
-        return x / (1.0f + expf(kAlpha * (-x))) * (y + 1.0f);
-    }
+    if (glu_direct(kind)) return glu_value_direct(kind, g, u);
     // GELU through ggml's table: the gate rounded to fp16 indexes it; outside (-10, 10) the
     // CPU's shortcuts (gelu_glu).
     if (g <= -10.0f) return 0.0f;

@@ -38,6 +38,13 @@ void softcap_rows(DeviceRows x, float cap, cudaStream_t stream);
 // out = act(gate) · up. GluKind::kGelu reads ggml's fp16 table (cpu/elementwise.h), which
 // upload_gelu_table() must have put on the device first.
 void glu(GluKind kind, DeviceRows gate, DeviceRows up, DeviceRows out, cudaStream_t stream);
+
+// Whether act(gate) · up of this kind needs no table (SiLU, gpt-oss's SwiGLU; GELU reads
+// elementwise.cu's): kernels of other files compute those themselves (cuda/glu_value.cuh).
+constexpr bool glu_direct(GluKind kind) {
+    return kind == GluKind::kSilu || kind == GluKind::kSwigluOai;
+}
+
 // Copies the GELU table to the device (once; later calls return at once). Not inside a stream
 // capture: the GPU backend calls it when it is built.
 void upload_gelu_table();

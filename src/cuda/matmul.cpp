@@ -5,6 +5,7 @@
 
 #include "base/error.h"
 #include "base/env_flag.h"
+#include "cuda/activation_rounding.h"
 #include "cuda/matmul_params.h"
 
 namespace tandem::cuda {
@@ -157,6 +158,41 @@ void matmul_routed(const MatmulContext& ctx, const ExpertMatrix& w, const Route*
     static_cast<ProductOperands&>(p) = operands;
     set_groups(p, *groups);
     (ints ? k.int_tile : k.tile)(p, groups->max_tiles, ctx.stream);
+}
+
+namespace {
+
+// The q8 block (32 or 256 values) through which w's activations are rounded; 0 without codes.
+int code_block(const ExpertMatrix& w) {
+    const int block = gpu::rounding_block(gpu::rounding_for(w.matrix.format->dot_type));
+    return block >= 32 ? block : 0;
+}
+
+}  // namespace
+
+bool routed_glu_fits(const ExpertMatrix& w, GluKind kind) {
+    const int block = code_block(w);
+    return glu_direct(kind) && gpu_integer_products(w.matrix.format->type) && block > 0 &&
+           w.matrix.cols % block == 0;
+}
+
+void matmul_routed_glu(const MatmulContext& ctx, const ExpertMatrix& w, const Route* routes,
+                       int n_routes, GluKind kind, const float* gate, const float* up,
+                       int64_t gate_stride, float* y, int64_t y_stride) {
+    if (n_routes <= 0) return;
+    if (!routed_glu_fits(w, kind))
+        fail("matmul_routed_glu: {} weights of {} columns take no activations made in the product",
+             w.matrix.format->name, w.matrix.cols);
+    MatvecParams p;
+    static_cast<ProductOperands&>(p) = expert_operands(ctx, w, 1, nullptr, 0, y, y_stride);
+    p.routes = routes;
+    p.routes_settled = true;
+    p.glu_gate = gate;
+    p.glu_up = up;
+    p.glu_stride = gate_stride;
+    p.glu_kind = kind;
+    p.glu_block = code_block(w);
+    kernels_for(*w.matrix.format).int_matvec[0](p, n_routes, ctx.stream, 1);
 }
 
 void matmul_group(const MatmulContext& ctx, std::span<const ProductTarget> targets, const float* x,

@@ -77,6 +77,16 @@ void matmul_routed(const MatmulContext& ctx, const ExpertMatrix& w, const Route*
                    int64_t y_stride, const ExpertGroups* groups, const Q8Rows* xq = nullptr,
                    bool routes_settled = false);
 
+// The down projection of decode's routes taking act(gate) · up itself: y[j] = W_e · a_j with
+// a_j = act(gate[j]) · up[j] (rows gate_stride floats apart) rounded through w's q8 activation
+// type, as glu_round_activations() then matmul_routed() on its codes compute it, in one launch
+// (each block makes its route's codes). The routes must be settled (matmul_routed). Only where
+// routed_glu_fits(w, kind): integer kernels for w's format and a glu_direct() kind.
+bool routed_glu_fits(const ExpertMatrix& w, GluKind kind);
+void matmul_routed_glu(const MatmulContext& ctx, const ExpertMatrix& w, const Route* routes,
+                       int n_routes, GluKind kind, const float* gate, const float* up,
+                       int64_t gate_stride, float* y, int64_t y_stride);
+
 // Two expert stacks over the same routes and input (gate and up), into y_a and y_b: one launch
 // where the integer kernels take them (decode and prefill), else matmul_routed twice.
 void matmul_routed_pair(const MatmulContext& ctx, const ExpertMatrix& a, const ExpertMatrix& b,

@@ -8,7 +8,9 @@
 
 #include "cuda/async_copy.cuh"
 #include "cuda/block_int.h"
+#include "cuda/glu_value.cuh"
 #include "cuda/matmul_kernels.cuh"
+#include "cuda/q8_round.cuh"
 
 namespace tandem::cuda {
 
@@ -46,6 +48,33 @@ struct MatvecLanes {
 inline MatvecLanes matvec_lanes(int64_t n_spans) {
     if (n_spans > 32) return {n_spans <= 64 ? 2 : 4, 32};
     return {1, n_spans <= 8 ? 8 : n_spans <= 16 ? 16 : 32};
+}
+
+// The block's share of MatvecParams::glu_gate: route j's act(gate) · up rounded through q8 blocks
+// of kValues values into codes (p.cols of them) and scales (p.cols / 32), a warp per q8 block,
+// as glu_round_activations()'s kernel rounds them.
+template <int kValues>
+__device__ __forceinline__ void round_glu_codes(const MatvecParams& p, int j, int8_t* codes,
+                                                float* scales) {
+    constexpr int kPerLane = kValues / 32;
+    const float* gate = p.glu_gate + static_cast<int64_t>(j) * p.glu_stride;
+    const float* up = p.glu_up + static_cast<int64_t>(j) * p.glu_stride;
+    const int lane = threadIdx.x % 32;
+    const int n_blocks = static_cast<int>(p.cols / kValues);
+    for (int b = threadIdx.x / 32; b < n_blocks; b += kMatvecThreads / 32) {
+        const int col0 = b * kValues + lane * kPerLane;
+        float v[kPerLane];
+#pragma unroll
+        for (int i = 0; i < kPerLane; ++i)
+            v[i] = glu_value_direct(p.glu_kind, gate[col0 + i], up[col0 + i]);
+        round_q8_lanes<kPerLane, 32>(v, lane, nullptr, codes + col0, scales + b * (kValues / 32));
+    }
+}
+
+// The dynamic shared memory of a matvec_int_kernel launch: MatvecParams::glu_gate's codes and
+// scales.
+inline size_t glu_codes_bytes(const MatvecParams& p) {
+    return p.glu_gate != nullptr ? static_cast<size_t>(p.cols) + p.cols / 32 * sizeof(float) : 0;
 }
 
 // Block: 128 threads; lanes_per_row L lanes of warps w .. w + S - 1 (S = warps_per_row) share R
@@ -108,6 +137,20 @@ __global__ void __launch_bounds__(kMatvecThreads)
         xd += static_cast<int64_t>(j / p.x_div) * p.xd_stride;
         y += static_cast<int64_t>(j) * y_stride;
         n_cols = 1;
+        if constexpr (C == 1) {
+            if (p.glu_gate != nullptr) {
+                extern __shared__ __align__(16) int8_t glu_codes[];  // glu_codes_bytes(p)
+                float* glu_scales = reinterpret_cast<float*>(glu_codes + p.cols);
+                if (p.glu_block == 256) {
+                    round_glu_codes<256>(p, j, glu_codes, glu_scales);
+                } else {
+                    round_glu_codes<32>(p, j, glu_codes, glu_scales);
+                }
+                __syncthreads();
+                xq = glu_codes;
+                xd = glu_scales;
+            }
+        }
     } else {
         // Dense: columns blockIdx.y · C .. of the n_cols (a prefill product of few rows).
         const int c0 = static_cast<int>(blockIdx.y) * C;
@@ -218,8 +261,8 @@ void launch_matvec_int(const MatvecParams& p, int n_jobs, cudaStream_t stream, i
                                    (kMatvecThreads / 32 / lanes.warps_per_row);
     const dim3 grid(static_cast<unsigned>((rows + rows_per_block - 1) / rows_per_block),
                     static_cast<unsigned>(n_jobs), static_cast<unsigned>(n_targets));
-    launch_early(matvec_int_kernel<F, C, R>, grid, kMatvecThreads, 0, stream, "matvec_int_kernel",
-                 q);
+    launch_early(matvec_int_kernel<F, C, R>, grid, kMatvecThreads, glu_codes_bytes(q), stream,
+                 "matvec_int_kernel", q);
 }
 
 // ---------------------------------------------------------------- int8 tensor-core tiles

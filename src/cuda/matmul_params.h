@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "cpu/elementwise.h"
 #include "cpu/moe_layer.h"
 #include "cuda/block_dequant.h"
 
@@ -77,6 +78,16 @@ struct MatvecParams : ProductOperands {
     // up having run between), so its blocks may read them before they wait.
     bool prefetch = false;
     bool routes_settled = false;
+    // Routed integer kernels of one column, with glu_gate: route j's activations are
+    // act(gate) · up of rows j of glu_gate and glu_up (glu_stride floats apart; glu_kind
+    // glu_direct()), rounded through q8 blocks of glu_block values (32 or 256) by each block into
+    // its shared memory, in place of xq and xd: the codes glu_round_activations() would write,
+    // without its launch (matmul_routed_glu).
+    const float* glu_gate = nullptr;
+    const float* glu_up = nullptr;
+    int64_t glu_stride = 0;
+    GluKind glu_kind = GluKind::kSilu;
+    int glu_block = 0;
 };
 
 struct TileParams : ProductOperands {

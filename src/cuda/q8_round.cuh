@@ -17,9 +17,9 @@ namespace tandem::cuda {
 // takes part), kPerLane consecutive values each, lane `part` of the group holding values
 // [part · kPerLane, part · kPerLane + kPerLane). The largest magnitude (and, for q8_K, the first
 // value that has it, whose sign sets the scale) comes from a reduction over the group, which
-// picks what the sequential scan picks. Writes the rounded values to dst, the codes to codes
-// (when not null) and the scale of every 32 values at scales[i / 32] (when not null; q8_K's one
-// scale repeated) by the lane holding value i.
+// picks what the sequential scan picks. Writes the rounded values to dst, the codes to codes and
+// the scale of every 32 values at scales[i / 32] (q8_K's one scale repeated) by the lane holding
+// value i, each where not null.
 template <int kPerLane, int kLanes>
 __device__ __forceinline__ void round_q8_lanes(const float (&v)[kPerLane], int part, float* dst,
                                                int8_t* codes, float* scales) {
@@ -51,7 +51,7 @@ __device__ __forceinline__ void round_q8_lanes(const float (&v)[kPerLane], int p
             q[i] = __float2int_rn(__fmul_rn(v[i], id));
             out[i] = __fmul_rn(dh, static_cast<float>(q[i]));
         }
-        store_run(dst, out);
+        if (dst != nullptr) store_run(dst, out);
         if (codes != nullptr) store_codes(codes, q);
         if (scale != nullptr) *scale = dh;
     } else {
@@ -65,7 +65,7 @@ __device__ __forceinline__ void round_q8_lanes(const float (&v)[kPerLane], int p
             q[i] = min(127, __float2int_rn(__fmul_rn(iscale, v[i])));
             out[i] = __fmul_rn(d, static_cast<float>(q[i]));
         }
-        store_run(dst, out);
+        if (dst != nullptr) store_run(dst, out);
         if (codes != nullptr) store_codes(codes, q);
         if (scale != nullptr) *scale = d;
     }

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "cuda/block_dequant.h"
 #include "cuda/dequant_tables.h"
@@ -223,6 +224,61 @@ TEST_P(GpuMatmul, RoutedProductsMatchTheReference) {
             EXPECT_LE(worst_of(dy_a.download(), scales_b, bias_b), bound) << what << ", pair a";
             EXPECT_LE(worst_of(dy_b.download(), scales, bias), bound) << what << ", pair b";
         }
+    }
+}
+
+// Decode's down projection that makes its routes' activations itself (matmul_routed_glu): every
+// output bit as glu_round_activations() and the routed product on its codes give it, for SiLU
+// and gpt-oss's SwiGLU, with absent routes; refused where it does not fit.
+TEST_P(GpuMatmul, DownProjectionFromGateAndUpMatchesTheRoundedCodes) {
+    TANDEM_REQUIRE_GPU();
+    const FormatTraits& f = format_of(GetParam());
+    const int n_expert = 5, n_routes = 8;
+    const int64_t rows = 70, cols = 512;
+    std::vector<uint8_t> wbytes;
+    for (int e = 0; e < n_expert; ++e) {
+        const std::vector<uint8_t> part = testing::random_weights(f, rows, cols, 80 + e);
+        wbytes.insert(wbytes.end(), part.begin(), part.end());
+    }
+    cuda::DeviceDequantTables tables;
+    cuda::Stream stream;
+    const cuda::MatmulContext ctx{stream.get(), tables.tables()};
+    DeviceArray<uint8_t> dw(wbytes);
+    ExpertMatrix em;
+    em.matrix = {&f, dw.get(), cols, rows, row_bytes(f, cols), 1.0f};
+    em.expert_stride = row_bytes(f, cols) * rows;
+    EXPECT_FALSE(cuda::routed_glu_fits(em, GluKind::kGelu)) << f.name;
+    if (!cuda::routed_glu_fits(em, GluKind::kSilu)) {
+        EXPECT_FALSE(cuda::gpu_integer_products(f.type) && cuda::has_q8_codes(f.dot_type))
+            << f.name;
+        return;
+    }
+    std::vector<Route> routes(n_routes);
+    for (int j = 0; j < n_routes; ++j) routes[j] = {j == 5 ? -1 : (3 * j + 1) % n_expert, 1.0f};
+    DeviceArray<Route> droutes(routes);
+    // Gates and ups up to ±8: gpt-oss's clamps at 7 take part.
+    DeviceArray<float> gate(testing::random_floats(n_routes * cols, 91, 8.0f)),
+        up(testing::random_floats(n_routes * cols, 92, 8.0f));
+    for (const GluKind kind : {GluKind::kSilu, GluKind::kSwigluOai}) {
+        // The reference: act(gate) · up rounded into codes by their own launch, then the product.
+        DeviceArray<float> rounded(n_routes * cols);
+        DeviceArray<int8_t> q(n_routes * cols);
+        DeviceArray<float> d(n_routes * cols / 32);
+        const cuda::Q8Rows codes{q.get(), d.get(), cols, cols / 32};
+        cuda::glu_round_activations(kind, {gate.get(), n_routes, cols, cols},
+                                    {up.get(), n_routes, cols, cols}, f.dot_type,
+                                    {rounded.get(), n_routes, cols, cols}, codes, stream.get());
+        const std::vector<float> unset(static_cast<size_t>(n_routes) * rows, NAN);
+        DeviceArray<float> want(unset), got(unset);
+        cuda::matmul_routed(ctx, em, droutes.get(), n_routes, 1, rounded.get(), cols, want.get(),
+                            rows, nullptr, &codes, true);
+        cuda::matmul_routed_glu(ctx, em, droutes.get(), n_routes, kind, gate.get(), up.get(), cols,
+                                got.get(), rows);
+        const std::vector<float> a = want.download(), b = got.download();
+        EXPECT_EQ(std::memcmp(a.data(), b.data(), 4 * a.size()), 0)
+            << f.name << (kind == GluKind::kSilu ? ", SiLU" : ", SwiGLU-OAI");
+        EXPECT_TRUE(std::isnan(b[5 * rows])) << "the absent route's row is left alone";
+        EXPECT_FALSE(std::isnan(b[0])) << f.name;
     }
 }
 
