@@ -12,11 +12,20 @@ namespace {
 
 constexpr int kRouteWarps = 4;  // tokens per block of route_topk
 
+// An order-preserving key of a score for the warp's integer reductions: a larger score has a
+// larger key, -0 and +0 the same one; -inf (taken) and NaN key 0, never chosen (as `c > best`
+// from -inf never chose them).
+__device__ __forceinline__ unsigned score_key(float x) {
+    if (!(x > -INFINITY)) return 0u;
+    const unsigned b = __float_as_uint(x == 0.0f ? 0.0f : x);
+    return (b & 0x80000000u) != 0u ? ~b : b | 0x80000000u;
+}
+
 // Warp per token: softmax of the router logits (max-subtracted; kSoftmaxSelected: the logits
 // themselves) or their sigmoids, then top_k rounds of a warp argmax (the larger score first, the
 // lower id among equals), then kSoftmaxSelected's softmax over the chosen. Lane l holds the
 // scores of experts l, l + 32, ... in registers (kPerLane of them), so a round is a scan of
-// registers and one warp reduction. kSelect (a selection bias or groups, DeepSeek-V3): the rounds
+// registers and two single-instruction warp reductions of integer keys (score_key). kSelect (a selection bias or groups, DeepSeek-V3): the rounds
 // choose on selection scores (the scores plus the bias, those of experts outside the best
 // groups -inf) held beside the scores, which stay the weights; the group scores are worked out in
 // the warp's share of the launch's shared memory.
@@ -127,37 +136,33 @@ __global__ void route_topk_kernel(DeviceRows logits, DeviceRows probs, RoutingPa
         }
     }
 
+    // Round k: the largest key of the warp and the lowest expert that has it (each lane offers
+    // its first), two warp reductions; the lane holding it gives its weight and marks it taken.
     Route* out = routes + static_cast<int64_t>(t) * p.top_k;
     for (int k = 0; k < p.top_k; ++k) {
-        float best = kTaken, best_w = 0.0f;
-        int best_e = -1;
+        unsigned key = 0u;
+        int mine = 0;
 #pragma unroll
         for (int i = 0; i < kPerLane; ++i) {
-            float c;
+            unsigned c;
             if constexpr (kSelect) {
-                c = s[i];
+                c = score_key(s[i]);
             } else {
-                c = v[i];
+                c = score_key(v[i]);
             }
-            if (c > best) {  // ascending e: the first of equals
-                best = c, best_e = lane + 32 * i;
-                if constexpr (kSelect) best_w = v[i];
-            }
+            if (c > key) key = c, mine = i;  // ascending e: the first of equals
         }
-        for (int o = 16; o > 0; o >>= 1) {
-            const float ob = __shfl_xor_sync(0xffffffffu, best, o);
-            const int oe = __shfl_xor_sync(0xffffffffu, best_e, o);
-            float ow = 0.0f;
-            if constexpr (kSelect) ow = __shfl_xor_sync(0xffffffffu, best_w, o);
-            if (ob > best || (ob == best && oe >= 0 && (best_e < 0 || oe < best_e))) {
-                best = ob, best_e = oe;
-                if constexpr (kSelect) best_w = ow;
-            }
-        }
-        if (lane == 0) out[k] = {best_e, kSelect ? best_w : best};
+        const unsigned top = __reduce_max_sync(0xffffffffu, key);
+        const unsigned lowest =
+            __reduce_min_sync(0xffffffffu, top != 0u && key == top ? lane + 32u * mine : ~0u);
+        const int best_e = lowest == ~0u ? -1 : static_cast<int>(lowest);
+        const int owner = best_e >= 0 ? best_e % 32 : 0;
+        float weight = kSelect ? 0.0f : kTaken;  // no expert left: as the comparisons left it
+        if (best_e >= 0 && lane == owner) {
 #pragma unroll
-        for (int i = 0; i < kPerLane; ++i) {
-            if (best_e >= 0 && lane + 32 * i == best_e) {
+            for (int i = 0; i < kPerLane; ++i) {
+                if (i != mine) continue;
+                weight = v[i];
                 if constexpr (kSelect) {
                     s[i] = kTaken;
                 } else {
@@ -165,6 +170,8 @@ __global__ void route_topk_kernel(DeviceRows logits, DeviceRows probs, RoutingPa
                 }
             }
         }
+        weight = __shfl_sync(0xffffffffu, weight, owner);
+        if (lane == 0) out[k] = {best_e, weight};
     }
     if (lane == 0) {
         if (p.gating == ExpertGating::kSoftmaxSelected) {

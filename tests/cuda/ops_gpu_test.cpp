@@ -610,6 +610,7 @@ TEST(GpuRouting, TopKMatchesTheCpu) {
                 const int rows = 33;
                 std::vector<float> logits = testing::random_floats(rows * n_expert, n_expert + k, 2.0f);
                 logits[5] = logits[6];  // a tie: the lower id first
+                if (n_expert > 35) logits[3] = logits[35];  // ... and one within a lane
                 RoutingParams p;
                 p.n_expert = n_expert;
                 p.top_k = k;
