@@ -137,8 +137,9 @@ __global__ void route_topk_kernel(DeviceRows logits, DeviceRows probs, RoutingPa
     }
 
     // Round k: the largest key of the warp and the lowest expert that has it (each lane offers
-    // its first), two warp reductions; the lane holding it gives its weight and marks it taken.
-    Route* out = routes + static_cast<int64_t>(t) * p.top_k;
+    // its first), two warp reductions; the lane holding it gives its weight and marks it taken,
+    // and lane k keeps the route (top_k <= 32).
+    Route route{-1, 0.0f};
     for (int k = 0; k < p.top_k; ++k) {
         unsigned key = 0u;
         int mine = 0;
@@ -171,34 +172,28 @@ __global__ void route_topk_kernel(DeviceRows logits, DeviceRows probs, RoutingPa
             }
         }
         weight = __shfl_sync(0xffffffffu, weight, owner);
-        if (lane == 0) out[k] = {best_e, weight};
+        if (lane == k) route = {best_e, weight};
     }
-    if (lane == 0) {
-        if (p.gating == ExpertGating::kSoftmaxSelected) {
-            // The chosen logits: without a selection bias best first, out[0] holding their max.
-            float m = out[0].weight;
-            if constexpr (kSelect) {
-                for (int i = 1; i < p.top_k; ++i) m = fmaxf(m, out[i].weight);
-            }
-            double sum = 0.0;
-            for (int i = 0; i < p.top_k; ++i) {
-                out[i].weight = expf(out[i].weight - m);
-                sum += out[i].weight;
-            }
-            const float inv = static_cast<float>(1.0 / sum);
-            for (int i = 0; i < p.top_k; ++i) out[i].weight *= inv;
+    // The weights, lane i holding route i: sums and maxima over the routes in route order (each
+    // lane adds the same values in the same order, as the CPU's loops), so every bit is theirs.
+    float w = route.weight;
+    if (p.gating == ExpertGating::kSoftmaxSelected) {
+        // The chosen logits: without a selection bias best first, route 0 holding their max.
+        float m = __shfl_sync(0xffffffffu, w, 0);
+        if constexpr (kSelect) {
+            for (int i = 1; i < p.top_k; ++i) m = fmaxf(m, __shfl_sync(0xffffffffu, w, i));
         }
-        float chosen_sum = 0.0f;
-        for (int i = 0; i < p.top_k; ++i) chosen_sum += out[i].weight;
-        const float norm = fmaxf(chosen_sum, 6.103515625e-5f);
-        const bool scaled = p.scale != 1.0f && p.scale != 0.0f;
-        for (int i = 0; i < p.top_k; ++i) {
-            float w = out[i].weight;
-            if (p.normalize) w /= norm;
-            if (scaled) w *= p.scale;
-            out[i].weight = w;
-        }
+        w = expf(w - m);
+        double sum = 0.0;
+        for (int i = 0; i < p.top_k; ++i) sum += __shfl_sync(0xffffffffu, w, i);
+        w *= static_cast<float>(1.0 / sum);
     }
+    float chosen_sum = 0.0f;
+    for (int i = 0; i < p.top_k; ++i) chosen_sum += __shfl_sync(0xffffffffu, w, i);
+    const float norm = fmaxf(chosen_sum, 6.103515625e-5f);
+    if (p.normalize) w /= norm;
+    if (p.scale != 1.0f && p.scale != 0.0f) w *= p.scale;
+    if (lane < p.top_k) routes[static_cast<int64_t>(t) * p.top_k + lane] = {route.expert, w};
 }
 
 // One block: count per expert, prefix sums and tiles (thread 0), then each route's place.
@@ -250,6 +245,8 @@ __global__ void weighted_sum_kernel(RoutedRows y, DeviceRows out) {
 void route_topk(DeviceRows logits, DeviceRows probs, const RoutingParams& params, Route* routes,
                 cudaStream_t stream, const float* selection_bias) {
     if (logits.rows == 0) return;
+    if (params.top_k < 1 || params.top_k > kMaxRoutesPerToken || params.n_expert > kMaxRoutedExperts)
+        check(cudaErrorInvalidValue, "route_topk: top-k or expert count past the GPU's routing");
     const unsigned blocks = (logits.rows + kRouteWarps - 1) / kRouteWarps;
     const int per_lane = (params.n_expert + 31) / 32;  // <= 32: checked at load
     const bool groups = params.n_groups > 1;

@@ -19,6 +19,8 @@ namespace tandem::cuda {
 // The most experts a layer may have on the GPU: route_topk keeps a token's probabilities in its
 // warp's registers, 32 a lane at most. The backend refuses larger models when it loads them.
 constexpr int kMaxRoutedExperts = 32 * 32;
+// The most experts a token may use: route_topk keeps route i in lane i of the token's warp.
+constexpr int kMaxRoutesPerToken = 32;
 
 // routes[t · top_k + i] = the i-th best expert of token t with its weight, as route_experts()
 // gives them: every gating, the normalisation and scale, groups (params.n_groups > 1: only the
@@ -26,7 +28,8 @@ constexpr int kMaxRoutedExperts = 32 * 32;
 // top_k experts must be in them), and selection_bias (a device array of n_expert values, or
 // nullptr) added to the scores for the choice only, the weights staying the unbiased scores.
 // probs (scratch of logits' shape, may be logits itself) receives the unbiased scores (the
-// probabilities, sigmoids; kSoftmaxSelected: the logits). n_expert <= kMaxRoutedExperts.
+// probabilities, sigmoids; kSoftmaxSelected: the logits). n_expert <= kMaxRoutedExperts,
+// 1 <= top_k <= kMaxRoutesPerToken.
 void route_topk(DeviceRows logits, DeviceRows probs, const RoutingParams& params, Route* routes,
                 cudaStream_t stream, const float* selection_bias = nullptr);
 

@@ -401,6 +401,9 @@ GpuBackend::GpuBackend(const Model& model, ThreadPool& pool, const CpuBackendOpt
         if (c_.n_expert > cuda::kMaxRoutedExperts)
             fail("GPU backend: {} experts in a layer; the GPU's routing takes at most {}",
                  c_.n_expert, cuda::kMaxRoutedExperts);
+        if (c_.n_expert_used > cuda::kMaxRoutesPerToken)
+            fail("GPU backend: {} experts used a token; the GPU's routing takes at most {}",
+                 c_.n_expert_used, cuda::kMaxRoutesPerToken);
         routing_.n_expert = c_.n_expert;
         routing_.top_k = c_.n_expert_used;
         routing_.gating = c_.gating;
