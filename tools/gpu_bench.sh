@@ -13,6 +13,8 @@
 # with about half their bytes of VRAM, `auto` then hybrid, against llama.cpp with half the layers'
 # experts on the CPU: -ncmoe 6 --no-mmap). The models are random
 # (`tandem synth --fast-random`), written to TMPDIR (default /tmp) and removed after use.
+# With BASE=another/tandem (e.g. the build of the commit before), each case runs that build first
+# without llama.cpp: an A/B of two builds in the same run.
 set -euo pipefail
 llama="${1:?usage: tools/gpu_bench.sh LLAMA_BENCH [fused] [gpumem8] [cpu] [cpu-layers] [prompt4096] [archs] [archs-hybrid]}"
 shift
@@ -21,8 +23,22 @@ dir="${TMPDIR:-/tmp}"
 llama_lib="$(dirname "$llama")"
 export LD_LIBRARY_PATH="$llama_lib:${LD_LIBRARY_PATH:-}:/usr/local/cuda/lib64"
 has() { [[ " $what " == *" $1 "* ]]; }
-bench() { tandem bench model --device cuda --prompt 512 --gen 64 --llama-bench "$llama" "$@"; }
+# The base build's run of a case: its arguments without --llama-args and its value.
+base() {
+  [[ -n "${BASE:-}" ]] || return 0
+  local args=() skip=0
+  for a in "$@"; do
+    if ((skip)); then skip=0; elif [[ $a == --llama-args ]]; then skip=1; else args+=("$a"); fi
+  done
+  echo "base build: $BASE"
+  "$BASE" bench model --device cuda "${args[@]}"
+}
+bench() {
+  base --prompt 512 --gen 64 "$@"
+  tandem bench model --device cuda --prompt 512 --gen 64 --llama-bench "$llama" "$@"
+}
 bench4096() {
+  base --prompt 4096 -b 4096 --ctx 4608 --gen 16 "$@"
   tandem bench model --device cuda --prompt 4096 -b 4096 --ctx 4608 --gen 16 --llama-bench "$llama" "$@"
 }
 
