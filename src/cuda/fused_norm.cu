@@ -16,8 +16,9 @@ constexpr int kPerThread = 8;  // consecutive values of a row per thread
 
 // One block per row, kPerThread consecutive values per thread, so that a warp holds 256
 // consecutive values (a q8_K block) and four lanes a q8_0 block. kRound: 0 no rounding, 1 a
-// float type (f16, bf16), 32 or 256 the q8 types' blocks.
-template <int kRound>
+// float type (f16, bf16), 32 or 256 the q8 types' blocks. kRouted: the residual is routed's sum
+// (its loads in flight together take registers that the other norms keep for more blocks an SM).
+template <int kRound, bool kRouted>
 __global__ void residual_norm_kernel(DeviceRows x, DeviceRows residual, const float* w, float eps,
                                      DeviceRows out, gpu::ActivationRounding rounding,
                                      DeviceRows rounded, Q8Rows q8, RoutedRows routed) {
@@ -27,9 +28,9 @@ __global__ void residual_norm_kernel(DeviceRows x, DeviceRows residual, const fl
     float* xr = x.data + row * x.stride + c0;
     float v[kPerThread];
     load_run(xr, v);
-    if (residual.data != nullptr || routed.routes != nullptr) {
+    if (residual.data != nullptr || kRouted) {
         float r[kPerThread];
-        if (routed.routes != nullptr) {
+        if constexpr (kRouted) {
             routed_sum(routed, row, c0, r);
         } else {
             load_run(residual.data + row * residual.stride + c0, r);
@@ -66,6 +67,14 @@ __global__ void residual_norm_kernel(DeviceRows x, DeviceRows residual, const fl
     }
 }
 
+template <bool kRouted>
+decltype(&residual_norm_kernel<0, kRouted>) kernel_for(gpu::ActivationRounding r, int block) {
+    return r == gpu::ActivationRounding::kNone ? residual_norm_kernel<0, kRouted>
+           : block == 1                        ? residual_norm_kernel<1, kRouted>
+           : block == 32                       ? residual_norm_kernel<32, kRouted>
+                                               : residual_norm_kernel<256, kRouted>;
+}
+
 }  // namespace
 
 bool residual_norm_fits(int64_t cols) {
@@ -80,10 +89,8 @@ void residual_norm(DeviceRows x, DeviceRows residual, const float* w, float eps,
     const int block = gpu::rounding_block(r);
     const Q8Rows codes = q8 != nullptr && block >= 32 ? *q8 : Q8Rows{};
     const unsigned threads = static_cast<unsigned>(x.cols / kPerThread);
-    const auto kernel = r == gpu::ActivationRounding::kNone ? residual_norm_kernel<0>
-                        : block == 1                        ? residual_norm_kernel<1>
-                        : block == 32                       ? residual_norm_kernel<32>
-                                                            : residual_norm_kernel<256>;
+    const auto kernel = routed.routes != nullptr ? kernel_for<true>(r, block)
+                                                 : kernel_for<false>(r, block);
     launch_early(kernel, x.rows, threads, 0, stream, "residual_norm", x, residual, w, eps, out, r,
                  rounded, codes, routed);
 }

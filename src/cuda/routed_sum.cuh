@@ -10,20 +10,32 @@
 namespace tandem::cuda {
 
 // acc = Σ_i w_i · y[t·k + i][c .. c + N - 1] over token t's routes i with expert >= 0, then
-// + extra[t][c ..] where given.
+// + extra[t][c ..] where given. The routes' loads go out together, then their rows' (kAtOnce at a
+// time), where a loop of one route at a time waited for two loads a route; the products add in
+// route order all the same.
 template <int N>
 __device__ __forceinline__ void routed_sum(const RoutedRows& s, int64_t t, int64_t c,
                                            float (&acc)[N]) {
+    constexpr int kAtOnce = 8;
 #pragma unroll
     for (int n = 0; n < N; ++n) acc[n] = 0.0f;
-    for (int i = 0; i < s.top_k; ++i) {
-        const int64_t j = t * s.top_k + i;
-        const Route r = s.routes[j];
-        if (r.expert < 0) continue;
-        float y[N];
-        load_run(s.y + j * s.stride + c, y);
+    for (int i0 = 0; i0 < s.top_k; i0 += kAtOnce) {
+        const int64_t j0 = t * s.top_k + i0;
+        Route r[kAtOnce];
 #pragma unroll
-        for (int n = 0; n < N; ++n) acc[n] = fmaf(r.weight, y[n], acc[n]);
+        for (int i = 0; i < kAtOnce; ++i)
+            r[i] = i0 + i < s.top_k ? s.routes[j0 + i] : Route{-1, 0.0f};
+        float y[kAtOnce][N];
+#pragma unroll
+        for (int i = 0; i < kAtOnce; ++i) {
+            if (r[i].expert >= 0) load_run(s.y + (j0 + i) * s.stride + c, y[i]);
+        }
+#pragma unroll
+        for (int i = 0; i < kAtOnce; ++i) {
+            if (r[i].expert < 0) continue;
+#pragma unroll
+            for (int n = 0; n < N; ++n) acc[n] = fmaf(r[i].weight, y[i][n], acc[n]);
+        }
     }
     if (s.extra != nullptr) {
         float e[N];
