@@ -59,16 +59,9 @@ TANDEM_HD Bytes8 bytes_or(Bytes8 a, Bytes8 b) {
     return {a.lo | b.lo, a.hi | b.hi};
 }
 
-// Codes through a table of signed levels (iq4_nl, E2M1).
-template <typename Level>
-TANDEM_HD Bytes8 levels(Bytes8 q, Level level) {
-    Bytes8 out{0, 0};
-    TANDEM_UNROLL
-    for (int i = 0; i < 4; ++i) {
-        out.lo |= static_cast<uint32_t>(level(q.byte(i)) & 0xff) << (8 * i);
-        out.hi |= static_cast<uint32_t>(level(q.byte(i + 4)) & 0xff) << (8 * i);
-    }
-    return out;
+// Codes (0..15) through a table of signed levels (iq4_nl, E2M1), four at a time.
+TANDEM_HD Bytes8 levels(Bytes8 q, const Table16& table) {
+    return {table.lookup4(q.lo), table.lookup4(q.hi)};
 }
 
 // Grid magnitudes (at most 62) with bit i of `signs` negating value i.
@@ -241,7 +234,7 @@ struct BlockInt<GgmlType::kIQ4_NL> {
     TANDEM_HD static IntChunk chunk(const uint8_t* block, int c, const DequantTables&) {
         using namespace int_detail;
         const Bytes8 q = load8<2>(block + 2 + 8 * (c & 1)).field(4 * (c >> 1), 15);
-        return chunk_of(levels(q, iq4nl_level), half_to_float(load_u16(block)));
+        return chunk_of(levels(q, iq4nl_levels()), half_to_float(load_u16(block)));
     }
 };
 
@@ -257,7 +250,7 @@ struct BlockInt<GgmlType::kIQ4_XS> {
         const float dl =
             mul_rn(half_to_float(head.lo & 0xffff), static_cast<float>(static_cast<int>(ls) - 32));
         const Bytes8 q = load8<8>(block + 8 + 16 * b + 8 * (c & 1)).field(4 * ((c >> 1) & 1), 15);
-        return chunk_of(levels(q, iq4nl_level), dl);
+        return chunk_of(levels(q, iq4nl_levels()), dl);
     }
 };
 
@@ -268,7 +261,7 @@ struct BlockInt<GgmlType::kMXFP4> {
     TANDEM_HD static IntChunk chunk(const uint8_t* block, int c, const DequantTables&) {
         using namespace int_detail;
         const Bytes8 q = load8<1>(block + 1 + 8 * (c & 1)).field(4 * (c >> 1), 15);
-        return chunk_of(levels(q, e2m1_doubled), e8m0_half_to_float(block[0]));
+        return chunk_of(levels(q, e2m1_doubled_levels()), e8m0_half_to_float(block[0]));
     }
 };
 
@@ -279,7 +272,7 @@ struct BlockInt<GgmlType::kNVFP4> {
     TANDEM_HD static IntChunk chunk(const uint8_t* block, int c, const DequantTables&) {
         using namespace int_detail;
         const Bytes8 q = load8<4>(block + 4 + 8 * (c >> 1)).field(4 * (c & 1), 15);
-        return chunk_of(levels(q, e2m1_doubled), ue4m3_half_to_float(block[c >> 1]));
+        return chunk_of(levels(q, e2m1_doubled_levels()), ue4m3_half_to_float(block[c >> 1]));
     }
 };
 

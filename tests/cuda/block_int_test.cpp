@@ -140,6 +140,33 @@ TEST(SmallIntToFloat, IsTheConversionForEveryIntegerBelowTwoToThe22) {
     EXPECT_NE(block_detail::small_int_to_float(kLimit + 1), static_cast<float>(kLimit + 1));
 }
 
+// The 4-bit level tables' lookup of four codes at once (two byte permutes and a select): each
+// byte the table's entry for its code, for every combination of four codes, in both tables; and
+// the permute itself as the device's prmt defines it (selector nibbles' low three bits, bytes of
+// x then y).
+TEST(Table16, FourCodesAtOnceAreTheEntries) {
+    EXPECT_EQ(block_detail::byte_perm(0x03020100u, 0x07060504u, 0x7531u), 0x07050301u);
+    EXPECT_EQ(block_detail::byte_perm(0x03020100u, 0x07060504u, 0xffff8888u), 0x00000000u);
+    for (const block_detail::Table16& table :
+         {block_detail::iq4nl_levels(), block_detail::e2m1_doubled_levels()}) {
+        int64_t mismatches = 0;
+        for (uint32_t c = 0; c < (1u << 16); ++c) {
+            const uint32_t codes =
+                (c & 15) | ((c >> 4) & 15) << 8 | ((c >> 8) & 15) << 16 | ((c >> 12) & 15) << 24;
+            const uint32_t got = table.lookup4(codes);
+            for (int n = 0; n < 4; ++n) {
+                const int want = table[(codes >> (8 * n)) & 15];
+                if (static_cast<int8_t>((got >> (8 * n)) & 0xff) != want) ++mismatches;
+            }
+        }
+        EXPECT_EQ(mismatches, 0);
+    }
+    EXPECT_EQ(block_detail::iq4nl_level(0), -127);
+    EXPECT_EQ(block_detail::iq4nl_level(15), 113);
+    EXPECT_EQ(block_detail::e2m1_doubled(7), 12);
+    EXPECT_EQ(block_detail::e2m1_doubled(15), -12);
+}
+
 INSTANTIATE_TEST_SUITE_P(IntFormats, BlockIntChunks, ::testing::ValuesIn(int_formats()),
                          [](const ::testing::TestParamInfo<GgmlType>& info) {
                              return std::string(format_of(info.param).name);
