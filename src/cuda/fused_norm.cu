@@ -89,8 +89,8 @@ void residual_norm(DeviceRows x, DeviceRows residual, const float* w, float eps,
     const int block = gpu::rounding_block(r);
     const Q8Rows codes = q8 != nullptr && block >= 32 ? *q8 : Q8Rows{};
     const unsigned threads = static_cast<unsigned>(x.cols / kPerThread);
-    const auto kernel = routed.routes != nullptr ? kernel_for<true>(r, block)
-                                                 : kernel_for<false>(r, block);
+    const auto kernel =
+        routed.routes != nullptr ? kernel_for<true>(r, block) : kernel_for<false>(r, block);
     launch_early(kernel, x.rows, threads, 0, stream, "residual_norm", x, residual, w, eps, out, r,
                  rounded, codes, routed);
 }

@@ -3,8 +3,8 @@
 
 #include <array>
 
-#include "base/error.h"
 #include "base/env_flag.h"
+#include "base/error.h"
 #include "cuda/activation_rounding.h"
 #include "cuda/matmul_params.h"
 
@@ -171,9 +171,13 @@ int code_block(const ExpertMatrix& w) {
 }  // namespace
 
 bool routed_glu_fits(const ExpertMatrix& w, GluKind kind) {
+    // Every block of a route makes the route's activations again: that pays where a block
+    // covers many rows, for the short rows of fine-grained experts (Qwen3's 768, gemma4's 704),
+    // and not for long ones (gpt-oss's 2880: 4 rows a block, each remaking 2880 values).
+    constexpr int64_t kMaxCols = 1024;
     const int block = code_block(w);
     return glu_direct(kind) && gpu_integer_products(w.matrix.format->type) && block > 0 &&
-           w.matrix.cols % block == 0;
+           w.matrix.cols % block == 0 && w.matrix.cols <= kMaxCols;
 }
 
 void matmul_routed_glu(const MatmulContext& ctx, const ExpertMatrix& w, const Route* routes,

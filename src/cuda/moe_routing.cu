@@ -25,10 +25,10 @@ __device__ __forceinline__ unsigned score_key(float x) {
 // themselves) or their sigmoids, then top_k rounds of a warp argmax (the larger score first, the
 // lower id among equals), then kSoftmaxSelected's softmax over the chosen. Lane l holds the
 // scores of experts l, l + 32, ... in registers (kPerLane of them), so a round is a scan of
-// registers and two single-instruction warp reductions of integer keys (score_key). kSelect (a selection bias or groups, DeepSeek-V3): the rounds
-// choose on selection scores (the scores plus the bias, those of experts outside the best
-// groups -inf) held beside the scores, which stay the weights; the group scores are worked out in
-// the warp's share of the launch's shared memory.
+// registers and two single-instruction warp reductions of integer keys (score_key). kSelect (a
+// selection bias or groups, DeepSeek-V3): the rounds choose on selection scores (the scores plus
+// the bias, those of experts outside the best groups -inf) held beside the scores, which stay the
+// weights; the group scores are worked out in the warp's share of the launch's shared memory.
 template <int kPerLane, bool kSelect>
 __global__ void route_topk_kernel(DeviceRows logits, DeviceRows probs, RoutingParams p,
                                   const float* bias, Route* routes) {
@@ -245,7 +245,8 @@ __global__ void weighted_sum_kernel(RoutedRows y, DeviceRows out) {
 void route_topk(DeviceRows logits, DeviceRows probs, const RoutingParams& params, Route* routes,
                 cudaStream_t stream, const float* selection_bias) {
     if (logits.rows == 0) return;
-    if (params.top_k < 1 || params.top_k > kMaxRoutesPerToken || params.n_expert > kMaxRoutedExperts)
+    if (params.top_k < 1 || params.top_k > kMaxRoutesPerToken ||
+        params.n_expert > kMaxRoutedExperts)
         check(cudaErrorInvalidValue, "route_topk: top-k or expert count past the GPU's routing");
     const unsigned blocks = (logits.rows + kRouteWarps - 1) / kRouteWarps;
     const int per_lane = (params.n_expert + 31) / 32;  // <= 32: checked at load

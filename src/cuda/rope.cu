@@ -115,9 +115,8 @@ __device__ __forceinline__ float advance_theta(float theta_extrap, int n, const 
 // lane's when every value rotates (rope_in_registers()).
 template <int kPer>
 __device__ __forceinline__ void norm_rope_registers(float (&x)[kPer], const float* w, float eps,
-                                                    int pos, const float* factor,
-                                                    const float* ramp, const RopeArgs& a,
-                                                    int lane) {
+                                                    int pos, const float* factor, const float* ramp,
+                                                    const RopeArgs& a, int lane) {
     double sum = 0.0;
 #pragma unroll
     for (int j = 0; j < kPer; ++j) sum += static_cast<double>(x[j] * x[j]);
@@ -228,8 +227,9 @@ __global__ void norm_rope_store_kernel(DeviceRows q, DeviceRows k, DeviceRows v,
     int h = static_cast<int>(g % per_row);
     const TokenPlace p = places[t];
     if (h < a.n_heads) {
-        norm_rope_store_head<kPer, kF16>(q.data + t * q.stride + static_cast<int64_t>(h) * a.head_dim,
-                                         q_w, eps, p.pos, factor, ramp, a, nullptr, 0, lane);
+        norm_rope_store_head<kPer, kF16>(
+            q.data + t * q.stride + static_cast<int64_t>(h) * a.head_dim, q_w, eps, p.pos, factor,
+            ramp, a, nullptr, 0, lane);
         return;
     }
     h -= a.n_heads;
@@ -248,7 +248,8 @@ __global__ void norm_rope_store_kernel(DeviceRows q, DeviceRows k, DeviceRows v,
 // Whether heads of head_dim values rotate in registers (norm_rope_registers): whole warps of
 // values, at most 256, and neox's pairs within a lane (every value rotates).
 bool rope_in_registers(const RopeTable& table, int head_dim) {
-    if (head_dim % 32 != 0 || head_dim > 256 || table.n_dims > head_dim) return false;
+    if (head_dim % 32 != 0 || head_dim > 256 || table.n_dims > head_dim || table.n_dims % 2 != 0)
+        return false;
     return !table.neox || table.n_dims == head_dim;
 }
 
@@ -256,12 +257,11 @@ template <bool kF16>
 decltype(&norm_rope_store_kernel<kF16, 0>) norm_rope_store_for(const RopeTable& table,
                                                                int head_dim) {
     if (!rope_in_registers(table, head_dim)) return norm_rope_store_kernel<kF16, 0>;
-    switch (head_dim / 32) {
-        case 2: return norm_rope_store_kernel<kF16, 2>;
-        case 4: return norm_rope_store_kernel<kF16, 4>;
-        case 8: return norm_rope_store_kernel<kF16, 8>;
-        default: return norm_rope_store_kernel<kF16, 0>;
-    }
+    const int per_lane = head_dim / 32;
+    return per_lane == 2   ? norm_rope_store_kernel<kF16, 2>
+           : per_lane == 4 ? norm_rope_store_kernel<kF16, 4>
+           : per_lane == 8 ? norm_rope_store_kernel<kF16, 8>
+                           : norm_rope_store_kernel<kF16, 0>;
 }
 
 RopeArgs rope_args(const RopeTable& table, int n_heads, int head_dim) {
@@ -340,10 +340,10 @@ void norm_rope_store(DeviceRows q, int n_head, DeviceRows k, DeviceRows v, const
     constexpr int kWarps = 4;
     const unsigned blocks = static_cast<unsigned>((heads + kWarps - 1) / kWarps);
     const RopeArgs a = rope_args(table, n_head, kv.dk);
-    launch_early(kv.f16 ? norm_rope_store_for<true>(table, kv.dk)
-                        : norm_rope_store_for<false>(table, kv.dk),
-                 blocks, 32 * kWarps, 0, stream, "norm_rope_store", q, k, v, q_w, k_w, eps, places,
-                 factor, ramp, a, kv);
+    launch_early(
+        kv.f16 ? norm_rope_store_for<true>(table, kv.dk) : norm_rope_store_for<false>(table, kv.dk),
+        blocks, 32 * kWarps, 0, stream, "norm_rope_store", q, k, v, q_w, k_w, eps, places, factor,
+        ramp, a, kv);
 }
 
 }  // namespace tandem::cuda

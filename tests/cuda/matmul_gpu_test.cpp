@@ -233,8 +233,9 @@ TEST_P(GpuMatmul, RoutedProductsMatchTheReference) {
 TEST_P(GpuMatmul, DownProjectionFromGateAndUpMatchesTheRoundedCodes) {
     TANDEM_REQUIRE_GPU();
     const FormatTraits& f = format_of(GetParam());
+    // 768 values a row: three q8_K blocks, or 24 of q8_0 (six a warp of the block).
     const int n_expert = 5, n_routes = 8;
-    const int64_t rows = 70, cols = 512;
+    const int64_t rows = 70, cols = 768;
     std::vector<uint8_t> wbytes;
     for (int e = 0; e < n_expert; ++e) {
         const std::vector<uint8_t> part = testing::random_weights(f, rows, cols, 80 + e);
@@ -244,10 +245,20 @@ TEST_P(GpuMatmul, DownProjectionFromGateAndUpMatchesTheRoundedCodes) {
     cuda::Stream stream;
     const cuda::MatmulContext ctx{stream.get(), tables.tables()};
     DeviceArray<uint8_t> dw(wbytes);
+    // Per-expert scales (NVFP4's) and biases (gpt-oss's) as well.
+    std::vector<float> scales(n_expert);
+    for (int e = 0; e < n_expert; ++e) scales[e] = 0.75f + 0.125f * e;
+    DeviceArray<float> dscales(scales), dbias(testing::random_floats(n_expert * rows, 93));
     ExpertMatrix em;
     em.matrix = {&f, dw.get(), cols, rows, row_bytes(f, cols), 1.0f};
     em.expert_stride = row_bytes(f, cols) * rows;
+    em.scales = dscales.get();
+    em.bias = dbias.get();
+    em.bias_stride = rows;
     EXPECT_FALSE(cuda::routed_glu_fits(em, GluKind::kGelu)) << f.name;
+    ExpertMatrix wide = em;
+    wide.matrix.cols = 2048;  // long rows: each block would remake far more than it multiplies
+    EXPECT_FALSE(cuda::routed_glu_fits(wide, GluKind::kSilu)) << f.name;
     if (!cuda::routed_glu_fits(em, GluKind::kSilu)) {
         EXPECT_FALSE(cuda::gpu_integer_products(f.type) && cuda::has_q8_codes(f.dot_type))
             << f.name;
@@ -256,24 +267,25 @@ TEST_P(GpuMatmul, DownProjectionFromGateAndUpMatchesTheRoundedCodes) {
     std::vector<Route> routes(n_routes);
     for (int j = 0; j < n_routes; ++j) routes[j] = {j == 5 ? -1 : (3 * j + 1) % n_expert, 1.0f};
     DeviceArray<Route> droutes(routes);
-    // Gates and ups up to ±8: gpt-oss's clamps at 7 take part.
-    DeviceArray<float> gate(testing::random_floats(n_routes * cols, 91, 8.0f)),
-        up(testing::random_floats(n_routes * cols, 92, 8.0f));
+    // Gates and ups up to ±8 (gpt-oss's clamps at 7 take part), rows `stride` apart.
+    const int64_t stride = cols + 32;
+    DeviceArray<float> gate(testing::random_floats(n_routes * stride, 91, 8.0f)),
+        up(testing::random_floats(n_routes * stride, 92, 8.0f));
     for (const GluKind kind : {GluKind::kSilu, GluKind::kSwigluOai}) {
         // The reference: act(gate) · up rounded into codes by their own launch, then the product.
         DeviceArray<float> rounded(n_routes * cols);
         DeviceArray<int8_t> q(n_routes * cols);
         DeviceArray<float> d(n_routes * cols / 32);
         const cuda::Q8Rows codes{q.get(), d.get(), cols, cols / 32};
-        cuda::glu_round_activations(kind, {gate.get(), n_routes, cols, cols},
-                                    {up.get(), n_routes, cols, cols}, f.dot_type,
+        cuda::glu_round_activations(kind, {gate.get(), n_routes, cols, stride},
+                                    {up.get(), n_routes, cols, stride}, f.dot_type,
                                     {rounded.get(), n_routes, cols, cols}, codes, stream.get());
         const std::vector<float> unset(static_cast<size_t>(n_routes) * rows, NAN);
         DeviceArray<float> want(unset), got(unset);
         cuda::matmul_routed(ctx, em, droutes.get(), n_routes, 1, rounded.get(), cols, want.get(),
                             rows, nullptr, &codes, true);
-        cuda::matmul_routed_glu(ctx, em, droutes.get(), n_routes, kind, gate.get(), up.get(), cols,
-                                got.get(), rows);
+        cuda::matmul_routed_glu(ctx, em, droutes.get(), n_routes, kind, gate.get(), up.get(),
+                                stride, got.get(), rows);
         const std::vector<float> a = want.download(), b = got.download();
         EXPECT_EQ(std::memcmp(a.data(), b.data(), 4 * a.size()), 0)
             << f.name << (kind == GluKind::kSilu ? ", SiLU" : ", SwiGLU-OAI");

@@ -314,12 +314,19 @@ TEST(GpuRope, NormRopeStoreMatchesNormRopeAndStoreKv) {
     struct Shape {
         RopeType type;
         int n_dims, dk, dv;
-        bool imrope = false, yarn = false;
+        bool imrope = false, yarn = false, weights = true;
     };
-    const Shape shapes[] = {{RopeType::kNeox, 64, 64, 96},     {RopeType::kNeox, 128, 128, 128},
-                            {RopeType::kNormal, 128, 128, 128}, {RopeType::kNormal, 64, 128, 128},
-                            {RopeType::kNeox, 64, 128, 128},    {RopeType::kNeox, 128, 128, 128, true},
-                            {RopeType::kNormal, 256, 256, 256, false, true}};
+    const Shape shapes[] = {
+        {RopeType::kNeox, 64, 64, 96},
+        {RopeType::kNeox, 128, 128, 128},
+        {RopeType::kNormal, 128, 128, 128},
+        {RopeType::kNormal, 64, 64, 64},
+        {RopeType::kNormal, 64, 128, 128},
+        {RopeType::kNeox, 64, 128, 128},
+        {RopeType::kNeox, 128, 128, 128, true},
+        {RopeType::kNeox, 256, 256, 256, false, false, false},
+        {RopeType::kNormal, 256, 256, 256, false, true},
+    };
     for (const Shape& sh : shapes) {
         RopeParams p;
         p.type = sh.type;
@@ -334,20 +341,23 @@ TEST(GpuRope, NormRopeStoreMatchesNormRopeAndStoreKv) {
         }
         const cuda::RopeTable table = cuda::make_rope_table(p);
         const int n_head = 8, n_kv = 2, dk = sh.dk, dv = sh.dv, rows = 3, n_layer = 2, layer = 1;
-        const std::string what = fmt::format("{} n_dims {} dk {}{}{}",
-                                             sh.type == RopeType::kNeox ? "neox" : "normal",
-                                             sh.n_dims, dk, sh.imrope ? " imrope" : "",
-                                             sh.yarn ? " yarn" : "");
+        const std::string what =
+            fmt::format("{} n_dims {} dk {}{}{}{}", sh.type == RopeType::kNeox ? "neox" : "normal",
+                        sh.n_dims, dk, sh.imrope ? " imrope" : "", sh.yarn ? " yarn" : "",
+                        sh.weights ? "" : " unweighted");
         const int64_t q_cols = int64_t{n_head} * dk, k_cols = int64_t{n_kv} * dk,
                       v_cols = int64_t{n_kv} * dv;
         const KvShape shape{n_layer, 2, 16, n_kv, dk, dv};
-        const std::vector<TokenPlace> places = {{0, 0}, {1, 5}, {0, 15}};
+        // Layer 1's cache is a ring of 6: a position far into a context lands in it too.
+        const std::vector<TokenPlace> places = {{0, 0}, {1, 5}, {0, 3001}};
         const std::vector<float> q = testing::random_floats(rows * q_cols, 51, 3.0f),
                                  k = testing::random_floats(rows * k_cols, 52, 3.0f),
                                  v = testing::random_floats(rows * v_cols, 53),
                                  qw = testing::random_floats(dk, 54),
                                  kw = testing::random_floats(dk, 55);
         DeviceArray<float> factor(table.factor), ramp(table.ramp), dqw(qw), dkw(kw);
+        const float* q_w = sh.weights ? dqw.get() : nullptr;
+        const float* k_w = sh.weights ? dkw.get() : nullptr;
         DeviceArray<TokenPlace> dp(places);
         for (const bool f16 : {true, false}) {
             const size_t positions = size_t{n_layer} * shape.n_seq * shape.n_ctx;
@@ -362,17 +372,16 @@ TEST(GpuRope, NormRopeStoreMatchesNormRopeAndStoreKv) {
             cuda::Stream stream;
             const cuda::DeviceKv ref_kv{ref_k.get(), ref_v.get(), shape, f16, {16, 6}},
                 got_kv{got_k.get(), got_v.get(), shape, f16, {16, 6}};
-            cuda::norm_rope({rq.get(), rows, q_cols, q_cols}, n_head, dk, dqw.get(), 1e-6f,
-                            dp.get(), table, factor.get(), ramp.get(), stream.get());
-            cuda::norm_rope({rk.get(), rows, k_cols, k_cols}, n_kv, dk, dkw.get(), 1e-6f,
-                            dp.get(), table, factor.get(), ramp.get(), stream.get());
+            cuda::norm_rope({rq.get(), rows, q_cols, q_cols}, n_head, dk, q_w, 1e-6f, dp.get(),
+                            table, factor.get(), ramp.get(), stream.get());
+            cuda::norm_rope({rk.get(), rows, k_cols, k_cols}, n_kv, dk, k_w, 1e-6f, dp.get(), table,
+                            factor.get(), ramp.get(), stream.get());
             cuda::store_kv(ref_kv.layer(layer), {rk.get(), rows, k_cols, k_cols},
                            {rv.get(), rows, v_cols, v_cols}, dp.get(), stream.get());
-            cuda::norm_rope_store({gq.get(), rows, q_cols, q_cols}, n_head,
-                                  {gk.get(), rows, k_cols, k_cols},
-                                  {gv.get(), rows, v_cols, v_cols}, dqw.get(), dkw.get(), 1e-6f,
-                                  dp.get(), table, factor.get(), ramp.get(), got_kv.layer(layer),
-                                  stream.get());
+            cuda::norm_rope_store(
+                {gq.get(), rows, q_cols, q_cols}, n_head, {gk.get(), rows, k_cols, k_cols},
+                {gv.get(), rows, v_cols, v_cols}, q_w, k_w, 1e-6f, dp.get(), table, factor.get(),
+                ramp.get(), got_kv.layer(layer), stream.get());
             EXPECT_EQ(rq.download(), gq.download()) << what << ": queries, f16 " << f16;
             EXPECT_EQ(rk.download(), gk.download()) << what << ": keys, f16 " << f16;
             EXPECT_EQ(ref_k.download(), got_k.download()) << what << ": key cache, f16 " << f16;
@@ -609,8 +618,13 @@ TEST(GpuRouting, TopKMatchesTheCpu) {
             for (int k : {1, 2, 8}) {
                 const int rows = 33;
                 std::vector<float> logits = testing::random_floats(rows * n_expert, n_expert + k, 2.0f);
-                logits[5] = logits[6];  // a tie: the lower id first
-                if (n_expert > 35) logits[3] = logits[35];  // ... and one within a lane
+                // Ties that the first row's choice meets (above every other logit): experts 5
+                // and 6 (neighbouring lanes), 3 and 35 (one lane), 2 and 33 (lane 2 holds the
+                // lower id, lane 1 the higher): the lower id first.
+                const float top = *std::max_element(logits.begin(), logits.begin() + n_expert);
+                logits[5] = logits[6] = top + 1.0f;
+                if (n_expert > 35) logits[3] = logits[35] = top + 2.0f;
+                if (n_expert > 33) logits[2] = logits[33] = top + 3.0f;
                 RoutingParams p;
                 p.n_expert = n_expert;
                 p.top_k = k;
