@@ -110,17 +110,6 @@ __global__ void argmax_kernel(DeviceRows x, unsigned long long* keys) {
 __device__ uint16_t gelu_f16[65536];
 std::atomic<bool> gelu_uploaded{false};
 
-// act(gate) · up, as glu() computes it.
-__device__ __forceinline__ float glu_value(GluKind kind, float g, float u) {
-    if (glu_direct(kind)) return glu_value_direct(kind, g, u);
-    // GELU through ggml's table: the gate rounded to fp16 indexes it; outside (-10, 10) the
-    // CPU's shortcuts (gelu_glu).
-    if (g <= -10.0f) return 0.0f;
-    if (g >= 10.0f) return g * u;
-    const uint16_t bits = __half_as_ushort(__float2half_rn(g));
-    return __half2float(__ushort_as_half(gelu_f16[bits])) * u;
-}
-
 void require_gelu_table(GluKind kind) {
     if (kind == GluKind::kGelu && !gelu_uploaded.load(std::memory_order_acquire))
         check(cudaErrorInvalidValue, "glu: GELU before cuda::upload_gelu_table()");
@@ -135,7 +124,8 @@ struct GluSource {
     GluKind kind;
     DeviceRows gate, up;
     __device__ float at(int64_t row, int64_t col) const {
-        return glu_value(kind, gate.data[row * gate.stride + col], up.data[row * up.stride + col]);
+        return glu_value(kind, gate.data[row * gate.stride + col], up.data[row * up.stride + col],
+                         gelu_f16);
     }
 };
 
@@ -240,8 +230,8 @@ void glu(GluKind kind, DeviceRows gate, DeviceRows up, DeviceRows out, cudaStrea
     for_each_element(
         gate.rows, gate.cols,
         [=] __device__(int r, int64_t c) {
-            out.data[r * out.stride + c] =
-                glu_value(kind, gate.data[r * gate.stride + c], up.data[r * up.stride + c]);
+            out.data[r * out.stride + c] = glu_value(kind, gate.data[r * gate.stride + c],
+                                                     up.data[r * up.stride + c], gelu_f16);
         },
         stream, "glu");
 }
@@ -253,6 +243,16 @@ void upload_gelu_table() {
               "uploading the GELU table");
         gelu_uploaded.store(true, std::memory_order_release);
     });
+}
+
+const uint16_t* gelu_table_on_device() {
+    require_gelu_table(GluKind::kGelu);
+    static const uint16_t* const table = [] {
+        void* address = nullptr;
+        check(cudaGetSymbolAddress(&address, gelu_f16), "the GELU table's address");
+        return static_cast<const uint16_t*>(address);
+    }();
+    return table;
 }
 
 void scale_rows(DeviceRows x, float s, cudaStream_t stream) {

@@ -39,15 +39,12 @@ void softcap_rows(DeviceRows x, float cap, cudaStream_t stream);
 // upload_gelu_table() must have put on the device first.
 void glu(GluKind kind, DeviceRows gate, DeviceRows up, DeviceRows out, cudaStream_t stream);
 
-// Whether act(gate) · up of this kind needs no table (SiLU, gpt-oss's SwiGLU; GELU reads
-// elementwise.cu's): kernels of other files compute those themselves (cuda/glu_value.cuh).
-constexpr bool glu_direct(GluKind kind) {
-    return kind == GluKind::kSilu || kind == GluKind::kSwigluOai;
-}
-
 // Copies the GELU table to the device (once; later calls return at once). Not inside a stream
 // capture: the GPU backend calls it when it is built.
 void upload_gelu_table();
+// The device copy's address, for kernels of other files (cuda/glu_value.cuh); after
+// upload_gelu_table() only.
+const uint16_t* gelu_table_on_device();
 // dst = src, row by row (same rows and cols; either may be a strided view, e.g. per-head slices
 // of packed rows). src and dst must not overlap.
 void copy_rows(DeviceRows src, DeviceRows dst, cudaStream_t stream);

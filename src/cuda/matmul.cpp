@@ -170,21 +170,21 @@ int code_block(const ExpertMatrix& w) {
 
 }  // namespace
 
-bool routed_glu_fits(const ExpertMatrix& w, GluKind kind) {
+bool routed_glu_fits(const ExpertMatrix& w) {
     // Every block of a route makes the route's activations again: that pays where a block
     // covers many rows, for the short rows of fine-grained experts (Qwen3's 768, gemma4's 704),
     // and not for long ones (gpt-oss's 2880: 4 rows a block, each remaking 2880 values).
     constexpr int64_t kMaxCols = 1024;
     const int block = code_block(w);
-    return glu_direct(kind) && gpu_integer_products(w.matrix.format->type) && block > 0 &&
-           w.matrix.cols % block == 0 && w.matrix.cols <= kMaxCols;
+    return gpu_integer_products(w.matrix.format->type) && block > 0 && w.matrix.cols % block == 0 &&
+           w.matrix.cols <= kMaxCols;
 }
 
 void matmul_routed_glu(const MatmulContext& ctx, const ExpertMatrix& w, const Route* routes,
                        int n_routes, GluKind kind, const float* gate, const float* up,
                        int64_t gate_stride, float* y, int64_t y_stride) {
     if (n_routes <= 0) return;
-    if (!routed_glu_fits(w, kind))
+    if (!routed_glu_fits(w))
         fail("matmul_routed_glu: {} weights of {} columns take no activations made in the product",
              w.matrix.format->name, w.matrix.cols);
     MatvecParams p;
@@ -195,6 +195,7 @@ void matmul_routed_glu(const MatmulContext& ctx, const ExpertMatrix& w, const Ro
     p.glu_up = up;
     p.glu_stride = gate_stride;
     p.glu_kind = kind;
+    if (kind == GluKind::kGelu) p.gelu_table = gelu_table_on_device();
     p.glu_block = code_block(w);
     kernels_for(*w.matrix.format).int_matvec[0](p, n_routes, ctx.stream, 1);
 }

@@ -80,10 +80,10 @@ void matmul_routed(const MatmulContext& ctx, const ExpertMatrix& w, const Route*
 // The down projection of decode's routes taking act(gate) · up itself: y[j] = W_e · a_j with
 // a_j = act(gate[j]) · up[j] (rows gate_stride floats apart) rounded through w's q8 activation
 // type, as glu_round_activations() then matmul_routed() on its codes compute it, in one launch
-// (each block makes its route's codes). The routes must be settled (matmul_routed). Only where
-// routed_glu_fits(w, kind): integer kernels for w's format, a glu_direct() kind and rows of at
-// most 1024 values.
-bool routed_glu_fits(const ExpertMatrix& w, GluKind kind);
+// (each block makes its route's codes). The routes must be settled (matmul_routed); GELU needs
+// upload_gelu_table() first. Only where routed_glu_fits(w): integer kernels for w's format and
+// rows of at most 1024 values.
+bool routed_glu_fits(const ExpertMatrix& w);
 void matmul_routed_glu(const MatmulContext& ctx, const ExpertMatrix& w, const Route* routes,
                        int n_routes, GluKind kind, const float* gate, const float* up,
                        int64_t gate_stride, float* y, int64_t y_stride);

@@ -66,7 +66,7 @@ __device__ __forceinline__ void round_glu_codes(const MatvecParams& p, int j, in
         float v[kPerLane];
 #pragma unroll
         for (int i = 0; i < kPerLane; ++i)
-            v[i] = glu_value_direct(p.glu_kind, gate[col0 + i], up[col0 + i]);
+            v[i] = glu_value(p.glu_kind, gate[col0 + i], up[col0 + i], p.gelu_table);
         round_q8_lanes<kPerLane, 32>(v, lane, nullptr, codes + col0, scales + b * (kValues / 32));
     }
 }

@@ -79,14 +79,15 @@ struct MatvecParams : ProductOperands {
     bool prefetch = false;
     bool routes_settled = false;
     // Routed integer kernels of one column, with glu_gate: route j's activations are
-    // act(gate) · up of rows j of glu_gate and glu_up (glu_stride floats apart; glu_kind
-    // glu_direct()), rounded through q8 blocks of glu_block values (32 or 256) by each block into
+    // act(gate) · up of rows j of glu_gate and glu_up (glu_stride floats apart; GELU through
+    // gelu_table), rounded through q8 blocks of glu_block values (32 or 256) by each block into
     // its shared memory, in place of xq and xd: the codes glu_round_activations() would write,
     // without its launch (matmul_routed_glu).
     const float* glu_gate = nullptr;
     const float* glu_up = nullptr;
     int64_t glu_stride = 0;
     GluKind glu_kind = GluKind::kSilu;
+    const uint16_t* gelu_table = nullptr;
     int glu_block = 0;
 };
 

@@ -1221,7 +1221,7 @@ cuda::RoutedRows GpuBackend::gpu_expert_products(const MoeLayer& m, const Route*
         cuda::matmul_routed(ctx_, m.up, routes, n_routes, k, up_in.data, in.stride, expert_up_, F,
                             grouped, up_in.q8);
     }
-    if (grouped == nullptr && cuda::routed_glu_fits(m.down, m.activation)) {
+    if (grouped == nullptr && cuda::routed_glu_fits(m.down)) {
         // Decode: the down projection makes act(gate) · up and its codes itself, a launch fewer.
         cuda::matmul_routed_glu(ctx_, m.down, routes, n_routes, m.activation, expert_gate_,
                                 expert_up_, F, expert_down_, E);

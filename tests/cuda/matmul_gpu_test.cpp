@@ -228,8 +228,8 @@ TEST_P(GpuMatmul, RoutedProductsMatchTheReference) {
 }
 
 // Decode's down projection that makes its routes' activations itself (matmul_routed_glu): every
-// output bit as glu_round_activations() and the routed product on its codes give it, for SiLU
-// and gpt-oss's SwiGLU, with absent routes; refused where it does not fit.
+// output bit as glu_round_activations() and the routed product on its codes give it, for SiLU,
+// gpt-oss's SwiGLU and GELU, with absent routes; refused where it does not fit.
 TEST_P(GpuMatmul, DownProjectionFromGateAndUpMatchesTheRoundedCodes) {
     TANDEM_REQUIRE_GPU();
     const FormatTraits& f = format_of(GetParam());
@@ -255,11 +255,10 @@ TEST_P(GpuMatmul, DownProjectionFromGateAndUpMatchesTheRoundedCodes) {
     em.scales = dscales.get();
     em.bias = dbias.get();
     em.bias_stride = rows;
-    EXPECT_FALSE(cuda::routed_glu_fits(em, GluKind::kGelu)) << f.name;
     ExpertMatrix wide = em;
     wide.matrix.cols = 2048;  // long rows: each block would remake far more than it multiplies
-    EXPECT_FALSE(cuda::routed_glu_fits(wide, GluKind::kSilu)) << f.name;
-    if (!cuda::routed_glu_fits(em, GluKind::kSilu)) {
+    EXPECT_FALSE(cuda::routed_glu_fits(wide)) << f.name;
+    if (!cuda::routed_glu_fits(em)) {
         EXPECT_FALSE(cuda::gpu_integer_products(f.type) && cuda::has_q8_codes(f.dot_type))
             << f.name;
         return;
@@ -271,7 +270,8 @@ TEST_P(GpuMatmul, DownProjectionFromGateAndUpMatchesTheRoundedCodes) {
     const int64_t stride = cols + 32;
     DeviceArray<float> gate(testing::random_floats(n_routes * stride, 91, 8.0f)),
         up(testing::random_floats(n_routes * stride, 92, 8.0f));
-    for (const GluKind kind : {GluKind::kSilu, GluKind::kSwigluOai}) {
+    cuda::upload_gelu_table();
+    for (const GluKind kind : {GluKind::kSilu, GluKind::kSwigluOai, GluKind::kGelu}) {
         // The reference: act(gate) · up rounded into codes by their own launch, then the product.
         DeviceArray<float> rounded(n_routes * cols);
         DeviceArray<int8_t> q(n_routes * cols);
@@ -288,7 +288,7 @@ TEST_P(GpuMatmul, DownProjectionFromGateAndUpMatchesTheRoundedCodes) {
                                 stride, got.get(), rows);
         const std::vector<float> a = want.download(), b = got.download();
         EXPECT_EQ(std::memcmp(a.data(), b.data(), 4 * a.size()), 0)
-            << f.name << (kind == GluKind::kSilu ? ", SiLU" : ", SwiGLU-OAI");
+            << f.name << ", GLU kind " << static_cast<int>(kind);
         EXPECT_TRUE(std::isnan(b[5 * rows])) << "the absent route's row is left alone";
         EXPECT_FALSE(std::isnan(b[0])) << f.name;
     }
