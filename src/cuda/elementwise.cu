@@ -109,6 +109,7 @@ __global__ void argmax_kernel(DeviceRows x, unsigned long long* keys) {
 // ggml's fp16 GELU table (cpu/elementwise.h's gelu_fp16_table), copied by upload_gelu_table().
 __device__ uint16_t gelu_f16[65536];
 std::atomic<bool> gelu_uploaded{false};
+const uint16_t* gelu_address = nullptr;  // set before gelu_uploaded
 
 void require_gelu_table(GluKind kind) {
     if (kind == GluKind::kGelu && !gelu_uploaded.load(std::memory_order_acquire))
@@ -241,18 +242,17 @@ void upload_gelu_table() {
     std::call_once(once, [] {
         check(cudaMemcpyToSymbol(gelu_f16, gelu_fp16_table(), sizeof(uint16_t) * 65536),
               "uploading the GELU table");
+        // Its address now, outside any stream capture that a product taking it may run in.
+        void* address = nullptr;
+        check(cudaGetSymbolAddress(&address, gelu_f16), "the GELU table's address");
+        gelu_address = static_cast<const uint16_t*>(address);
         gelu_uploaded.store(true, std::memory_order_release);
     });
 }
 
 const uint16_t* gelu_table_on_device() {
     require_gelu_table(GluKind::kGelu);
-    static const uint16_t* const table = [] {
-        void* address = nullptr;
-        check(cudaGetSymbolAddress(&address, gelu_f16), "the GELU table's address");
-        return static_cast<const uint16_t*>(address);
-    }();
-    return table;
+    return gelu_address;
 }
 
 void scale_rows(DeviceRows x, float s, cudaStream_t stream) {
