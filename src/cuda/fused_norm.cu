@@ -22,9 +22,13 @@ template <int kRound, bool kRouted>
 __global__ void residual_norm_kernel(DeviceRows x, DeviceRows residual, const float* w, float eps,
                                      DeviceRows out, gpu::ActivationRounding rounding,
                                      DeviceRows rounded, Q8Rows q8, RoutedRows routed) {
-    wait_for_previous_kernel();
     const int64_t row = blockIdx.x;
     const int64_t c0 = static_cast<int64_t>(threadIdx.x) * kPerThread;
+    // The norm's weights before the wait (no kernel writes them): the barrier of the block's sum
+    // keeps the compiler from moving their loads ahead of it, where they would wait in turn.
+    float wv[kPerThread];
+    if (w != nullptr) load_run(w + c0, wv);
+    wait_for_previous_kernel();
     float* xr = x.data + row * x.stride + c0;
     float v[kPerThread];
     load_run(xr, v);
@@ -43,8 +47,6 @@ __global__ void residual_norm_kernel(DeviceRows x, DeviceRows residual, const fl
 #pragma unroll
     for (int i = 0; i < kPerThread; ++i) sum += static_cast<double>(v[i] * v[i]);
     const float scale = rms_scale(block_sum_f64(sum), x.cols, eps);
-    float wv[kPerThread];
-    if (w != nullptr) load_run(w + c0, wv);
 #pragma unroll
     for (int i = 0; i < kPerThread; ++i) {
         v[i] = v[i] * scale;
