@@ -16,10 +16,15 @@ constexpr int kPerThread = 8;  // consecutive values of a row per thread
 
 // One block per row, kPerThread consecutive values per thread, so that a warp holds 256
 // consecutive values (a q8_K block) and four lanes a q8_0 block. kRound: 0 no rounding, 1 a
-// float type (f16, bf16), 32 or 256 the q8 types' blocks. kRouted: the residual is routed's sum
-// (its loads in flight together take registers that the other norms keep for more blocks an SM).
-template <int kRound, bool kRouted>
-__global__ void residual_norm_kernel(DeviceRows x, DeviceRows residual, const float* w, float eps,
+// float type (f16, bf16), 32 or 256 the q8 types' blocks. kRoutes > 0: the residual is routed's
+// sum, kRoutes routes' rows in flight at once (routed_sum): 8 for rows of up to
+// kManyRoutesCols values (116-odd registers, within a block of 512 threads), 2 for wider ones (a
+// block of up to 1024 threads leaves 64 registers a thread); the other norms keep their few
+// registers for more blocks an SM.
+constexpr int64_t kManyRoutesCols = 4096;
+template <int kRound, int kRoutes>
+__global__ void __launch_bounds__(kRoutes == 8 ? kManyRoutesCols / kPerThread : 1024)
+    residual_norm_kernel(DeviceRows x, DeviceRows residual, const float* w, float eps,
                                      DeviceRows out, gpu::ActivationRounding rounding,
                                      DeviceRows rounded, Q8Rows q8, RoutedRows routed) {
     const int64_t row = blockIdx.x;
@@ -32,10 +37,10 @@ __global__ void residual_norm_kernel(DeviceRows x, DeviceRows residual, const fl
     float* xr = x.data + row * x.stride + c0;
     float v[kPerThread];
     load_run(xr, v);
-    if (residual.data != nullptr || kRouted) {
+    if (residual.data != nullptr || kRoutes > 0) {
         float r[kPerThread];
-        if constexpr (kRouted) {
-            routed_sum(routed, row, c0, r);
+        if constexpr (kRoutes > 0) {
+            routed_sum<kRoutes>(routed, row, c0, r);
         } else {
             load_run(residual.data + row * residual.stride + c0, r);
         }
@@ -69,12 +74,12 @@ __global__ void residual_norm_kernel(DeviceRows x, DeviceRows residual, const fl
     }
 }
 
-template <bool kRouted>
-decltype(&residual_norm_kernel<0, kRouted>) kernel_for(gpu::ActivationRounding r, int block) {
-    return r == gpu::ActivationRounding::kNone ? residual_norm_kernel<0, kRouted>
-           : block == 1                        ? residual_norm_kernel<1, kRouted>
-           : block == 32                       ? residual_norm_kernel<32, kRouted>
-                                               : residual_norm_kernel<256, kRouted>;
+template <int kRoutes>
+decltype(&residual_norm_kernel<0, kRoutes>) kernel_for(gpu::ActivationRounding r, int block) {
+    return r == gpu::ActivationRounding::kNone ? residual_norm_kernel<0, kRoutes>
+           : block == 1                        ? residual_norm_kernel<1, kRoutes>
+           : block == 32                       ? residual_norm_kernel<32, kRoutes>
+                                               : residual_norm_kernel<256, kRoutes>;
 }
 
 }  // namespace
@@ -91,8 +96,9 @@ void residual_norm(DeviceRows x, DeviceRows residual, const float* w, float eps,
     const int block = gpu::rounding_block(r);
     const Q8Rows codes = q8 != nullptr && block >= 32 ? *q8 : Q8Rows{};
     const unsigned threads = static_cast<unsigned>(x.cols / kPerThread);
-    const auto kernel =
-        routed.routes != nullptr ? kernel_for<true>(r, block) : kernel_for<false>(r, block);
+    const auto kernel = routed.routes == nullptr    ? kernel_for<0>(r, block)
+                        : x.cols <= kManyRoutesCols ? kernel_for<8>(r, block)
+                                                    : kernel_for<2>(r, block);
     launch_early(kernel, x.rows, threads, 0, stream, "residual_norm", x, residual, w, eps, out, r,
                  rounded, codes, routed);
 }

@@ -244,10 +244,10 @@ __global__ void weighted_sum_kernel(RoutedRows y, DeviceRows out) {
 
 void route_topk(DeviceRows logits, DeviceRows probs, const RoutingParams& params, Route* routes,
                 cudaStream_t stream, const float* selection_bias) {
-    if (logits.rows == 0) return;
     if (params.top_k < 1 || params.top_k > kMaxRoutesPerToken ||
         params.n_expert > kMaxRoutedExperts)
         check(cudaErrorInvalidValue, "route_topk: top-k or expert count past the GPU's routing");
+    if (logits.rows == 0) return;
     const unsigned blocks = (logits.rows + kRouteWarps - 1) / kRouteWarps;
     const int per_lane = (params.n_expert + 31) / 32;  // <= 32: checked at load
     const bool groups = params.n_groups > 1;

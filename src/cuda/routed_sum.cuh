@@ -10,13 +10,12 @@
 namespace tandem::cuda {
 
 // acc = Σ_i w_i · y[t·k + i][c .. c + N - 1] over token t's routes i with expert >= 0, then
-// + extra[t][c ..] where given. The routes' loads go out together, then their rows' (kAtOnce at a
-// time), where a loop of one route at a time waited for two loads a route; the products add in
-// route order all the same.
-template <int N>
+// + extra[t][c ..] where given. kAtOnce routes' loads go out together, then their rows', where a
+// loop of one route at a time waited for two loads a route; the products add in route order all
+// the same. The rows in flight take kAtOnce · N registers.
+template <int kAtOnce = 8, int N>
 __device__ __forceinline__ void routed_sum(const RoutedRows& s, int64_t t, int64_t c,
                                            float (&acc)[N]) {
-    constexpr int kAtOnce = 8;
 #pragma unroll
     for (int n = 0; n < N; ++n) acc[n] = 0.0f;
     for (int i0 = 0; i0 < s.top_k; i0 += kAtOnce) {

@@ -448,58 +448,62 @@ TEST(GpuFusedNorm, ResidualNormMatchesAddNormAndRounding) {
 // sum), the same bits as the sum, then add(), then the norm.
 TEST(GpuFusedNorm, ResidualNormTakesTheRoutedSum) {
     TANDEM_REQUIRE_GPU();
-    const int rows = 3, k = 4;
-    const int64_t cols = 2048;
-    std::vector<Route> routes(rows * k);
-    for (int j = 0; j < rows * k; ++j) routes[j] = {j % 5 == 2 ? -1 : j % 7, 0.05f * (j + 1)};
-    const std::vector<float> x = testing::random_floats(rows * cols, 44, 3.0f);
-    const std::vector<float> y = testing::random_floats(rows * k * cols, 45);
-    const std::vector<float> w = testing::random_floats(cols, 46);
-    // Hybrid's CPU sum of the misses, added after the routes': as the add after the sum did.
-    const std::vector<float> extra = testing::random_floats(rows * cols, 47);
-    DeviceArray<float> dy(y), dw(w), dextra(extra), sum(rows * cols), summed_once(rows * cols);
-    DeviceArray<Route> dr(routes);
-    cuda::Stream stream;
-    for (const bool with_extra : {false, true}) {
-        cuda::RoutedRows routed{dy.get(), cols, dr.get(), k};
-        if (with_extra) {
-            routed.extra = dextra.get();
-            routed.extra_stride = cols;
-        }
-        std::vector<float> results[2][3];  // x, out, rounded: through the sum, fused
-        for (const bool fused : {false, true}) {
-            DeviceArray<float> dx(x), out(x.size()), rounded(x.size());
-            DeviceArray<int8_t> q(x.size());
-            DeviceArray<float> d(x.size() / 32);
-            const cuda::Q8Rows codes{q.get(), d.get(), cols, cols / 32};
-            cuda::DeviceRows residual{};
-            if (!fused) {
-                const cuda::DeviceRows s{sum.get(), rows, cols, cols};
-                cuda::moe_weighted_sum({dy.get(), cols, dr.get(), k}, s, stream.get());
-                if (with_extra) {
-                    cuda::add(s, {dextra.get(), rows, cols, cols}, stream.get());
-                    // The weighted sum takes the extra rows the same way.
-                    cuda::moe_weighted_sum(routed, {summed_once.get(), rows, cols, cols},
-                                           stream.get());
-                    EXPECT_EQ(sum.download(), summed_once.download());
-                }
-                residual = s;
+    // Rows up to the widest the fused norm takes (DeepSeek-V3's 7168 and 8192: its variant with
+    // fewer routes in flight, within a block of 1024 threads), and more routes than go at once.
+    for (const auto [cols, k] :
+         {std::pair<int64_t, int>{2048, 4}, {2048, 10}, {7168, 8}, {8192, 10}}) {
+        const int rows = 3;
+        std::vector<Route> routes(rows * k);
+        for (int j = 0; j < rows * k; ++j) routes[j] = {j % 5 == 2 ? -1 : j % 7, 0.05f * (j + 1)};
+        const std::vector<float> x = testing::random_floats(rows * cols, 44, 3.0f);
+        const std::vector<float> y = testing::random_floats(rows * k * cols, 45);
+        const std::vector<float> w = testing::random_floats(cols, 46);
+        // Hybrid's CPU sum of the misses, added after the routes': as the add after the sum did.
+        const std::vector<float> extra = testing::random_floats(rows * cols, 47);
+        DeviceArray<float> dy(y), dw(w), dextra(extra), sum(rows * cols), summed_once(rows * cols);
+        DeviceArray<Route> dr(routes);
+        cuda::Stream stream;
+        for (const bool with_extra : {false, true}) {
+            cuda::RoutedRows routed{dy.get(), cols, dr.get(), k};
+            if (with_extra) {
+                routed.extra = dextra.get();
+                routed.extra_stride = cols;
             }
-            cuda::residual_norm({dx.get(), rows, cols, cols}, residual, dw.get(), 1e-6f,
-                                {out.get(), rows, cols, cols}, GgmlType::kQ8_K,
-                                {rounded.get(), rows, cols, cols}, &codes, stream.get(),
-                                fused ? routed : cuda::RoutedRows{});
-            results[fused][0] = dx.download();
-            results[fused][1] = out.download();
-            results[fused][2] = rounded.download();
-        }
-        EXPECT_NE(results[1][0], x);  // the sum was added
-        for (int i = 0; i < 3; ++i) {
-            ASSERT_EQ(results[0][i].size(), results[1][i].size());
-            EXPECT_EQ(std::memcmp(results[0][i].data(), results[1][i].data(),
-                                  4 * results[0][i].size()),
-                      0)
-                << i << ", extra rows " << with_extra;
+            std::vector<float> results[2][3];  // x, out, rounded: through the sum, fused
+            for (const bool fused : {false, true}) {
+                DeviceArray<float> dx(x), out(x.size()), rounded(x.size());
+                DeviceArray<int8_t> q(x.size());
+                DeviceArray<float> d(x.size() / 32);
+                const cuda::Q8Rows codes{q.get(), d.get(), cols, cols / 32};
+                cuda::DeviceRows residual{};
+                if (!fused) {
+                    const cuda::DeviceRows s{sum.get(), rows, cols, cols};
+                    cuda::moe_weighted_sum({dy.get(), cols, dr.get(), k}, s, stream.get());
+                    if (with_extra) {
+                        cuda::add(s, {dextra.get(), rows, cols, cols}, stream.get());
+                        // The weighted sum takes the extra rows the same way.
+                        cuda::moe_weighted_sum(routed, {summed_once.get(), rows, cols, cols},
+                                               stream.get());
+                        EXPECT_EQ(sum.download(), summed_once.download());
+                    }
+                    residual = s;
+                }
+                cuda::residual_norm({dx.get(), rows, cols, cols}, residual, dw.get(), 1e-6f,
+                                    {out.get(), rows, cols, cols}, GgmlType::kQ8_K,
+                                    {rounded.get(), rows, cols, cols}, &codes, stream.get(),
+                                    fused ? routed : cuda::RoutedRows{});
+                results[fused][0] = dx.download();
+                results[fused][1] = out.download();
+                results[fused][2] = rounded.download();
+            }
+            EXPECT_NE(results[1][0], x);  // the sum was added
+            for (int i = 0; i < 3; ++i) {
+                ASSERT_EQ(results[0][i].size(), results[1][i].size());
+                EXPECT_EQ(std::memcmp(results[0][i].data(), results[1][i].data(),
+                                      4 * results[0][i].size()),
+                          0)
+                    << i << ", extra rows " << with_extra << ", " << cols << " cols, top " << k;
+            }
         }
     }
 }
