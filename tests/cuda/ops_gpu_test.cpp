@@ -450,7 +450,7 @@ TEST(GpuFusedNorm, ResidualNormTakesTheRoutedSum) {
     TANDEM_REQUIRE_GPU();
     // Rows up to the widest the fused norm takes (DeepSeek-V3's 7168 and 8192: its variant with
     // fewer routes in flight, within a block of 1024 threads), and more routes than go at once.
-    for (const auto [cols, k] :
+    for (const auto& [cols, k] :
          {std::pair<int64_t, int>{2048, 4}, {2048, 10}, {7168, 8}, {8192, 10}}) {
         const int rows = 3;
         std::vector<Route> routes(rows * k);
