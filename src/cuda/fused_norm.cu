@@ -25,8 +25,8 @@ constexpr int64_t kManyRoutesCols = 4096;
 template <int kRound, int kRoutes>
 __global__ void __launch_bounds__(kRoutes == 8 ? kManyRoutesCols / kPerThread : 1024)
     residual_norm_kernel(DeviceRows x, DeviceRows residual, const float* w, float eps,
-                                     DeviceRows out, gpu::ActivationRounding rounding,
-                                     DeviceRows rounded, Q8Rows q8, RoutedRows routed) {
+                         DeviceRows out, gpu::ActivationRounding rounding, DeviceRows rounded,
+                         Q8Rows q8, RoutedRows routed) {
     const int64_t row = blockIdx.x;
     const int64_t c0 = static_cast<int64_t>(threadIdx.x) * kPerThread;
     // The norm's weights before the wait (no kernel writes them): the barrier of the block's sum
