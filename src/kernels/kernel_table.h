@@ -26,6 +26,15 @@ using DotTileFn = void (*)(int64_t k, const uint8_t* w, size_t w_stride, int n_r
 // f16, bf16 or f32), bit-identical to the format table's reference quantizer.
 using ActQuantizeFn = void (*)(const float* x, void* dst, int64_t k);
 
+// One token of the gated delta rule for one head (qwen3.5's linear attention, as ggml's
+// gated_delta_net computes it): the head's state M (S × S floats, M[j·S + i] = state[i][j])
+// decays by `decay`; delta[j] = (v[j] - Σ_i M[j·S + i] k[i]) · beta; M[j·S + i] += k[i] · delta[j];
+// out[j] = (Σ_i M[j·S + i] q[i]) · scale. The sums are the variant's f32 dot tiles (as
+// ggml_vec_dot_f32); the element-wise passes over M take the variant's vectors (and its fused
+// multiply-add, as ggml_vec_mad_f32). delta: S floats of scratch.
+using DeltaRuleStepFn = void (*)(float* M, int S, const float* q, const float* k, const float* v,
+                                 float decay, float beta, float scale, float* out, float* delta);
+
 constexpr int kMaxTileCols = 8;
 
 // How far ahead of its reads a streaming matvec prefetches each line (why: variant/tile.h); the
@@ -36,6 +45,7 @@ struct KernelTable {
     std::string_view name;
     DotTileFn dot[kGgmlTypeIdLimit];           // by weight type id; nullptr: not a weight type
     ActQuantizeFn quantize[kGgmlTypeIdLimit];  // by activation type id
+    DeltaRuleStepFn delta_rule_step;
 };
 
 struct KernelVariant {

@@ -4,6 +4,7 @@
 #include <array>
 
 #include "formats/format_table.h"
+#include "kernels/delta_rule_loops.h"
 
 namespace tandem {
 namespace {
@@ -32,9 +33,16 @@ void quantize(const float* x, void* dst, int64_t k) {
     find_format(Id)->quantize_row(x, dst, k);
 }
 
+void delta_rule_step(float* M, int S, const float* q, const float* k, const float* v, float decay,
+                     float beta, float scale, float* out, float* delta) {
+    delta_rule_loops(&dot_tile<type_id(GgmlType::kF32)>, M, S, q, k, v, decay, beta, scale, out,
+                     delta);
+}
+
 KernelTable make_table() {
     KernelTable t{};
     t.name = "reference";
+    t.delta_rule_step = &delta_rule_step;
     [&]<uint32_t... Ids>(std::integer_sequence<uint32_t, Ids...>) {
         ((t.dot[Ids] = (find_format(Ids) && find_format(Ids)->ref_dot) ? &dot_tile<Ids> : nullptr),
          ...);

@@ -388,15 +388,9 @@ void CpuBackend::delta_net(int layer, Act q, Act k, Act v, Act g, Act beta, Act 
     const size_t state_size = head_state * Hv;
     sequence_rows("delta_net", layer, r.ssm_pos, r.ssm.data(), state_size);
     const float scale = 1.0f / std::sqrt(static_cast<float>(S));
-    // The state's rows times k and q are f32 matrix-vector products: the kernel variant's f32 dot
-    // tiles (SIMD, as ggml_vec_dot_f32; a plain loop's float sum does not vectorize, and was a
-    // third of a qwen3.5 prompt's time).
-    const DotTileFn dot = kernels().dot[type_id(GgmlType::kF32)];
-    const size_t row_bytes = sizeof(float) * static_cast<size_t>(S);
-    const auto rows_times = [&](const float* M, const float* x, float* out_rows) {
-        dot(S, reinterpret_cast<const uint8_t*>(M), row_bytes, S,
-            reinterpret_cast<const uint8_t*>(x), row_bytes, 1, out_rows, 1);
-    };
+    // A token's step of a head is the kernel variant's (kernel_table.h): its vectors for the
+    // passes over the state, its f32 dot tiles for the state's rows times k and q.
+    const DeltaRuleStepFn step = kernels().delta_rule_step;
     // One item per (sequence, value head), each through its sequence's tokens in order
     // (ggml_compute_forward_gated_delta_net).
     pool_.parallel_for(static_cast<int64_t>(n_seq_) * Hv, 1, [&](int64_t i0, int64_t i1, int worker) {
@@ -406,20 +400,10 @@ void CpuBackend::delta_net(int layer, Act q, Act k, Act v, Act g, Act beta, Act 
             if (seq_rows_[s].empty()) continue;
             float* M = r.ssm.data() + s * state_size + h * head_state;  // M[j·S + i] = S[i][j]
             for (int t : seq_rows_[s]) {
-                const float* qd = q.row(t) + static_cast<int64_t>(hk) * S;
-                const float* kd = k.row(t) + static_cast<int64_t>(hk) * S;
-                const float* vd = v.row(t) + static_cast<int64_t>(h) * S;
-                const float decay = std::exp(g.row(t)[h]), b = beta.row(t)[h];
-                for (size_t e = 0; e < head_state; ++e) M[e] *= decay;
-                rows_times(M, kd, delta);  // delta[j] = S[:, j] · k
-                for (int j = 0; j < S; ++j) delta[j] = (vd[j] - delta[j]) * b;
-                for (int j = 0; j < S; ++j) {
-                    float* row = M + static_cast<size_t>(j) * S;
-                    for (int i = 0; i < S; ++i) row[i] += kd[i] * delta[j];
-                }
-                float* o = out.row(t) + static_cast<int64_t>(h) * S;
-                rows_times(M, qd, o);
-                for (int j = 0; j < S; ++j) o[j] *= scale;
+                step(M, S, q.row(t) + static_cast<int64_t>(hk) * S,
+                     k.row(t) + static_cast<int64_t>(hk) * S,
+                     v.row(t) + static_cast<int64_t>(h) * S, std::exp(g.row(t)[h]), beta.row(t)[h],
+                     scale, out.row(t) + static_cast<int64_t>(h) * S, delta);
             }
         }
     });

@@ -298,6 +298,51 @@ TEST_P(KernelVariantTest, QuantizersMatchReferenceBytes) {
     }
 }
 
+// The gated delta rule's step (qwen3.5's linear attention): a few tokens of one head against the
+// same steps in double from the state's definition, for heads of whole vectors and of a ragged
+// length; the state's decay, its rank-1 update and the read-out each within float rounding.
+TEST_P(KernelVariantTest, DeltaRuleStepsMatchTheRuleInDouble) {
+    ASSERT_NE(table_->delta_rule_step, nullptr) << variant_->name;
+    for (const int S : {128, 64, 100}) {
+        const size_t n = static_cast<size_t>(S) * S;
+        std::vector<float> M = random_floats(static_cast<int64_t>(n), 90 + S, 0.5f);
+        std::vector<double> ref(M.begin(), M.end());  // ref[j·S + i] = state[i][j]
+        std::vector<float> out(S), delta(S);
+        const float scale = 1.0f / std::sqrt(static_cast<float>(S));
+        double worst = 0.0;
+        for (int t = 0; t < 3; ++t) {
+            const auto q = random_floats(S, 200 + t, 1.0f), k = random_floats(S, 300 + t, 1.0f),
+                       v = random_floats(S, 400 + t, 2.0f);
+            const float decay = 0.9f - 0.1f * t, beta = 0.25f + 0.25f * t;
+            table_->delta_rule_step(M.data(), S, q.data(), k.data(), v.data(), decay, beta, scale,
+                                    out.data(), delta.data());
+            for (double& x : ref) x *= decay;
+            std::vector<double> d(S);
+            for (int j = 0; j < S; ++j) {
+                double kv = 0.0;
+                for (int i = 0; i < S; ++i) kv += ref[static_cast<size_t>(j) * S + i] * k[i];
+                d[j] = (v[j] - kv) * beta;
+            }
+            for (int j = 0; j < S; ++j)
+                for (int i = 0; i < S; ++i) ref[static_cast<size_t>(j) * S + i] += k[i] * d[j];
+            for (int j = 0; j < S; ++j) {
+                double o = 0.0, mag = 0.0;
+                for (int i = 0; i < S; ++i) {
+                    o += ref[static_cast<size_t>(j) * S + i] * q[i];
+                    mag += std::fabs(ref[static_cast<size_t>(j) * S + i] * q[i]);
+                }
+                worst = std::max(worst, std::fabs(out[j] - o * scale) / (mag * scale + 1e-30));
+            }
+        }
+        EXPECT_LE(worst, 1e-5) << variant_->name << ", heads of " << S;
+        double state_worst = 0.0;
+        for (size_t e = 0; e < n; ++e)
+            state_worst =
+                std::max(state_worst, std::fabs(M[e] - ref[e]) / (std::fabs(ref[e]) + 1.0));
+        EXPECT_LE(state_worst, 1e-5) << variant_->name << ", heads of " << S;
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(Variants, KernelVariantTest, ::testing::ValuesIn(variant_names()),
                          [](const ::testing::TestParamInfo<std::string>& info) {
                              return info.param;

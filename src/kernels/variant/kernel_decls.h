@@ -40,10 +40,16 @@
     X(f32, F32) X(f16, F16) X(bf16, BF16) X(q8_0, Q8_0) X(q8_1, Q8_1) X(q8_K, Q8_K)
 // clang-format on
 
+// DeltaRuleStepFn's parameters (kernel_table.h).
+#define TANDEM_DELTA_RULE_PARAMS                                                              \
+    float *M, int S, const float *q, const float *k, const float *v, float decay, float beta, \
+        float scale, float *out, float *delta
+
 namespace tandem::kernels_baseline {
 #define TANDEM_DECLARE_DOT(name, id) void dot_##name(TANDEM_DOT_TILE_PARAMS);
 TANDEM_WEIGHT_TYPES(TANDEM_DECLARE_DOT)
 #undef TANDEM_DECLARE_DOT
+void delta_rule_step(TANDEM_DELTA_RULE_PARAMS);
 }  // namespace tandem::kernels_baseline
 
 #if defined(TANDEM_VARIANT_NS) && !defined(TANDEM_VARIANT_BASELINE)
@@ -55,5 +61,6 @@ TANDEM_SIMD_WEIGHT_TYPES(TANDEM_DECLARE_DOT)
     void quantize_##name(const float* x, void* dst, int64_t k);
 TANDEM_ACTIVATION_TYPES(TANDEM_DECLARE_QUANTIZE)
 #undef TANDEM_DECLARE_QUANTIZE
+void delta_rule_step(TANDEM_DELTA_RULE_PARAMS);
 }  // namespace tandem::TANDEM_VARIANT_NS
 #endif

@@ -20,7 +20,9 @@ consteval KernelTable make_table() {
     t.quantize[type_id(GgmlType::k##id)] = &tandem::quantize_##name;
     TANDEM_ACTIVATION_TYPES(TANDEM_SET_QUANTIZE)
 #undef TANDEM_SET_QUANTIZE
+    t.delta_rule_step = &kernels_baseline::delta_rule_step;
 #if !defined(TANDEM_VARIANT_BASELINE)
+    t.delta_rule_step = &delta_rule_step;
 #define TANDEM_SET_DOT(name, id) t.dot[type_id(GgmlType::k##id)] = &dot_##name;
     TANDEM_SIMD_WEIGHT_TYPES(TANDEM_SET_DOT)
 #undef TANDEM_SET_DOT
