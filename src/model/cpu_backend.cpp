@@ -361,23 +361,30 @@ void CpuBackend::short_conv(int layer, Act x, Act out) {
     const size_t state_size = static_cast<size_t>(K - 1) * C;
     sequence_rows("short_conv", layer, r.conv_pos, r.conv.data(), state_size);
     const float* w = model_.weights().layers[layer].ssm_conv.data;  // [C × K]
-    for (int s = 0; s < n_seq_; ++s) {
-        float* state = r.conv.data() + static_cast<size_t>(s) * state_size;  // K-1 rows of C, oldest first
-        for (int t : seq_rows_[s]) {
-            const float* u = x.row(t);
-            float* y = out.row(t);
-            for (int64_t c = 0; c < C; ++c) {
-                float sum = 0.0f;
-                for (int i = 0; i < K - 1; ++i) sum += state[static_cast<size_t>(i) * C + c] * w[c * K + i];
-                sum += u[c] * w[c * K + K - 1];
-                y[c] = sum / (1.0f + std::exp(-sum));
-            }
-            if (K > 1) {
-                std::memmove(state, state + C, sizeof(float) * (K - 2) * C);
-                std::memcpy(state + static_cast<size_t>(K - 2) * C, u, sizeof(float) * C);
+    // The channels are independent: the threads take ranges of them through every token.
+    pool_.parallel_for(C, 256, [&](int64_t c0, int64_t c1, int) {
+        const size_t run = sizeof(float) * static_cast<size_t>(c1 - c0);
+        for (int s = 0; s < n_seq_; ++s) {
+            // K-1 rows of C, oldest first
+            float* state = r.conv.data() + static_cast<size_t>(s) * state_size;
+            for (int t : seq_rows_[s]) {
+                const float* u = x.row(t);
+                float* y = out.row(t);
+                for (int64_t c = c0; c < c1; ++c) {
+                    float sum = 0.0f;
+                    for (int i = 0; i < K - 1; ++i)
+                        sum += state[static_cast<size_t>(i) * C + c] * w[c * K + i];
+                    sum += u[c] * w[c * K + K - 1];
+                    y[c] = sum / (1.0f + std::exp(-sum));
+                }
+                // The range's columns of the rows move up one, the token's values last.
+                for (int i = 0; i + 1 < K - 1; ++i)
+                    std::memcpy(state + static_cast<size_t>(i) * C + c0,
+                                state + static_cast<size_t>(i + 1) * C + c0, run);
+                if (K > 1) std::memcpy(state + static_cast<size_t>(K - 2) * C + c0, u + c0, run);
             }
         }
-    }
+    });
 }
 
 void CpuBackend::delta_net(int layer, Act q, Act k, Act v, Act g, Act beta, Act out) {
